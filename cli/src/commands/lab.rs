@@ -1,0 +1,206 @@
+//! `kiln lab …`
+
+use clap::{Args, Subcommand};
+
+use crate::lab::{Lab, UpOptions};
+
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// Which lab (several can exist side by side).
+    #[arg(long, short = 'n', default_value = "kiln", env = "KILN_LAB")]
+    pub name: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Create the lab (or repair a half-made one): network, hosts, sshd, registry, cluster.yaml.
+    Up {
+        #[command(flatten)]
+        name: NameArg,
+        /// Number of hosts: host1 is the controller, the rest are workers.
+        #[arg(long, default_value_t = 3)]
+        hosts: u32,
+        /// Do not start the lab registry (faster; no images can be pulled).
+        #[arg(long)]
+        no_registry: bool,
+    },
+    /// Remove everything of the lab: processes, mounts, links, cgroups, files.
+    Down {
+        #[command(flatten)]
+        name: NameArg,
+    },
+    /// List labs, or show one lab's hosts.
+    Status {
+        /// Only this lab.
+        #[arg(long, short = 'n')]
+        name: Option<String>,
+        #[arg(long, value_parser = ["text", "json"], default_value = "text")]
+        output: String,
+    },
+    /// Run a command inside the lab network, where the hosts (and nothing else) are reachable.
+    Run {
+        #[command(flatten)]
+        name: NameArg,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Open a shell inside the lab network.
+    Shell {
+        #[command(flatten)]
+        name: NameArg,
+    },
+    /// Run a command on a host's console (no SSH involved); a login shell without a command.
+    Exec {
+        #[command(flatten)]
+        name: NameArg,
+        host: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// SSH to a host from inside the lab network, with the lab's key and known_hosts.
+    Ssh {
+        #[command(flatten)]
+        name: NameArg,
+        host: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Power a host off: every process on it dies at once; its disk is kept.
+    Stop {
+        #[command(flatten)]
+        name: NameArg,
+        host: String,
+    },
+    /// Boot a stopped host again: same disk, fresh /run and /tmp, sshd up, containerd not started.
+    Start {
+        #[command(flatten)]
+        name: NameArg,
+        host: String,
+    },
+    /// Cut a host off the lab network (both directions); it keeps running.
+    Partition {
+        #[command(flatten)]
+        name: NameArg,
+        host: String,
+    },
+    /// Reconnect a partitioned host.
+    Heal {
+        #[command(flatten)]
+        name: NameArg,
+        host: String,
+    },
+    /// PID 1 of a lab host (internal: started by `kiln lab up` inside the host's namespaces).
+    #[command(hide = true)]
+    InitHost {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        #[arg(long)]
+        hostname: String,
+    },
+}
+
+pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
+    match cmd {
+        LabCommand::Up {
+            name,
+            hosts,
+            no_registry,
+        } => {
+            let r = Lab::up(&UpOptions {
+                name: name.name,
+                hosts,
+                registry: !no_registry,
+            })?;
+            println!("lab {} is up in {:.1}s (network namespace {})", r.name, r.seconds, r.netns);
+            for (h, ip) in &r.hosts {
+                println!("  {h}  {ip}");
+            }
+            println!("cluster.yaml: {}", r.cluster_yaml.display());
+            println!("ssh config:   {}", r.ssh_config.display());
+            println!(
+                "next: kiln lab ssh --name {n} host1   |   kiln lab shell --name {n}   |   kiln lab down --name {n}",
+                n = r.name
+            );
+            Ok(0)
+        }
+        LabCommand::Down { name } => {
+            Lab::new(&name.name)?.down()?;
+            println!("lab {} removed", name.name);
+            Ok(0)
+        }
+        LabCommand::Status { name, output } => status(name, &output),
+        LabCommand::Run { name, command } => Ok(Lab::new(&name.name)?.run(&command)?),
+        LabCommand::Shell { name } => Ok(Lab::new(&name.name)?.run(&[])?),
+        LabCommand::Exec {
+            name,
+            host,
+            command,
+        } => Ok(Lab::new(&name.name)?.exec(&host, &command)?),
+        LabCommand::Ssh {
+            name,
+            host,
+            command,
+        } => {
+            let lab = Lab::new(&name.name)?;
+            let mut argv = vec![
+                "ssh".to_string(),
+                "-F".into(),
+                lab.layout().ssh_config().display().to_string(),
+                host,
+            ];
+            argv.extend(command);
+            Ok(lab.run(&argv)?)
+        }
+        LabCommand::Stop { name, host } => {
+            Lab::new(&name.name)?.stop_host(&host)?;
+            Ok(0)
+        }
+        LabCommand::Start { name, host } => {
+            Lab::new(&name.name)?.start_host(&host)?;
+            Ok(0)
+        }
+        LabCommand::Partition { name, host } => {
+            Lab::new(&name.name)?.partition(&host)?;
+            Ok(0)
+        }
+        LabCommand::Heal { name, host } => {
+            Lab::new(&name.name)?.heal(&host)?;
+            Ok(0)
+        }
+        LabCommand::InitHost { dir, hostname } => {
+            crate::lab::init::run(&dir, &hostname)?;
+            Ok(0)
+        }
+    }
+}
+
+fn status(name: Option<String>, output: &str) -> anyhow::Result<i32> {
+    let names = match name {
+        Some(n) => vec![n],
+        None => Lab::list()?,
+    };
+    let mut all = Vec::new();
+    for n in names {
+        all.push(Lab::new(&n)?.status()?);
+    }
+    if output == "json" {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(0);
+    }
+    if all.is_empty() {
+        println!("no labs");
+    }
+    for s in all {
+        let state = if s.complete { "up" } else { "half-made (re-run `kiln lab up` or `down`)" };
+        println!("lab {}: {state}, registry {}", s.name, if s.registry { "running" } else { "off" });
+        for h in s.hosts {
+            let st = match (h.pid, h.partitioned) {
+                (None, _) => "stopped".to_string(),
+                (Some(p), false) => format!("running (pid {p})"),
+                (Some(p), true) => format!("running (pid {p}), partitioned"),
+            };
+            println!("  {:8} {:14} {st}", h.name, h.address);
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,167 @@
+//! Fixture tests: good files parse with the documented defaults; bad files fail with `file:line: field: why`.
+
+use std::path::PathBuf;
+
+use super::*;
+
+fn fixture(name: &str) -> (String, &'static str) {
+    let text = match name {
+        "minimal.yaml" => include_str!("fixtures/minimal.yaml"),
+        "full.yaml" => include_str!("fixtures/full.yaml"),
+        "bad-role.yaml" => include_str!("fixtures/bad-role.yaml"),
+        "bad-unknown-field.yaml" => include_str!("fixtures/bad-unknown-field.yaml"),
+        "bad-cidr.yaml" => include_str!("fixtures/bad-cidr.yaml"),
+        "bad-semantic.yaml" => include_str!("fixtures/bad-semantic.yaml"),
+        other => panic!("no fixture {other}"),
+    };
+    (name.to_string(), text)
+}
+
+fn error_lines(name: &str) -> Vec<String> {
+    let (file, text) = fixture(name);
+    let err = parse(text, &file).expect_err("fixture must be rejected");
+    err.to_string().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn minimal_gets_defaults() {
+    let (file, text) = fixture("minimal.yaml");
+    let c = parse(text, &file).unwrap();
+    let h = &c.spec.hosts[0];
+    assert_eq!(h.role, Role::ControllerWorker);
+    assert!(h.is_controller() && h.is_worker());
+    assert_eq!(h.ssh.user, "root");
+    assert_eq!(h.ssh.port, 22);
+    assert!(!h.ssh.uses_sudo());
+    assert_eq!(c.control_plane_endpoint(), "10.0.0.11:6443");
+    assert_eq!(c.spec.networking.pod_cidr.to_string(), "10.244.0.0/16");
+    assert_eq!(c.spec.networking.service_cidr.to_string(), "10.96.0.0/12");
+    assert_eq!(c.spec.networking.node_cidr_mask_size, 24);
+    assert_eq!(c.spec.proxy.mode, ProxyMode::Nftables);
+    assert_eq!(c.spec.pki.ca_validity_days, 3650);
+    assert_eq!(c.spec.pki.cert_validity_days, 365);
+    assert_eq!(c.spec.images.pause, "registry.k8s.io/pause:3.10");
+    assert!(c.spec.registry.is_none() && c.spec.store.backup.is_none());
+
+    let f = ClusterFile { path: PathBuf::from("/srv/demo/cluster.yaml"), config: c };
+    assert_eq!(f.state_dir(), PathBuf::from("/srv/demo/demo.kiln"));
+    assert_eq!(f.known_hosts_file(), home_dir().join(".ssh/known_hosts"));
+    assert_eq!(f.key_file(&f.config.spec.hosts[0]), None);
+}
+
+#[test]
+fn full_parses_every_field() {
+    let (file, text) = fixture("full.yaml");
+    let c = parse(text, &file).unwrap();
+    assert_eq!(c.metadata.name, "prod");
+    let cp = &c.spec.hosts[0];
+    assert_eq!(cp.node_ip.unwrap().to_string(), "172.16.0.11");
+    assert_eq!(cp.node_address(), "172.16.0.11");
+    assert_eq!(cp.labels["topology.kubernetes.io/zone"], "a");
+    assert_eq!(cp.ssh.user, "debian");
+    assert!(cp.ssh.uses_sudo(), "non-root users get sudo by default");
+    assert_eq!(cp.ssh.port, 2222);
+    let b = cp.ssh.bastion.as_ref().unwrap();
+    assert_eq!((b.address.as_str(), b.port, b.user.as_deref()), ("bastion.example.com", 22, Some("jump")));
+    let w = &c.spec.hosts[1];
+    assert_eq!(w.role, Role::Worker);
+    assert_eq!(w.ssh.sudo, Some(false));
+    assert_eq!(c.controllers().count(), 1);
+    assert_eq!(c.workers().count(), 1);
+    assert_eq!(c.control_plane_endpoint(), "api.example.com:6443");
+    assert_eq!(c.spec.networking.node_cidr_mask_size, 26);
+    let backup = c.spec.store.backup.as_ref().unwrap();
+    assert_eq!((backup.schedule.as_str(), backup.retention), ("0 */6 * * *", 14));
+    assert_eq!(c.spec.store.quota_backend_bytes, Some(8 << 30));
+    assert_eq!((c.spec.pki.ca_validity_days, c.spec.pki.cert_validity_days), (7300, 730));
+    let reg = c.spec.registry.as_ref().unwrap();
+    assert_eq!((reg.mirror.as_str(), reg.insecure), ("registry.lab:5000", true));
+
+    let f = ClusterFile { path: PathBuf::from("/srv/prod/cluster.yaml"), config: c };
+    assert_eq!(f.state_dir(), PathBuf::from("/var/lib/kiln-state/prod"));
+    assert_eq!(f.known_hosts_file(), PathBuf::from("/srv/prod/known_hosts"));
+    assert_eq!(f.key_file(&f.config.spec.hosts[0]), Some(PathBuf::from("/srv/prod/keys/id_ed25519")));
+    assert_eq!(f.resolve(Path::new("~/.ssh/bastion")), home_dir().join(".ssh/bastion"));
+
+    // What we serialize parses back to the same config.
+    let again = serde_norway::to_string(&f.config).unwrap();
+    assert_eq!(parse(&again, "again.yaml").unwrap(), f.config);
+}
+
+#[test]
+fn unknown_role_names_file_line_and_field() {
+    assert_eq!(
+        error_lines("bad-role.yaml"),
+        ["bad-role.yaml:12: hosts[2].role: unknown role 'master', expected one of controller, worker, controller+worker"]
+    );
+}
+
+#[test]
+fn unknown_field_is_rejected_with_its_line() {
+    let lines = error_lines("bad-unknown-field.yaml");
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].starts_with("bad-unknown-field.yaml:12: hosts[0].ssh.keyfile: unknown field `keyfile`"), "{lines:?}");
+    assert!(lines[0].contains("keyFile"), "suggests the right spelling: {lines:?}");
+}
+
+#[test]
+fn bad_cidr_is_located() {
+    assert_eq!(
+        error_lines("bad-cidr.yaml"),
+        ["bad-cidr.yaml:11: networking.podCIDR: invalid CIDR '10.244.0.0/33': prefix /33 is longer than 32 bits"]
+    );
+}
+
+#[test]
+fn semantic_problems_all_reported_with_lines() {
+    let lines = error_lines("bad-semantic.yaml");
+    let expected = [
+        "bad-semantic.yaml:6: hosts: no controller: at least one host needs role controller or controller+worker",
+        "bad-semantic.yaml:8: hosts[0].address: invalid address '0.0.0.0': 0.0.0.0 is not a reachable address",
+        "bad-semantic.yaml:11: hosts[1].address: 10.0.0.2 lies inside the podCIDR 10.0.0.0/8",
+        "bad-semantic.yaml:13: hosts[2].name: duplicate host name 'a' (also hosts[0])",
+        "bad-semantic.yaml:14: hosts[2].address: duplicate address '10.0.0.2' (also hosts[1])",
+        "bad-semantic.yaml:18: networking.serviceCIDR: 10.96.0.0/12 overlaps podCIDR 10.0.0.0/8",
+        "bad-semantic.yaml:21: pki.certValidityDays: 365 days outlives the CA (100 days); certificates cannot be valid longer than their CA",
+    ];
+    for e in expected {
+        assert!(lines.iter().any(|l| l == e), "missing {e:?} in {lines:#?}");
+    }
+}
+
+#[test]
+fn wrong_kind_and_version_and_missing_fields() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  hosts:\n  - name: a\n    address: 10.0.0.1\n    role: controller\n";
+    let err = parse(text, "c.yaml").unwrap_err().to_string();
+    assert!(err.contains("c.yaml:1: apiVersion: unsupported apiVersion 'v1', expected kiln.dev/v1alpha1"), "{err}");
+    assert!(err.contains("c.yaml:2: kind: unsupported kind 'Pod', expected Cluster"), "{err}");
+
+    let text = "apiVersion: kiln.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: x\nspec:\n  hosts:\n  - name: a\n    role: worker\n";
+    let err = parse(text, "c.yaml").unwrap_err().to_string();
+    assert!(err.starts_with("c.yaml:7: hosts[0]: missing field `address`"), "{err}");
+}
+
+#[test]
+fn yaml_syntax_error_has_a_line() {
+    let err = parse("apiVersion: kiln.dev/v1alpha1\nkind: [unclosed\n", "c.yaml").unwrap_err();
+    let ConfigError::Invalid { problems, .. } = &err else { panic!("{err}") };
+    assert!(problems[0].line.is_some(), "{err}");
+}
+
+#[test]
+fn load_reports_missing_file() {
+    let err = load(Path::new("/nonexistent/cluster.yaml")).unwrap_err();
+    assert!(err.to_string().starts_with("/nonexistent/cluster.yaml: cannot read"), "{err}");
+}
+
+#[test]
+fn scratch_locations() {
+    for t in [
+        "apiVersion: kiln.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  hosts:\n  - name: c\n    address: 10.0.0.3\n    role: master\n",
+        "apiVersion: kiln.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  hosts:\n  - name: c\n    address: 10.0.0.3\n    ssh: {user: root}\n    role: master\n",
+        "apiVersion: kiln.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  hosts:\n  - name: c\n    address: 10.0.0.3\n    nodeIP: 1.2.3\n",
+    ] {
+        let e: serde_norway::Error = serde_norway::from_str::<ClusterConfig>(t).unwrap_err();
+        eprintln!("SCRATCH {e}");
+    }
+}

@@ -1,0 +1,436 @@
+//! The cluster.yaml schema (`apiVersion: kiln.dev/v1alpha1`, `kind: Cluster`) as serde types.
+//!
+//! Every struct denies unknown fields so a typo is an error with a line number, not a silently ignored
+//! setting. Values whose syntax serde can check (roles, CIDRs, IPs) are parsed here, so their errors
+//! carry serde's location; cross-field rules live in `validate.rs`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub const API_VERSION: &str = "kiln.dev/v1alpha1";
+pub const KIND: &str = "Cluster";
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: ClusterSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metadata {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    pub hosts: Vec<Host>,
+    /// `host:port` clients and kubelets use for the apiserver; defaults to the first controller:6443.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint: Option<String>,
+    #[serde(default)]
+    pub networking: Networking,
+    #[serde(default)]
+    pub proxy: Proxy,
+    #[serde(default)]
+    pub store: Store,
+    #[serde(default)]
+    pub pki: Pki,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<Registry>,
+    #[serde(default)]
+    pub images: Images,
+    /// Defaults to `~/.ssh/known_hosts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts_file: Option<PathBuf>,
+    /// Cluster state (CA, keys, tokens); defaults to `<dir of cluster.yaml>/<name>.kiln`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Host {
+    pub name: String,
+    /// IP address or DNS name kiln connects to over SSH.
+    pub address: String,
+    pub role: Role,
+    #[serde(default)]
+    pub ssh: Ssh,
+    /// Address the node advertises in the cluster, when it differs from `address` (NAT, bastion).
+    #[serde(default, rename = "nodeIP", skip_serializing_if = "Option::is_none")]
+    pub node_ip: Option<Ip>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Host {
+    pub fn is_controller(&self) -> bool {
+        matches!(self.role, Role::Controller | Role::ControllerWorker)
+    }
+
+    pub fn is_worker(&self) -> bool {
+        matches!(self.role, Role::Worker | Role::ControllerWorker)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ssh {
+    #[serde(default = "default_user")]
+    pub user: String,
+    #[serde(default = "default_ssh_port")]
+    pub port: u16,
+    /// Private key; without it the ssh-agent (`SSH_AUTH_SOCK`) is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bastion: Option<Bastion>,
+    /// Run commands through `sudo -n`; defaults to true for any user but root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sudo: Option<bool>,
+}
+
+impl Ssh {
+    pub fn uses_sudo(&self) -> bool {
+        self.sudo.unwrap_or(self.user != "root")
+    }
+}
+
+impl Default for Ssh {
+    fn default() -> Self {
+        Ssh { user: default_user(), port: default_ssh_port(), key_file: None, bastion: None, sudo: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bastion {
+    pub address: String,
+    #[serde(default = "default_ssh_port")]
+    pub port: u16,
+    /// Defaults to the host's ssh user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Defaults to the host's key file (or the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Networking {
+    #[serde(rename = "podCIDR", default = "default_pod_cidr")]
+    pub pod_cidr: Cidr,
+    #[serde(rename = "serviceCIDR", default = "default_service_cidr")]
+    pub service_cidr: Cidr,
+    #[serde(rename = "nodeCIDRMaskSize", default = "default_node_mask")]
+    pub node_cidr_mask_size: u8,
+}
+
+impl Default for Networking {
+    fn default() -> Self {
+        Networking {
+            pod_cidr: default_pod_cidr(),
+            service_cidr: default_service_cidr(),
+            node_cidr_mask_size: default_node_mask(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Proxy {
+    #[serde(default)]
+    pub mode: ProxyMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Store {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<Backup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_backend_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Backup {
+    /// Cron expression (5 fields) or a macro such as `@daily`.
+    pub schedule: String,
+    /// How many snapshots to keep.
+    #[serde(default = "default_retention")]
+    pub retention: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pki {
+    #[serde(default = "default_ca_days")]
+    pub ca_validity_days: u32,
+    #[serde(default = "default_cert_days")]
+    pub cert_validity_days: u32,
+}
+
+impl Default for Pki {
+    fn default() -> Self {
+        Pki { ca_validity_days: default_ca_days(), cert_validity_days: default_cert_days() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Registry {
+    /// `host[:port]` of a registry mirror for every image pull.
+    pub mirror: String,
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Images {
+    #[serde(default = "default_pause")]
+    pub pause: String,
+}
+
+impl Default for Images {
+    fn default() -> Self {
+        Images { pause: default_pause() }
+    }
+}
+
+fn default_user() -> String {
+    "root".into()
+}
+fn default_ssh_port() -> u16 {
+    22
+}
+fn default_pod_cidr() -> Cidr {
+    "10.244.0.0/16".parse().expect("valid default")
+}
+fn default_service_cidr() -> Cidr {
+    "10.96.0.0/12".parse().expect("valid default")
+}
+fn default_node_mask() -> u8 {
+    24
+}
+fn default_retention() -> u32 {
+    7
+}
+fn default_ca_days() -> u32 {
+    3650
+}
+fn default_cert_days() -> u32 {
+    365
+}
+fn default_pause() -> String {
+    "registry.k8s.io/pause:3.10".into()
+}
+
+/// Implements Deserialize/Serialize through FromStr/Display, so a bad value's error (and its line)
+/// comes from serde with our own wording.
+macro_rules! string_serde {
+    ($t:ty) => {
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Controller,
+    Worker,
+    ControllerWorker,
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "controller" => Ok(Role::Controller),
+            "worker" => Ok(Role::Worker),
+            "controller+worker" => Ok(Role::ControllerWorker),
+            other => Err(format!(
+                "unknown role '{other}', expected one of controller, worker, controller+worker"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Controller => "controller",
+            Role::Worker => "worker",
+            Role::ControllerWorker => "controller+worker",
+        })
+    }
+}
+string_serde!(Role);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProxyMode {
+    #[default]
+    Nftables,
+}
+
+impl FromStr for ProxyMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "nftables" => Ok(ProxyMode::Nftables),
+            other => Err(format!("unknown proxy mode '{other}', expected nftables")),
+        }
+    }
+}
+
+impl fmt::Display for ProxyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("nftables")
+    }
+}
+string_serde!(ProxyMode);
+
+/// An IP address with a cluster.yaml-friendly parse error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ip(pub IpAddr);
+
+impl FromStr for Ip {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.parse().map(Ip).map_err(|_| format!("invalid IP address '{s}'"))
+    }
+}
+
+impl fmt::Display for Ip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+string_serde!(Ip);
+
+/// An IPv4 or IPv6 network in CIDR notation; host bits must be zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    fn bits(addr: IpAddr) -> (u128, u8) {
+        match addr {
+            IpAddr::V4(a) => (u32::from(a) as u128, 32),
+            IpAddr::V6(a) => (u128::from(a), 128),
+        }
+    }
+
+    fn mask(width: u8, prefix: u8) -> u128 {
+        if prefix == 0 {
+            0
+        } else {
+            let all = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
+            all & !((1u128 << (width - prefix)) - 1)
+        }
+    }
+
+    pub fn is_ipv4(&self) -> bool {
+        self.addr.is_ipv4()
+    }
+
+    /// Whether `ip` lies inside this network.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let (net, width) = Self::bits(self.addr);
+        let (other, other_width) = Self::bits(ip);
+        width == other_width && (other & Self::mask(width, self.prefix)) == net
+    }
+
+    /// Two networks overlap exactly when one contains the other's base address.
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        self.contains(other.addr) || other.contains(self.addr)
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("invalid CIDR '{s}': {why}");
+        let (addr, prefix) = s.split_once('/').ok_or_else(|| bad("expected address/prefix"))?;
+        let addr: IpAddr = addr.parse().map_err(|_| bad("not an IP address"))?;
+        let prefix: u8 = prefix.parse().map_err(|_| bad("prefix is not a number"))?;
+        let (value, width) = Self::bits(addr);
+        if prefix > width {
+            return Err(bad(&format!("prefix /{prefix} is longer than {width} bits")));
+        }
+        if value & !Self::mask(width, prefix) != 0 {
+            return Err(bad("host bits are set"));
+        }
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+string_serde!(Cidr);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parse_and_contains() {
+        let pods: Cidr = "10.244.0.0/16".parse().unwrap();
+        assert!(pods.contains("10.244.3.4".parse().unwrap()));
+        assert!(!pods.contains("10.245.0.1".parse().unwrap()));
+        assert!(!pods.contains("::1".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("1.2.3.4".parse().unwrap()));
+        let v6: Cidr = "fd00::/64".parse().unwrap();
+        assert!(v6.contains("fd00::5".parse().unwrap()));
+        assert!("10.244.0.1/16".parse::<Cidr>().unwrap_err().contains("host bits"));
+        assert!("10.244.0.0/33".parse::<Cidr>().unwrap_err().contains("longer than 32"));
+        assert!("10.244.0.0".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn cidr_overlap() {
+        let a: Cidr = "10.96.0.0/12".parse().unwrap();
+        let b: Cidr = "10.100.0.0/16".parse().unwrap();
+        let c: Cidr = "10.244.0.0/16".parse().unwrap();
+        assert!(a.overlaps(&b) && b.overlaps(&a));
+        assert!(!a.overlaps(&c));
+    }
+
+    #[test]
+    fn role_roundtrip() {
+        for r in [Role::Controller, Role::Worker, Role::ControllerWorker] {
+            assert_eq!(r.to_string().parse::<Role>().unwrap(), r);
+        }
+        assert_eq!(
+            "master".parse::<Role>().unwrap_err(),
+            "unknown role 'master', expected one of controller, worker, controller+worker"
+        );
+    }
+}

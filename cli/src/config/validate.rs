@@ -1,0 +1,283 @@
+//! Semantic checks serde cannot express: cross-field rules, uniqueness, network layout.
+//!
+//! Each problem carries the full field path (`spec.hosts[2].address`); `mod.rs` turns the path into a
+//! line number with `location.rs`.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use super::types::{ClusterConfig, API_VERSION, KIND};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub path: String,
+    pub message: String,
+}
+
+fn problem(path: impl Into<String>, message: impl Into<String>) -> Problem {
+    Problem { path: path.into(), message: message.into() }
+}
+
+/// All problems found, in document order (roughly); empty when the config is usable.
+pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if c.api_version != API_VERSION {
+        out.push(problem(
+            "apiVersion",
+            format!("unsupported apiVersion '{}', expected {API_VERSION}", c.api_version),
+        ));
+    }
+    if c.kind != KIND {
+        out.push(problem("kind", format!("unsupported kind '{}', expected {KIND}", c.kind)));
+    }
+    if let Err(why) = check_dns_label(&c.metadata.name) {
+        out.push(problem("metadata.name", format!("invalid cluster name '{}': {why}", c.metadata.name)));
+    }
+    hosts(c, &mut out);
+    networking(c, &mut out);
+    if let Some(ep) = &c.spec.control_plane_endpoint {
+        if let Err(why) = split_host_port(ep) {
+            out.push(problem("spec.controlPlaneEndpoint", format!("invalid endpoint '{ep}': {why}")));
+        }
+    }
+    let pki = &c.spec.pki;
+    if pki.ca_validity_days == 0 {
+        out.push(problem("spec.pki.caValidityDays", "must be at least 1"));
+    }
+    if pki.cert_validity_days == 0 {
+        out.push(problem("spec.pki.certValidityDays", "must be at least 1"));
+    } else if pki.cert_validity_days > pki.ca_validity_days {
+        out.push(problem(
+            "spec.pki.certValidityDays",
+            format!(
+                "{} days outlives the CA ({} days); certificates cannot be valid longer than their CA",
+                pki.cert_validity_days, pki.ca_validity_days
+            ),
+        ));
+    }
+    if let Some(b) = &c.spec.store.backup {
+        if let Err(why) = check_schedule(&b.schedule) {
+            out.push(problem("spec.store.backup.schedule", format!("invalid schedule '{}': {why}", b.schedule)));
+        }
+        if b.retention == 0 {
+            out.push(problem("spec.store.backup.retention", "must keep at least 1 snapshot"));
+        }
+    }
+    if let Some(r) = &c.spec.registry {
+        if let Err(why) = split_host_port(&r.mirror).and_then(|(h, _)| check_address(h)) {
+            out.push(problem("spec.registry.mirror", format!("invalid mirror '{}': {why}", r.mirror)));
+        }
+    }
+    if c.spec.images.pause.trim().is_empty() {
+        out.push(problem("spec.images.pause", "must name an image"));
+    }
+    out
+}
+
+fn hosts(c: &ClusterConfig, out: &mut Vec<Problem>) {
+    let hosts = &c.spec.hosts;
+    if hosts.is_empty() {
+        out.push(problem("spec.hosts", "at least one host is required"));
+        return;
+    }
+    if !hosts.iter().any(|h| h.is_controller()) {
+        out.push(problem(
+            "spec.hosts",
+            "no controller: at least one host needs role controller or controller+worker",
+        ));
+    }
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut addresses: HashMap<String, usize> = HashMap::new();
+    let net = &c.spec.networking;
+    for (i, h) in hosts.iter().enumerate() {
+        let at = |f: &str| format!("spec.hosts[{i}].{f}");
+        if let Err(why) = check_dns_subdomain(&h.name) {
+            out.push(problem(at("name"), format!("invalid host name '{}': {why}", h.name)));
+        } else if let Some(first) = names.insert(&h.name, i) {
+            out.push(problem(at("name"), format!("duplicate host name '{}' (also hosts[{first}])", h.name)));
+            names.insert(&h.name, first);
+        }
+        if let Err(why) = check_address(&h.address) {
+            out.push(problem(at("address"), format!("invalid address '{}': {why}", h.address)));
+        } else {
+            // The same machine reached by the same address and port is a duplicate; a NAT/bastion setup may
+            // legitimately share an address with different ports.
+            let key = format!("{}:{}", h.address.to_ascii_lowercase(), h.ssh.port);
+            if let Some(first) = addresses.get(&key) {
+                out.push(problem(
+                    at("address"),
+                    format!("duplicate address '{}' (also hosts[{first}])", h.address),
+                ));
+            } else {
+                addresses.insert(key, i);
+            }
+        }
+        if let Some(ip) = h.node_ip {
+            if ip.0.is_unspecified() {
+                out.push(problem(at("nodeIP"), format!("{ip} is not a usable node address")));
+            }
+        }
+        // The address the node announces must not fall into a cluster-internal range, or routing breaks.
+        let node_ip = h.node_ip.map(|ip| (ip.0, "nodeIP")).or_else(|| h.address.parse::<IpAddr>().ok().map(|ip| (ip, "address")));
+        if let Some((ip, field)) = node_ip {
+            for (cidr, name) in [(net.pod_cidr, "podCIDR"), (net.service_cidr, "serviceCIDR")] {
+                if cidr.contains(ip) {
+                    out.push(problem(at(field), format!("{ip} lies inside the {name} {cidr}")));
+                }
+            }
+        }
+        if h.ssh.port == 0 {
+            out.push(problem(at("ssh.port"), "port 0 is not a valid SSH port"));
+        }
+        if h.ssh.user.trim().is_empty() {
+            out.push(problem(at("ssh.user"), "must not be empty"));
+        }
+        if let Some(b) = &h.ssh.bastion {
+            if let Err(why) = check_address(&b.address) {
+                out.push(problem(at("ssh.bastion.address"), format!("invalid address '{}': {why}", b.address)));
+            }
+            if b.port == 0 {
+                out.push(problem(at("ssh.bastion.port"), "port 0 is not a valid SSH port"));
+            }
+        }
+        for key in h.labels.keys() {
+            if key.is_empty() || key.len() > 316 || key.contains(char::is_whitespace) {
+                out.push(problem(at(&format!("labels.{key}")), format!("invalid label key '{key}'")));
+            }
+        }
+    }
+}
+
+fn networking(c: &ClusterConfig, out: &mut Vec<Problem>) {
+    let net = &c.spec.networking;
+    if net.pod_cidr.overlaps(&net.service_cidr) {
+        out.push(problem(
+            "spec.networking.serviceCIDR",
+            format!("{} overlaps podCIDR {}", net.service_cidr, net.pod_cidr),
+        ));
+    }
+    let width = if net.pod_cidr.is_ipv4() { 32 } else { 128 };
+    let m = net.node_cidr_mask_size;
+    if m < net.pod_cidr.prefix || m > width {
+        out.push(problem(
+            "spec.networking.nodeCIDRMaskSize",
+            format!("/{m} must lie between the podCIDR prefix /{} and /{width}", net.pod_cidr.prefix),
+        ));
+    } else if (m - net.pod_cidr.prefix) < 16 && (1u64 << (m - net.pod_cidr.prefix)) < c.spec.hosts.len() as u64 {
+        out.push(problem(
+            "spec.networking.nodeCIDRMaskSize",
+            format!(
+                "podCIDR {} holds only {} /{m} node ranges for {} hosts",
+                net.pod_cidr,
+                1u64 << (m - net.pod_cidr.prefix),
+                c.spec.hosts.len()
+            ),
+        ));
+    }
+    if width == 32 && m > 30 {
+        out.push(problem("spec.networking.nodeCIDRMaskSize", format!("/{m} leaves no room for pods on a node")));
+    }
+}
+
+/// Splits `host:port` (or `[v6]:port`); the port is required.
+pub fn split_host_port(s: &str) -> Result<(&str, u16), String> {
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once("]:").ok_or("expected [address]:port")?;
+        (h, p)
+    } else {
+        let (h, p) = s.rsplit_once(':').ok_or("expected host:port")?;
+        if h.contains(':') {
+            return Err("an IPv6 address must be written [address]:port".into());
+        }
+        (h, p)
+    };
+    let port: u16 = port.parse().map_err(|_| format!("invalid port '{port}'"))?;
+    if port == 0 {
+        return Err("port 0".into());
+    }
+    check_address(host)?;
+    Ok((host, port))
+}
+
+/// An IP address (not unspecified) or a DNS name.
+pub fn check_address(s: &str) -> Result<(), String> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        if ip.is_unspecified() {
+            return Err(format!("{ip} is not a reachable address"));
+        }
+        return Ok(());
+    }
+    if s.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err("not a valid IP address".into());
+    }
+    check_dns_subdomain(s).map_err(|why| format!("neither an IP address nor a DNS name ({why})"))
+}
+
+fn check_dns_label(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 63 {
+        return Err("must be 1 to 63 characters".into());
+    }
+    if !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        return Err("only lowercase letters, digits and '-' are allowed".into());
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        return Err("must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+fn check_dns_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 {
+        return Err("must be 1 to 253 characters".into());
+    }
+    s.split('.').try_for_each(check_dns_label)
+}
+
+fn check_schedule(s: &str) -> Result<(), String> {
+    const MACROS: [&str; 7] = ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"];
+    if s.starts_with('@') {
+        return if MACROS.contains(&s) { Ok(()) } else { Err(format!("expected one of {}", MACROS.join(", "))) };
+    }
+    let fields: Vec<&str> = s.split_whitespace().collect();
+    if fields.len() != 5 {
+        return Err(format!("expected 5 cron fields (minute hour day month weekday), found {}", fields.len()));
+    }
+    let ok = |f: &&str| f.chars().all(|c| c.is_ascii_alphanumeric() || "*/,-".contains(c));
+    if let Some(bad) = fields.iter().find(|f| !ok(f)) {
+        return Err(format!("unexpected characters in field '{bad}'"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port() {
+        assert_eq!(split_host_port("10.0.0.1:6443").unwrap(), ("10.0.0.1", 6443));
+        assert_eq!(split_host_port("[fd00::1]:6443").unwrap(), ("fd00::1", 6443));
+        assert_eq!(split_host_port("api.example.com:443").unwrap(), ("api.example.com", 443));
+        assert!(split_host_port("10.0.0.1").is_err());
+        assert!(split_host_port("0.0.0.0:6443").is_err());
+        assert!(split_host_port("fd00::1:6443").is_err());
+    }
+
+    #[test]
+    fn addresses() {
+        assert!(check_address("192.168.1.10").is_ok());
+        assert!(check_address("node-1.lab").is_ok());
+        assert!(check_address("0.0.0.0").unwrap_err().contains("not a reachable"));
+        assert!(check_address("::").is_err());
+        assert!(check_address("10.0.0.300").unwrap_err().contains("not a valid IP"));
+        assert!(check_address("bad_name").is_err());
+    }
+
+    #[test]
+    fn schedules() {
+        assert!(check_schedule("0 */6 * * *").is_ok());
+        assert!(check_schedule("@daily").is_ok());
+        assert!(check_schedule("@sometimes").is_err());
+        assert!(check_schedule("* * *").is_err());
+    }
+}

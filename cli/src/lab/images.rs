@@ -1,0 +1,267 @@
+//! kiln's test images, built locally and reproducibly (no image is ever downloaded): single-layer OCI
+//! image-layout archives with fixed timestamps and ordering, so the same inputs give the same digests.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::exec::{cmd, run};
+use super::layout::write_file;
+use super::LabError;
+
+/// Shared by every lab: the images are the same for all of them.
+pub const IMAGE_CACHE: &str = "/var/cache/kiln-lab/images";
+const PAUSE_SOURCE: &str = include_str!("pause.c");
+
+/// An image to be pushed to the lab registry as `kiln/<name>:<tag>`.
+#[derive(Debug, Clone)]
+pub struct BuiltImage {
+    pub name: &'static str,
+    pub tag: &'static str,
+    pub archive: PathBuf,
+}
+
+impl BuiltImage {
+    pub fn reference(&self, registry: &str) -> String {
+        format!("{registry}/kiln/{}:{}", self.name, self.tag)
+    }
+}
+
+/// One file in the layer.
+enum Entry {
+    Dir(String, u32),
+    File(String, Vec<u8>, u32),
+    Symlink(String, String),
+}
+
+struct ImageSpec {
+    name: &'static str,
+    tag: &'static str,
+    entries: Vec<Entry>,
+    cmd: Vec<&'static str>,
+}
+
+pub fn ensure_images() -> Result<Vec<BuiltImage>, LabError> {
+    let dir = Path::new(IMAGE_CACHE);
+    std::fs::create_dir_all(dir).map_err(LabError::io("creating image cache", dir))?;
+    let mut out = Vec::new();
+    for build in [pause_spec as fn(&Path) -> Result<ImageSpec, LabError>, busybox_spec] {
+        // Specs are cheap except the pause compile, which is cached beside the archives.
+        let spec = build(dir)?;
+        let archive = dir.join(format!("{}-{}.oci.tar", spec.name, spec.tag));
+        if !archive.exists() {
+            let bytes = build_archive(&spec)?;
+            write_file(&archive, &bytes, 0o644)?;
+        }
+        out.push(BuiltImage {
+            name: spec.name,
+            tag: spec.tag,
+            archive,
+        });
+    }
+    Ok(out)
+}
+
+fn pause_spec(cache: &Path) -> Result<ImageSpec, LabError> {
+    let bin = cache.join("pause");
+    if !bin.exists() {
+        let src = cache.join("pause.c");
+        write_file(&src, PAUSE_SOURCE.as_bytes(), 0o644)?;
+        run(&mut cmd(
+            "gcc",
+            &["-static", "-Os", "-s", "-o", &bin.to_string_lossy(), &src.to_string_lossy()],
+        ))
+        .map_err(|e| LabError::Image {
+            image: "pause".into(),
+            reason: format!("{e} (needs gcc and libc6-dev)"),
+        })?;
+    }
+    let data = std::fs::read(&bin).map_err(LabError::io("reading", &bin))?;
+    Ok(ImageSpec {
+        name: "pause",
+        tag: "1",
+        entries: vec![Entry::File("pause".into(), data, 0o755)],
+        cmd: vec!["/pause"],
+    })
+}
+
+/// busybox (static) with every applet, and httpd serving /www: the lab's general-purpose workload image.
+fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
+    let bb = Path::new("/bin/busybox");
+    let data = std::fs::read(bb).map_err(|e| LabError::Image {
+        image: "busybox".into(),
+        reason: format!("{}: {e} (apt-get install busybox-static)", bb.display()),
+    })?;
+    let list = run(&mut cmd("/bin/busybox", &["--list"]))?;
+    let mut applets: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .split_whitespace()
+        .filter(|a| *a != "busybox")
+        .map(str::to_string)
+        .collect();
+    applets.sort();
+    applets.dedup();
+    let mut entries = vec![];
+    for (d, mode) in [("bin", 0o755), ("dev", 0o755), ("etc", 0o755), ("proc", 0o755), ("run", 0o755), ("sys", 0o755), ("tmp", 0o1777), ("www", 0o755)] {
+        entries.push(Entry::Dir(d.into(), mode));
+    }
+    entries.push(Entry::File("bin/busybox".into(), data, 0o755));
+    for a in applets {
+        entries.push(Entry::Symlink(format!("bin/{a}"), "busybox".into()));
+    }
+    entries.push(Entry::File(
+        "etc/passwd".into(),
+        b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n".to_vec(),
+        0o644,
+    ));
+    entries.push(Entry::File("etc/group".into(), b"root:x:0:\nnogroup:x:65534:\n".to_vec(), 0o644));
+    entries.push(Entry::File("www/index.html".into(), b"hello from kiln\n".to_vec(), 0o644));
+    Ok(ImageSpec {
+        name: "busybox",
+        tag: "1",
+        entries,
+        cmd: vec!["/bin/httpd", "-f", "-p", "80", "-h", "/www"],
+    })
+}
+
+fn header(path: &str, size: u64, mode: u32, kind: tar::EntryType) -> tar::Header {
+    let mut h = tar::Header::new_ustar();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(mode);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    let _ = h.set_path(path);
+    h
+}
+
+fn image_err(spec: &str, e: std::io::Error) -> LabError {
+    LabError::Image {
+        image: spec.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+fn layer_tar(spec: &ImageSpec) -> Result<Vec<u8>, LabError> {
+    let mut b = tar::Builder::new(Vec::new());
+    for e in &spec.entries {
+        let r = match e {
+            Entry::Dir(p, mode) => {
+                let mut h = header(&format!("{p}/"), 0, *mode, tar::EntryType::Directory);
+                h.set_cksum();
+                b.append(&h, std::io::empty())
+            }
+            Entry::File(p, data, mode) => {
+                let mut h = header(p, data.len() as u64, *mode, tar::EntryType::Regular);
+                h.set_cksum();
+                b.append(&h, data.as_slice())
+            }
+            Entry::Symlink(p, target) => {
+                let mut h = header(p, 0, 0o777, tar::EntryType::Symlink);
+                let _ = h.set_link_name(target);
+                h.set_cksum();
+                b.append(&h, std::io::empty())
+            }
+        };
+        r.map_err(|e| image_err(spec.name, e))?;
+    }
+    b.into_inner().map_err(|e| image_err(spec.name, e))
+}
+
+fn digest(data: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(data)))
+}
+
+fn build_archive(spec: &ImageSpec) -> Result<Vec<u8>, LabError> {
+    let layer = layer_tar(spec)?;
+    let layer_digest = digest(&layer);
+    let config = serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd": spec.cmd,
+            "WorkingDir": "/",
+        },
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+        "history": [{"created_by": "kiln lab images"}],
+    });
+    let config = serde_json::to_vec(&config).expect("json");
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(&config), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": layer.len()}],
+    }))
+    .expect("json");
+    let index = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest(&manifest),
+            "size": manifest.len(),
+            "platform": {"architecture": "amd64", "os": "linux"},
+            "annotations": {
+                "io.containerd.image.name": format!("kiln.local/{}:{}", spec.name, spec.tag),
+                "org.opencontainers.image.ref.name": spec.tag,
+            },
+        }],
+    }))
+    .expect("json");
+    let mut b = tar::Builder::new(Vec::new());
+    let mut add = |path: String, data: &[u8]| -> Result<(), LabError> {
+        let mut h = header(&path, data.len() as u64, 0o644, tar::EntryType::Regular);
+        h.set_cksum();
+        b.append(&h, data).map_err(|e| image_err(spec.name, e))
+    };
+    for blob in [&layer, &config, &manifest] {
+        let d = digest(blob);
+        add(format!("blobs/sha256/{}", &d["sha256:".len()..]), blob)?;
+    }
+    add("oci-layout".into(), br#"{"imageLayoutVersion":"1.0.0"}"#)?;
+    add("index.json".into(), &index)?;
+    b.into_inner().map_err(|e| image_err(spec.name, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ImageSpec {
+        ImageSpec {
+            name: "t",
+            tag: "1",
+            entries: vec![
+                Entry::Dir("bin".into(), 0o755),
+                Entry::File("bin/x".into(), b"hello".to_vec(), 0o755),
+                Entry::Symlink("bin/y".into(), "x".into()),
+            ],
+            cmd: vec!["/bin/x"],
+        }
+    }
+
+    #[test]
+    fn archives_are_reproducible() {
+        assert_eq!(build_archive(&spec()).unwrap(), build_archive(&spec()).unwrap());
+    }
+
+    #[test]
+    fn archive_is_an_oci_layout_whose_blobs_match_their_digests() {
+        let bytes = build_archive(&spec()).unwrap();
+        let mut ar = tar::Archive::new(bytes.as_slice());
+        let mut names = vec![];
+        for e in ar.entries().unwrap() {
+            let mut e = e.unwrap();
+            let path = e.path().unwrap().to_string_lossy().into_owned();
+            let mut data = vec![];
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+            if let Some(hexd) = path.strip_prefix("blobs/sha256/") {
+                assert_eq!(digest(&data), format!("sha256:{hexd}"));
+            }
+            names.push(path);
+        }
+        assert!(names.contains(&"index.json".to_string()));
+        assert!(names.contains(&"oci-layout".to_string()));
+        assert_eq!(names.iter().filter(|n| n.starts_with("blobs/")).count(), 3);
+    }
+}

@@ -1,0 +1,265 @@
+//! `kiln lab`: a kind-like local cluster of real "hosts" on one Linux machine.
+//!
+//! A lab is an isolated network namespace (bridge `br0`, no uplink, forwarding off) plus N hosts. Each host is
+//! a set of fresh net/mount/uts/ipc/pid/cgroup namespaces whose PID 1 is `kiln lab init-host` (see
+//! [`init`]), with private copy-on-write /etc /var /usr, private data dirs, its own sshd and host key. The
+//! facts and pitfalls behind every step are in shared/lab/NOTES.md; docs/architecture.md summarises them.
+
+mod cgroups;
+mod cluster_yaml;
+mod error;
+mod exec;
+mod host;
+pub mod images;
+pub mod init;
+mod layout;
+mod net;
+mod registry;
+mod requirements;
+mod state;
+
+pub use error::LabError;
+pub use layout::{host_ip, LabLayout, LAB_GATEWAY, REGISTRY_ADDR};
+pub use state::{HostStatus, LabStatus};
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// What `kiln lab up` was asked for.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub name: String,
+    pub hosts: u32,
+    /// Skip the OCI registry and images (faster; for tests that do not pull images).
+    pub registry: bool,
+}
+
+/// What `kiln lab up` made, for the caller to print.
+#[derive(Debug, Clone)]
+pub struct UpReport {
+    pub name: String,
+    pub netns: String,
+    pub cluster_yaml: PathBuf,
+    pub ssh_config: PathBuf,
+    pub hosts: Vec<(String, String)>,
+    pub seconds: f64,
+}
+
+/// A lab by name: every operation on one lab goes through this.
+pub struct Lab {
+    layout: LabLayout,
+}
+
+impl Lab {
+    pub fn new(name: &str) -> Result<Lab, LabError> {
+        Ok(Lab {
+            layout: LabLayout::new(name)?,
+        })
+    }
+
+    pub fn layout(&self) -> &LabLayout {
+        &self.layout
+    }
+
+    /// Create the lab, or repair a half-made one. A complete, running lab of that name is an error.
+    pub fn up(opts: &UpOptions) -> Result<UpReport, LabError> {
+        requirements::check(opts.registry)?;
+        let started = Instant::now();
+        let lab = Lab::new(&opts.name)?;
+        let l = &lab.layout;
+        if opts.hosts == 0 || opts.hosts > layout::MAX_HOSTS {
+            return Err(LabError::BadHostCount {
+                count: opts.hosts,
+                max: layout::MAX_HOSTS,
+            });
+        }
+        if let Some(st) = state::load(l)? {
+            if st.complete && lab.all_running(&st) && st.hosts == opts.hosts {
+                return Err(LabError::NameInUse {
+                    name: opts.name.clone(),
+                });
+            }
+            tracing::info!(lab = %opts.name, "repairing a half-made lab");
+        }
+        let mut st = state::LabState {
+            name: opts.name.clone(),
+            hosts: opts.hosts,
+            registry: opts.registry,
+            complete: false,
+        };
+        state::save(l, &st)?;
+        l.create_dirs()?;
+        crate::lab::host::ensure_ssh_key(l)?;
+        net::ensure_lab_netns(l)?;
+        if opts.registry {
+            let imgs = images::ensure_images()?;
+            registry::ensure_running(l, &imgs)?;
+        }
+        // Hosts come up in parallel: each is independent and most of the time is waiting on the kernel.
+        let results: Vec<Result<(), LabError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..=opts.hosts)
+                .map(|n| {
+                    let l = l.clone();
+                    s.spawn(move || host::ensure_up(&l, n, opts.hosts))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(LabError::Panicked)))
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+        host::write_known_hosts(l, opts.hosts)?;
+        cluster_yaml::write_all(l, opts.hosts, opts.registry)?;
+        st.complete = true;
+        state::save(l, &st)?;
+        Ok(UpReport {
+            name: opts.name.clone(),
+            netns: l.netns.clone(),
+            cluster_yaml: l.cluster_yaml(),
+            ssh_config: l.ssh_config(),
+            hosts: (1..=opts.hosts)
+                .map(|n| (layout::host_name(n), host_ip(n)))
+                .collect(),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn all_running(&self, st: &state::LabState) -> bool {
+        net::netns_exists(&self.layout.netns)
+            && (1..=st.hosts).all(|n| host::running_pid(&self.layout, n).is_some())
+            && (!st.registry || registry::running(&self.layout))
+    }
+
+    /// Remove everything of the lab: hosts (processes, mounts, cgroups), registry, netns, files.
+    /// Works on half-made labs too, and is a no-op for a lab that does not exist.
+    pub fn down(&self) -> Result<(), LabError> {
+        requirements::check_root()?;
+        let l = &self.layout;
+        let hosts = l.existing_hosts();
+        let results: Vec<Result<(), LabError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = hosts
+                .iter()
+                .map(|&n| s.spawn(move || host::destroy(l, n, false)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(LabError::Panicked)))
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+        registry::stop(l)?;
+        net::delete_lab_netns(l)?;
+        l.remove_all()?;
+        Ok(())
+    }
+
+    /// Power loss: every process of the host dies at once; its disk stays.
+    pub fn stop_host(&self, host: &str) -> Result<(), LabError> {
+        let n = self.host_number(host)?;
+        host::destroy(&self.layout, n, true)
+    }
+
+    /// Boot a stopped host again: same disk, fresh /run and /tmp, sshd started, containerd not.
+    pub fn start_host(&self, host: &str) -> Result<(), LabError> {
+        let n = self.host_number(host)?;
+        let st = state::load(&self.layout)?.ok_or_else(|| self.no_such_lab())?;
+        host::ensure_up(&self.layout, n, st.hosts)
+    }
+
+    pub fn partition(&self, host: &str) -> Result<(), LabError> {
+        let n = self.host_number(host)?;
+        net::set_partitioned(&self.layout, n, true)
+    }
+
+    pub fn heal(&self, host: &str) -> Result<(), LabError> {
+        let n = self.host_number(host)?;
+        net::set_partitioned(&self.layout, n, false)
+    }
+
+    /// Run a command inside the lab network (where the hosts are reachable), inheriting stdio.
+    pub fn run(&self, argv: &[String]) -> Result<i32, LabError> {
+        self.require_exists()?;
+        exec::run_in_netns_interactive(&self.layout.netns, argv, &self.layout)
+    }
+
+    /// Run a command on a host's console (all its namespaces and cgroups), inheriting stdio.
+    pub fn exec(&self, host: &str, argv: &[String]) -> Result<i32, LabError> {
+        let n = self.host_number(host)?;
+        let pid = host::running_pid(&self.layout, n).ok_or_else(|| LabError::HostDown {
+            lab: self.layout.name.clone(),
+            host: layout::host_name(n),
+        })?;
+        host::exec_interactive(&self.layout, n, pid, argv)
+    }
+
+    /// Run a command on a host's console and capture its output (for tests and the CLI's own use).
+    pub fn exec_output(&self, host: &str, argv: &[&str]) -> Result<std::process::Output, LabError> {
+        let n = self.host_number(host)?;
+        let pid = host::running_pid(&self.layout, n).ok_or_else(|| LabError::HostDown {
+            lab: self.layout.name.clone(),
+            host: layout::host_name(n),
+        })?;
+        host::exec_output(&self.layout, n, pid, argv)
+    }
+
+    pub fn status(&self) -> Result<LabStatus, LabError> {
+        let st = state::load(&self.layout)?.ok_or_else(|| self.no_such_lab())?;
+        let hosts = (1..=st.hosts)
+            .map(|n| HostStatus {
+                name: layout::host_name(n),
+                address: host_ip(n),
+                pid: host::running_pid(&self.layout, n),
+                partitioned: net::is_partitioned(&self.layout, n),
+            })
+            .collect();
+        Ok(LabStatus {
+            name: st.name,
+            netns: self.layout.netns.clone(),
+            complete: st.complete,
+            registry: st.registry && registry::running(&self.layout),
+            cluster_yaml: self.layout.cluster_yaml(),
+            hosts,
+        })
+    }
+
+    /// Every lab on this machine, by name.
+    pub fn list() -> Result<Vec<String>, LabError> {
+        layout::list_labs()
+    }
+
+    fn require_exists(&self) -> Result<(), LabError> {
+        if net::netns_exists(&self.layout.netns) {
+            Ok(())
+        } else {
+            Err(self.no_such_lab())
+        }
+    }
+
+    fn no_such_lab(&self) -> LabError {
+        LabError::NoSuchLab {
+            name: self.layout.name.clone(),
+        }
+    }
+
+    fn host_number(&self, host: &str) -> Result<u32, LabError> {
+        let n = layout::parse_host(host).ok_or_else(|| LabError::NoSuchHost {
+            lab: self.layout.name.clone(),
+            host: host.to_string(),
+        })?;
+        let count = state::load(&self.layout)?
+            .ok_or_else(|| self.no_such_lab())?
+            .hosts;
+        if n == 0 || n > count {
+            return Err(LabError::NoSuchHost {
+                lab: self.layout.name.clone(),
+                host: host.to_string(),
+            });
+        }
+        Ok(n)
+    }
+}

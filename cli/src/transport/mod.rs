@@ -1,0 +1,1 @@
+//! the Transport trait: SSH (russh) and local

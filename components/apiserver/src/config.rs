@@ -1,0 +1,111 @@
+//! Command-line flags, named like kube-apiserver's so manifests and habits carry over.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::storage::StoreConfig;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "kiln-apiserver", version, about = "kiln's Kubernetes API server")]
+pub struct Options {
+    /// Store endpoints (etcd v3 API), comma separated, e.g. https://127.0.0.1:2379.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub etcd_servers: Vec<String>,
+    /// CA bundle that signed the store's serving certificate.
+    #[arg(long)]
+    pub etcd_cafile: Option<String>,
+    /// Client certificate for the store.
+    #[arg(long)]
+    pub etcd_certfile: Option<String>,
+    /// Client key for the store.
+    #[arg(long)]
+    pub etcd_keyfile: Option<String>,
+
+    /// HTTPS port; 0 picks a free one (tests).
+    #[arg(long, default_value_t = 6443)]
+    pub secure_port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// Address advertised to clients in discovery; defaults to the bind address.
+    #[arg(long)]
+    pub advertise_address: Option<IpAddr>,
+    /// Serving certificate (PEM).
+    #[arg(long)]
+    pub tls_cert_file: String,
+    /// Serving key (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: String,
+    /// CA that signs client certificates; without it only anonymous access exists.
+    #[arg(long)]
+    pub client_ca_file: Option<String>,
+
+    /// Service ClusterIP range (allocation arrives with services).
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: String,
+    /// Service-account token verification key (accepted; used once service accounts are served).
+    #[arg(long)]
+    pub service_account_key_file: Option<String>,
+    /// Service-account token signing key (accepted; see above).
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<String>,
+    /// Service-account token issuer (accepted; see above).
+    #[arg(long)]
+    pub service_account_issuer: Option<String>,
+    /// Client certificate for kubelet connections (accepted; used by logs/exec proxying).
+    #[arg(long)]
+    pub kubelet_client_certificate: Option<String>,
+    /// Client key for kubelet connections (accepted; see above).
+    #[arg(long)]
+    pub kubelet_client_key: Option<String>,
+    /// Authorization modes (accepted; the skeleton's authorizer is fixed).
+    #[arg(long, default_value = "Node,RBAC")]
+    pub authorization_mode: String,
+    /// Allow privileged containers (accepted).
+    #[arg(long)]
+    pub allow_privileged: Option<bool>,
+
+    /// Seconds between watch BOOKMARK events for clients that allow them.
+    #[arg(long, default_value_t = 60, hide = true)]
+    pub watch_bookmark_interval_seconds: u64,
+}
+
+impl Options {
+    pub fn store(&self) -> StoreConfig {
+        StoreConfig {
+            endpoints: self.etcd_servers.clone(),
+            ca_file: self.etcd_cafile.clone(),
+            cert_file: self.etcd_certfile.clone(),
+            key_file: self.etcd_keyfile.clone(),
+        }
+    }
+
+    pub fn bookmark_interval(&self) -> Duration {
+        Duration::from_secs(self.watch_bookmark_interval_seconds.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_apiserver_style_flags_parse() {
+        let o = Options::parse_from([
+            "kiln-apiserver",
+            "--etcd-servers=https://127.0.0.1:2379,https://127.0.0.2:2379",
+            "--tls-cert-file=/etc/kiln/pki/apiserver.crt",
+            "--tls-private-key-file=/etc/kiln/pki/apiserver.key",
+            "--client-ca-file=/etc/kiln/pki/ca.crt",
+            "--service-account-key-file=/etc/kiln/pki/sa.pub",
+            "--kubelet-client-certificate=/x.crt",
+            "--kubelet-client-key=/x.key",
+            "--bind-address=127.0.0.1",
+        ]);
+        assert_eq!(o.etcd_servers.len(), 2);
+        assert_eq!(o.secure_port, 6443);
+        assert_eq!(o.service_cluster_ip_range, "10.96.0.0/12");
+    }
+}

@@ -1,0 +1,391 @@
+//! get / list / create / update / patch / delete for any registered resource. Every write is a
+//! compare-and-swap on the key's mod revision; unconditional updates retry on a lost race.
+
+use std::collections::HashMap;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use super::table::{self, Include};
+use super::{json_response, parse_json, AppState, Target};
+use crate::patch::{self, PatchType};
+use crate::registry::lifecycle::{
+    from_stored, name_of, now_rfc3339, prepare_create, prepare_update, same_object, to_stored,
+    UpdateScope,
+};
+use crate::registry::resources::NAMESPACES;
+use crate::registry::ResourceSpec;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::storage::{StoreError, Versioned};
+
+/// Attempts for writes that retry on a lost compare-and-swap (no client precondition).
+const MAX_ATTEMPTS: usize = 16;
+
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Etcd(e) => ApiError::unavailable(format!("storage unavailable: {e}")),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+fn is_dry_run(query: &HashMap<String, String>) -> bool {
+    query.get("dryRun").is_some_and(|v| v == "All")
+}
+
+fn required_name(target: &Target) -> Result<&str, ApiError> {
+    target
+        .name
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_request("a resource name is required"))
+}
+
+/// Serves one object as JSON or, when asked, as a one-row Table.
+fn respond(
+    spec: &ResourceSpec,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    code: StatusCode,
+    obj: &Value,
+) -> Response {
+    if table::wants_table(headers) {
+        let rv = obj["metadata"]["resourceVersion"].as_str();
+        let t = table::table(spec, std::slice::from_ref(obj), rv, Include::from_query(query));
+        return json_response(code, &t);
+    }
+    json_response(code, obj)
+}
+
+async fn read(state: &AppState, target: &Target, name: &str) -> Result<(Value, i64), ApiError> {
+    let spec = target.spec;
+    let Some(Versioned {
+        value,
+        mod_revision,
+        ..
+    }) = state.store.get(&target.key(name)).await.map_err(store_error)?
+    else {
+        return Err(ApiError::not_found(spec.group, spec.plural, name));
+    };
+    Ok((from_stored(&value, mod_revision)?, mod_revision))
+}
+
+pub async fn get(
+    state: &AppState,
+    target: &Target,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let (obj, _) = read(state, target, required_name(target)?).await?;
+    Ok(respond(target.spec, headers, query, StatusCode::OK, &obj))
+}
+
+pub struct Selectors {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    pub fn from_query(spec: &ResourceSpec, query: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields =
+            FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), spec)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(Selectors { labels, fields })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.labels.matches(obj) && self.fields.matches(obj)
+    }
+}
+
+/// Every matching object and the list's resourceVersion (the store revision it was read at).
+pub async fn list_objects(
+    state: &AppState,
+    target: &Target,
+    selectors: &Selectors,
+) -> Result<(Vec<Value>, i64), ApiError> {
+    let prefix = target.spec.key_prefix(target.namespace.as_deref());
+    let (items, revision) = state.store.list(&prefix).await.map_err(store_error)?;
+    let mut objects = Vec::with_capacity(items.len());
+    for item in items {
+        let obj = from_stored(&item.value, item.mod_revision)?;
+        if selectors.matches(&obj) {
+            objects.push(obj);
+        }
+    }
+    Ok((objects, revision))
+}
+
+pub async fn list(
+    state: &AppState,
+    target: &Target,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let spec = target.spec;
+    let selectors = Selectors::from_query(spec, query)?;
+    // `limit` is honoured by returning everything in one page, which the API allows.
+    let (objects, revision) = list_objects(state, target, &selectors).await?;
+    let rv = revision.to_string();
+    if table::wants_table(headers) {
+        let t = table::table(spec, &objects, Some(&rv), Include::from_query(query));
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": spec.list_kind,
+            "apiVersion": spec.api_version(),
+            "metadata": {"resourceVersion": rv},
+            "items": objects,
+        }),
+    ))
+}
+
+pub async fn create(
+    state: &AppState,
+    target: &Target,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let spec = target.spec;
+    if target.name.is_some() {
+        return Err(ApiError::method_not_allowed("create", spec.group, spec.plural));
+    }
+    let mut obj = prepare_create(spec, target.namespace.as_deref(), parse_json(body)?)?;
+    if let Some(ns) = target.namespace.as_deref() {
+        // NamespaceLifecycle admission: namespaced objects need a live namespace.
+        match state.store.get(&NAMESPACES.key(None, ns)).await.map_err(store_error)? {
+            None => return Err(ApiError::not_found("", "namespaces", ns)),
+            Some(v) => {
+                let nsobj = from_stored(&v.value, v.mod_revision)?;
+                if nsobj["metadata"]["deletionTimestamp"].is_string() {
+                    return Err(ApiError {
+                        code: 403,
+                        reason: "Forbidden",
+                        message: format!("{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated", spec.plural, name_of(&obj)),
+                        details: Some(json!({"name": name_of(&obj), "kind": spec.plural})),
+                    });
+                }
+            }
+        }
+    }
+    let name = name_of(&obj).to_string();
+    if !is_dry_run(query) {
+        let rev = state
+            .store
+            .create(&target.key(&name), to_stored(&obj))
+            .await
+            .map_err(|e| match e {
+                StoreError::AlreadyExists => ApiError::already_exists(spec.group, spec.plural, &name),
+                other => store_error(other),
+            })?;
+        obj["metadata"]["resourceVersion"] = json!(rev.to_string());
+    }
+    tracing::debug!(resource = spec.plural, name = %name, "created");
+    Ok(json_response(StatusCode::CREATED, &obj))
+}
+
+fn scope(target: &Target) -> UpdateScope {
+    if target.status {
+        UpdateScope::Status
+    } else {
+        UpdateScope::Main
+    }
+}
+
+/// The read-modify-write loop behind update and patch. `build` makes the new object from the stored
+/// one; a resourceVersion in the result is a precondition (409 on mismatch, no retry).
+async fn guaranteed_update(
+    state: &AppState,
+    target: &Target,
+    query: &HashMap<String, String>,
+    build: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    let spec = target.spec;
+    let name = required_name(target)?;
+    for _ in 0..MAX_ATTEMPTS {
+        let (old, rev) = read(state, target, name).await?;
+        let candidate = build(&old)?;
+        let precondition = candidate["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        if precondition.as_deref().is_some_and(|p| p != rev.to_string()) {
+            return Err(ApiError::conflict(spec.group, spec.plural, name));
+        }
+        let mut new = prepare_update(spec, scope(target), target.namespace.as_deref(), &old, candidate)?;
+        if same_object(&old, &new) {
+            return Ok(old);
+        }
+        if is_dry_run(query) {
+            return Ok(new);
+        }
+        if finalized(&new) {
+            match state.store.delete(&target.key(name), rev).await {
+                Ok(_) => return Ok(new),
+                Err(StoreError::Conflict) if precondition.is_none() => continue,
+                Err(StoreError::Conflict) => return Err(ApiError::conflict(spec.group, spec.plural, name)),
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        match state.store.update(&target.key(name), to_stored(&new), rev).await {
+            Ok(new_rev) => {
+                new["metadata"]["resourceVersion"] = json!(new_rev.to_string());
+                return Ok(new);
+            }
+            Err(StoreError::Conflict) if precondition.is_none() => continue,
+            Err(StoreError::Conflict) => return Err(ApiError::conflict(spec.group, spec.plural, name)),
+            Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+            Err(e) => return Err(store_error(e)),
+        }
+    }
+    Err(ApiError::conflict(spec.group, spec.plural, name))
+}
+
+/// An object being deleted whose last finalizer is gone and that waits for no grace period.
+fn finalized(obj: &Value) -> bool {
+    let meta = &obj["metadata"];
+    meta["deletionTimestamp"].is_string()
+        && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
+        && meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0
+}
+
+pub async fn update(
+    state: &AppState,
+    target: &Target,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let incoming = parse_json(body)?;
+    let obj = guaranteed_update(state, target, query, |_| Ok(incoming.clone())).await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+pub async fn patch(
+    state: &AppState,
+    target: &Target,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let kind = PatchType::from_content_type(content_type)
+        .map_err(|_| ApiError::unsupported_media_type(content_type))?;
+    let patch_body = parse_json(body)?;
+    let obj = guaranteed_update(state, target, query, |old| {
+        patch::apply(kind, old, &patch_body).map_err(|e| ApiError::bad_request(e.to_string()))
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+/// DeleteOptions from the body (may be empty) and the query.
+struct DeleteOptions {
+    grace: Option<i64>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
+    let grace = match query.get("gracePeriodSeconds") {
+        Some(g) => Some(
+            g.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
+        ),
+        None => body["gracePeriodSeconds"].as_i64(),
+    };
+    let pre = &body["preconditions"];
+    Ok(DeleteOptions {
+        grace,
+        uid: pre["uid"].as_str().map(str::to_string),
+        resource_version: pre["resourceVersion"].as_str().map(str::to_string),
+    })
+}
+
+pub async fn delete(
+    state: &AppState,
+    target: &Target,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let spec = target.spec;
+    let name = required_name(target)?;
+    let opts = delete_options(query, body)?;
+    for _ in 0..MAX_ATTEMPTS {
+        let (mut obj, rev) = read(state, target, name).await?;
+        if let Some(uid) = &opts.uid {
+            let current = obj["metadata"]["uid"].as_str().unwrap_or("");
+            if uid != current {
+                return Err(ApiError::conflict_with(spec.group, spec.plural, name, &format!(
+                    "the UID in the precondition ({uid}) does not match the UID in record ({current}). The object might have been deleted and then recreated")));
+            }
+        }
+        if let Some(want) = &opts.resource_version {
+            if *want != rev.to_string() {
+                return Err(ApiError::conflict_with(spec.group, spec.plural, name, &format!(
+                    "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified")));
+            }
+        }
+        let grace = spec.graceful_delete.as_ref().and_then(|g| {
+            let default = (g.default_grace)(&obj)?;
+            match opts.grace.unwrap_or(default) {
+                0 => None,
+                n => Some(n),
+            }
+        });
+        let has_finalizers = obj["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if grace.is_some() || has_finalizers {
+            if obj["metadata"]["deletionTimestamp"].is_string() {
+                return Ok(json_response(StatusCode::OK, &obj));
+            }
+            let grace = grace.unwrap_or(0);
+            let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace);
+            let at = at
+                .replace_nanosecond(0)
+                .ok()
+                .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+                .unwrap_or_else(now_rfc3339);
+            obj["metadata"]["deletionTimestamp"] = json!(at);
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            if is_dry_run(query) {
+                return Ok(json_response(StatusCode::OK, &obj));
+            }
+            match state.store.update(&target.key(name), to_stored(&obj), rev).await {
+                Ok(new_rev) => {
+                    obj["metadata"]["resourceVersion"] = json!(new_rev.to_string());
+                    return Ok(json_response(StatusCode::OK, &obj));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        if is_dry_run(query) {
+            return Ok(json_response(StatusCode::OK, &obj));
+        }
+        match state.store.delete(&target.key(name), rev).await {
+            Ok(_) => {
+                tracing::debug!(resource = spec.plural, name, "deleted");
+                return Ok(json_response(StatusCode::OK, &obj));
+            }
+            Err(StoreError::Conflict) => continue,
+            Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+            Err(e) => return Err(store_error(e)),
+        }
+    }
+    Err(ApiError::conflict(spec.group, spec.plural, name))
+}

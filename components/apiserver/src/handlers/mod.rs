@@ -1,0 +1,230 @@
+//! HTTP front: one router; API requests are parsed into (verb, resource path), authorized, and served
+//! by the generic handlers in `crud.rs` / `watch.rs` for whatever resource the registry holds.
+
+pub mod crud;
+pub mod discovery;
+pub mod health;
+pub mod path;
+pub mod table;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::Value;
+
+use crate::auth::{authorize, Attributes, Identity};
+use crate::metrics::Metrics;
+use crate::registry::{Registry, ResourceSpec};
+use crate::status::ApiError;
+use crate::storage::Store;
+use path::{ApiPath, ResourcePath};
+
+/// Upstream's request body limit (3 MiB); larger bodies get 413.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+pub struct AppState {
+    pub store: Store,
+    pub registry: Registry,
+    pub metrics: Metrics,
+    /// `host:port` clients should use, for /api's serverAddressByClientCIDRs.
+    pub advertise: String,
+    pub bookmark_interval: Duration,
+}
+
+pub type Shared = Arc<AppState>;
+
+pub fn json_response(code: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    (
+        code,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+pub fn ok_json(value: &Value) -> Response {
+    json_response(StatusCode::OK, value)
+}
+
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/livez", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .fallback(serve)
+        .layer(axum::middleware::from_fn(authenticate_and_authorize_paths))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::record,
+        ))
+        .with_state(state)
+}
+
+fn identity(req: &Request) -> Identity {
+    req.extensions()
+        .get::<Identity>()
+        .cloned()
+        .unwrap_or(Identity::Anonymous)
+}
+
+/// Non-API paths (health, metrics, version, discovery, openapi) are authorized here by path; API
+/// resource requests are authorized in `serve` once their attributes are known.
+async fn authenticate_and_authorize_paths(
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let who = identity(&req);
+    let path = req.uri().path().to_string();
+    let is_resource = matches!(path::parse(&path), Some(ApiPath::Resource(_)));
+    if !is_resource {
+        let verb = req.method().as_str().to_ascii_lowercase();
+        let attrs = Attributes::NonResource {
+            verb: &verb,
+            path: &path,
+        };
+        if !authorize(&who, &attrs) {
+            return match who {
+                Identity::Anonymous => ApiError::unauthorized().into_response(),
+                _ => ApiError::forbidden_path(who.name(), &verb, &path).into_response(),
+            };
+        }
+    } else if who == Identity::Anonymous {
+        return ApiError::unauthorized().into_response();
+    }
+    next.run(req).await
+}
+
+/// The parsed, authorized request a generic handler serves.
+pub struct Target {
+    pub spec: &'static ResourceSpec,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub status: bool,
+}
+
+impl Target {
+    pub fn key(&self, name: &str) -> String {
+        self.spec.key(self.namespace.as_deref(), name)
+    }
+}
+
+fn upstream_verb(method: &Method, has_name: bool, query: &HashMap<String, String>) -> &'static str {
+    let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    match *method {
+        Method::GET | Method::HEAD if watch => "watch",
+        Method::GET | Method::HEAD if has_name => "get",
+        Method::GET | Method::HEAD => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if has_name => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+async fn serve(State(state): State<Shared>, req: Request) -> Response {
+    match serve_inner(state, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn serve_inner(state: Shared, req: Request) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_string();
+    let query: HashMap<String, String> = Query::try_from_uri(req.uri())
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+    match path::parse(&path) {
+        Some(ApiPath::Resource(rp)) => serve_resource(state, req, rp, query).await,
+        Some(other) => discovery::serve(&state, &other),
+        None if path == "/version" || path == "/version/" => Ok(ok_json(&discovery::version())),
+        None if path.starts_with("/openapi/") => discovery::openapi(&state, &path),
+        None => Err(ApiError::path_not_found()),
+    }
+}
+
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ApiError::too_large())
+}
+
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+}
+
+async fn serve_resource(
+    state: Shared,
+    req: Request,
+    rp: ResourcePath,
+    query: HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let who = identity(&req);
+    let verb = upstream_verb(req.method(), rp.name.is_some(), &query);
+    let attrs = Attributes::Resource {
+        verb,
+        group: &rp.group,
+        resource: &rp.resource,
+        subresource: rp.subresource.as_deref(),
+        namespace: rp.namespace.as_deref(),
+        name: rp.name.as_deref(),
+    };
+    if !authorize(&who, &attrs) {
+        return Err(ApiError::forbidden_resource(
+            who.name(),
+            verb,
+            &rp.group,
+            &rp.resource,
+            rp.subresource.as_deref(),
+            rp.namespace.as_deref(),
+            rp.name.as_deref(),
+        ));
+    }
+    let spec = state
+        .registry
+        .lookup(&rp.group, &rp.version, &rp.resource)
+        .ok_or_else(ApiError::path_not_found)?;
+    if !spec.namespaced && rp.namespace.is_some() {
+        return Err(ApiError::path_not_found());
+    }
+    let status = match rp.subresource.as_deref() {
+        None => false,
+        Some("status") if spec.status_subresource => true,
+        Some(_) => return Err(ApiError::path_not_found()),
+    };
+    let main_verb_ok = status || spec.supports(verb);
+    let status_verb_ok = !status || matches!(verb, "get" | "update" | "patch");
+    if !main_verb_ok || !status_verb_ok {
+        return Err(ApiError::method_not_allowed(verb, spec.group, spec.plural));
+    }
+    let target = Target {
+        spec,
+        namespace: rp.namespace,
+        name: rp.name,
+        status,
+    };
+    let (parts, body) = req.into_parts();
+    let headers: &HeaderMap = &parts.headers;
+    match verb {
+        "get" => crud::get(&state, &target, headers, &query).await,
+        "list" => crud::list(&state, &target, headers, &query).await,
+        "watch" => watch::watch(state.clone(), target, headers, &query).await,
+        "create" => crud::create(&state, &target, &query, &read_body(body).await?).await,
+        "update" => crud::update(&state, &target, &query, &read_body(body).await?).await,
+        "patch" => crud::patch(&state, &target, headers, &query, &read_body(body).await?).await,
+        "delete" => crud::delete(&state, &target, &query, &read_body(body).await?).await,
+        other => Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
+    }
+}

@@ -1,0 +1,20 @@
+//! kiln-apiserver: the Kubernetes API over the etcd v3 API, so real kubectl and kube-rs just work.
+//!
+//! Layout: `storage` (etcd), `registry` (one generic registry; per-kind strategy as data),
+//! `handlers` (HTTP: CRUD, watch, discovery, Table), `auth` + `tls` (client certs, authorizer),
+//! `status` (metav1.Status errors), `server` (start/stop, in-process for tests).
+
+pub mod auth;
+pub mod config;
+pub mod handlers;
+pub mod metrics;
+pub mod patch;
+pub mod registry;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod storage;
+pub mod tls;
+
+pub use config::Options;
+pub use server::{start, RunningServer, ServerError};

@@ -1,0 +1,334 @@
+//! Table cell functions, matching kubectl's (upstream printers') columns for each kind.
+
+use serde_json::{json, Value};
+
+use super::strategy::Column;
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn or_none(s: &str) -> Value {
+    if s.is_empty() {
+        json!("<none>")
+    } else {
+        json!(s)
+    }
+}
+
+pub fn name(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/metadata/name"))
+}
+
+/// AGE: upstream's `translateTimestampSince` → `duration.HumanDuration`.
+pub fn age(obj: &Value, now: i64) -> Value {
+    let created = str_at(obj, "/metadata/creationTimestamp");
+    match time::OffsetDateTime::parse(created, &time::format_description::well_known::Rfc3339) {
+        Ok(t) => json!(human_duration(now - t.unix_timestamp())),
+        Err(_) => json!("<unknown>"),
+    }
+}
+
+/// Port of k8s.io/apimachinery/pkg/util/duration.HumanDuration (seconds resolution).
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+pub fn phase(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/status/phase"))
+}
+
+// ---- pods ----
+
+fn container_statuses(obj: &Value) -> &[Value] {
+    obj.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+pub fn pod_ready(obj: &Value, _: i64) -> Value {
+    let total = obj
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let ready = container_statuses(obj)
+        .iter()
+        .filter(|c| c["ready"].as_bool() == Some(true))
+        .count();
+    json!(format!("{ready}/{total}"))
+}
+
+/// STATUS: the printer's reason logic, reduced to what the skeleton's pods carry.
+pub fn pod_status(obj: &Value, _: i64) -> Value {
+    let mut reason = str_at(obj, "/status/phase").to_string();
+    let status_reason = str_at(obj, "/status/reason");
+    if !status_reason.is_empty() {
+        reason = status_reason.to_string();
+    }
+    for c in container_statuses(obj).iter().rev() {
+        let waiting = c.pointer("/state/waiting/reason").and_then(Value::as_str);
+        let terminated = c.pointer("/state/terminated/reason").and_then(Value::as_str);
+        if let Some(r) = waiting.filter(|r| !r.is_empty()) {
+            reason = r.to_string();
+        } else if let Some(r) = terminated.filter(|r| !r.is_empty()) {
+            reason = r.to_string();
+        }
+    }
+    if obj.pointer("/metadata/deletionTimestamp").is_some() {
+        reason = if status_reason == "NodeLost" {
+            "Unknown".into()
+        } else {
+            "Terminating".into()
+        };
+    }
+    json!(reason)
+}
+
+pub fn pod_restarts(obj: &Value, _: i64) -> Value {
+    let n: i64 = container_statuses(obj)
+        .iter()
+        .map(|c| c["restartCount"].as_i64().unwrap_or(0))
+        .sum();
+    json!(n)
+}
+
+pub fn pod_ip(obj: &Value, _: i64) -> Value {
+    or_none(str_at(obj, "/status/podIP"))
+}
+
+pub fn pod_node(obj: &Value, _: i64) -> Value {
+    or_none(str_at(obj, "/spec/nodeName"))
+}
+
+pub fn pod_nominated_node(obj: &Value, _: i64) -> Value {
+    or_none(str_at(obj, "/status/nominatedNodeName"))
+}
+
+pub fn pod_readiness_gates(obj: &Value, _: i64) -> Value {
+    let gates = obj
+        .pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    if gates == 0 {
+        return json!("<none>");
+    }
+    let conditions = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let met = obj["spec"]["readinessGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
+        })
+        .count();
+    json!(format!("{met}/{gates}"))
+}
+
+// ---- nodes ----
+
+pub fn node_status(obj: &Value, _: i64) -> Value {
+    let ready = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| match c["status"].as_str() {
+            Some("True") => "Ready",
+            Some("False") => "NotReady",
+            _ => "Unknown",
+        })
+        .unwrap_or("Unknown");
+    let mut s = ready.to_string();
+    if obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        s.push_str(",SchedulingDisabled");
+    }
+    json!(s)
+}
+
+pub fn node_roles(obj: &Value, _: i64) -> Value {
+    const PREFIX: &str = "node-role.kubernetes.io/";
+    let mut roles: Vec<&str> = obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            if let Some(role) = k.strip_prefix(PREFIX) {
+                (!role.is_empty()).then_some(role)
+            } else if k == "kubernetes.io/role" {
+                v.as_str()
+            } else {
+                None
+            }
+        })
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    or_none(&roles.join(","))
+}
+
+pub fn node_version(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/status/nodeInfo/kubeletVersion"))
+}
+
+fn node_address(obj: &Value, kind: &str) -> Value {
+    let addr = obj
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|x| x["type"] == kind))
+        .and_then(|x| x["address"].as_str())
+        .unwrap_or("");
+    or_none(addr)
+}
+
+pub fn node_internal_ip(obj: &Value, _: i64) -> Value {
+    node_address(obj, "InternalIP")
+}
+
+pub fn node_external_ip(obj: &Value, _: i64) -> Value {
+    node_address(obj, "ExternalIP")
+}
+
+pub fn node_os_image(obj: &Value, _: i64) -> Value {
+    or_none(str_at(obj, "/status/nodeInfo/osImage"))
+}
+
+pub fn node_kernel(obj: &Value, _: i64) -> Value {
+    or_none(str_at(obj, "/status/nodeInfo/kernelVersion"))
+}
+
+pub fn node_runtime(obj: &Value, _: i64) -> Value {
+    or_none(str_at(obj, "/status/nodeInfo/containerRuntimeVersion"))
+}
+
+// ---- leases ----
+
+pub fn lease_holder(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/spec/holderIdentity"))
+}
+
+/// Shorthand constructor so the column tables in `resources.rs` read like upstream's printers.
+pub const fn col(
+    name: &'static str,
+    type_: &'static str,
+    format: &'static str,
+    description: &'static str,
+    priority: u8,
+    cell: super::strategy::CellFn,
+) -> Column {
+    Column {
+        name,
+        type_,
+        format,
+        description,
+        priority,
+        cell,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_duration_matches_upstream() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(125), "2m5s");
+        assert_eq!(human_duration(600), "10m");
+        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
+        assert_eq!(human_duration(10 * 3600), "10h");
+        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
+        assert_eq!(human_duration(30 * 86400), "30d");
+    }
+
+    #[test]
+    fn pod_cells() {
+        let pod = json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n1"},
+            "status": {"phase": "Running", "podIP": "10.244.0.5", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 2, "state": {"running": {}}},
+                {"name": "b", "ready": false, "restartCount": 1,
+                 "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+        });
+        assert_eq!(pod_ready(&pod, 0), json!("1/2"));
+        assert_eq!(pod_status(&pod, 0), json!("CrashLoopBackOff"));
+        assert_eq!(pod_restarts(&pod, 0), json!(3));
+        assert_eq!(pod_ip(&pod, 0), json!("10.244.0.5"));
+        assert_eq!(pod_node(&pod, 0), json!("n1"));
+    }
+
+    #[test]
+    fn node_cells() {
+        let node = json!({
+            "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "nodeInfo": {"kubeletVersion": "v1.33.0"}}
+        });
+        assert_eq!(node_status(&node, 0), json!("Ready,SchedulingDisabled"));
+        assert_eq!(node_roles(&node, 0), json!("control-plane"));
+        assert_eq!(node_version(&node, 0), json!("v1.33.0"));
+        assert_eq!(node_status(&json!({}), 0), json!("Unknown"));
+        assert_eq!(node_roles(&json!({}), 0), json!("<none>"));
+    }
+}

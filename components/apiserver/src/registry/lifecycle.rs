@@ -1,0 +1,375 @@
+//! Object lifecycle rules shared by every kind: metadata defaults on create, immutable fields and the
+//! status/spec split on update, generation, name validation. Pure functions over JSON; no I/O.
+
+use rand::Rng;
+use serde_json::{json, Value};
+
+use super::ResourceSpec;
+use crate::status::{ApiError, Cause};
+
+/// Which part of an object an update may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateScope {
+    /// The main endpoint: everything but status (when the kind has a status subresource).
+    Main,
+    /// `<resource>/status`: only status.
+    Status,
+}
+
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// A random (version 4) UUID, as upstream's metadata.uid.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Five characters from upstream's generateName alphabet (no vowels, no confusable digits).
+fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+fn is_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_label)
+}
+
+pub fn validate_name(spec: &ResourceSpec, name: &str) -> Option<Cause> {
+    let ok = if spec.name_is_label {
+        is_label(name)
+    } else {
+        is_subdomain(name)
+    };
+    (!ok).then(|| {
+        Cause::invalid(
+            "metadata.name",
+            &json!(name),
+            if spec.name_is_label {
+                LABEL_MSG
+            } else {
+                SUBDOMAIN_MSG
+            },
+        )
+    })
+}
+
+pub fn name_of(obj: &Value) -> &str {
+    obj["metadata"]["name"].as_str().unwrap_or("")
+}
+
+/// Checks apiVersion/kind of a request body (filling them in when absent) and the namespace against
+/// the URL, as upstream's decoding and `rest.BeforeCreate` do.
+pub fn check_identity(
+    spec: &ResourceSpec,
+    namespace: Option<&str>,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    let api_version = spec.api_version();
+    match obj["apiVersion"].as_str() {
+        None | Some("") => obj["apiVersion"] = json!(api_version),
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )))
+        }
+    }
+    match obj["kind"].as_str() {
+        None | Some("") => obj["kind"] = json!(spec.kind),
+        Some(k) if k == spec.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                spec.kind
+            )))
+        }
+    }
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    if spec.namespaced {
+        let url_ns = namespace.unwrap_or("");
+        match obj["metadata"]["namespace"].as_str() {
+            None | Some("") => obj["metadata"]["namespace"] = json!(url_ns),
+            Some(ns) if ns == url_ns => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ))
+            }
+        }
+    } else if let Some(meta) = obj["metadata"].as_object_mut() {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+fn decode(spec: &ResourceSpec, obj: Value) -> Result<Value, ApiError> {
+    (spec.decode)(obj).map_err(|e| ApiError::bad_request(format!("error decoding {}: {e}", spec.kind)))
+}
+
+fn validate(spec: &ResourceSpec, obj: &Value) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let Some(c) = validate_name(spec, name_of(obj)) {
+        causes.push(c);
+    }
+    causes.extend((spec.validate)(obj));
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(spec.group, spec.kind, name_of(obj), causes))
+    }
+}
+
+/// Everything `create` does to a request body before it is stored.
+pub fn prepare_create(
+    spec: &ResourceSpec,
+    namespace: Option<&str>,
+    mut obj: Value,
+) -> Result<Value, ApiError> {
+    check_identity(spec, namespace, &mut obj)?;
+    let meta = &mut obj["metadata"];
+    if meta["name"].as_str().unwrap_or("").is_empty() {
+        match meta["generateName"].as_str() {
+            Some(prefix) if !prefix.is_empty() => {
+                meta["name"] = json!(format!("{prefix}{}", name_suffix()))
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    spec.group,
+                    spec.kind,
+                    "",
+                    vec![Cause::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
+                ))
+            }
+        }
+    }
+    if let Some(m) = meta.as_object_mut() {
+        for server_owned in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+        ] {
+            m.remove(server_owned);
+        }
+    }
+    meta["uid"] = json!(new_uid());
+    meta["creationTimestamp"] = json!(now_rfc3339());
+    if spec.generation {
+        meta["generation"] = json!(1);
+    }
+    (spec.defaults)(&mut obj);
+    let obj = decode(spec, obj)?;
+    validate(spec, &obj)?;
+    Ok(obj)
+}
+
+/// Metadata fields only the server sets; an update keeps the stored values.
+const IMMUTABLE_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+];
+
+/// Everything `update` / `patch` do to the new object, given the stored one.
+pub fn prepare_update(
+    spec: &ResourceSpec,
+    scope: UpdateScope,
+    namespace: Option<&str>,
+    old: &Value,
+    mut new: Value,
+) -> Result<Value, ApiError> {
+    check_identity(spec, namespace, &mut new)?;
+    let name = name_of(old).to_string();
+    if name_of(&new) != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            name_of(&new)
+        )));
+    }
+    for field in IMMUTABLE_META {
+        match old["metadata"].get(*field) {
+            Some(v) => new["metadata"][*field] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(*field);
+                }
+            }
+        }
+    }
+    match scope {
+        UpdateScope::Status => {
+            // Only status changes through /status; metadata and spec stay as stored.
+            let status = new.get("status").cloned();
+            new["spec"] = old.get("spec").cloned().unwrap_or(Value::Null);
+            new["metadata"] = old["metadata"].clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(o) = new.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+        }
+        UpdateScope::Main if spec.status_subresource => {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(o) = new.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+        }
+        UpdateScope::Main => {}
+    }
+    if let Some(o) = new.as_object_mut() {
+        if o.get("spec").is_some_and(Value::is_null) {
+            o.remove("spec");
+        }
+    }
+    if spec.generation && scope == UpdateScope::Main && new.get("spec") != old.get("spec") {
+        let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+        new["metadata"]["generation"] = json!(generation);
+    }
+    let new = decode(spec, new)?;
+    validate(spec, &new)?;
+    Ok(new)
+}
+
+/// Two objects equal apart from resourceVersion (a no-op update is not written, as upstream).
+pub fn same_object(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// The bytes stored in etcd: the object without resourceVersion (the key's revision is the truth).
+pub fn to_stored(obj: &Value) -> Vec<u8> {
+    let mut v = obj.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// A stored value as served: JSON with `metadata.resourceVersion` set from the key's revision.
+pub fn from_stored(bytes: &[u8], revision: i64) -> Result<Value, ApiError> {
+    let mut v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
+    v["metadata"]["resourceVersion"] = json!(revision.to_string());
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::resources::{NAMESPACES, NODES, PODS};
+
+    fn pod(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+               "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}})
+    }
+
+    #[test]
+    fn create_sets_server_metadata() {
+        let p = prepare_create(&PODS, Some("default"), pod("web")).unwrap();
+        assert_eq!(p["metadata"]["namespace"], "default");
+        assert_eq!(p["metadata"]["generation"], 1);
+        assert_eq!(p["metadata"]["uid"].as_str().unwrap().len(), 36);
+        assert!(p["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(p["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn create_rejects_bad_names_and_namespace_mismatch() {
+        let e = prepare_create(&PODS, Some("default"), pod("Web")).unwrap_err();
+        assert_eq!(e.code, 422);
+        let mut p = pod("web");
+        p["metadata"]["namespace"] = json!("other");
+        assert_eq!(prepare_create(&PODS, Some("default"), p).unwrap_err().code, 400);
+        let ns = json!({"metadata": {"name": "a.b"}});
+        assert_eq!(prepare_create(&NAMESPACES, None, ns).unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn generate_name_fills_name() {
+        let p = json!({"metadata": {"generateName": "web-"},
+                       "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let p = prepare_create(&PODS, Some("default"), p).unwrap();
+        assert_eq!(name_of(&p).len(), "web-".len() + 5);
+    }
+
+    #[test]
+    fn main_update_keeps_status_and_bumps_generation() {
+        let mut old = prepare_create(&PODS, Some("default"), pod("web")).unwrap();
+        old["status"]["phase"] = json!("Running");
+        let mut new = old.clone();
+        new["status"]["phase"] = json!("Failed");
+        new["spec"]["containers"][0]["image"] = json!("busybox:2");
+        let out = prepare_update(&PODS, UpdateScope::Main, Some("default"), &old, new).unwrap();
+        assert_eq!(out["status"]["phase"], "Running");
+        assert_eq!(out["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn status_update_changes_only_status() {
+        let old = prepare_create(&NODES, None, json!({"metadata": {"name": "n1"}})).unwrap();
+        let mut new = old.clone();
+        new["metadata"]["labels"] = json!({"x": "y"});
+        new["status"] = json!({"phase": "Running"});
+        let out = prepare_update(&NODES, UpdateScope::Status, None, &old, new).unwrap();
+        assert_eq!(out["status"]["phase"], "Running");
+        assert!(out["metadata"]["labels"].is_null());
+    }
+}

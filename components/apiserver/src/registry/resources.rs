@@ -1,0 +1,290 @@
+//! The served resources, as data. Adding services, configmaps or deployments is one more entry here
+//! (plus column cells in `columns.rs` when kubectl shows extra columns).
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use serde_json::{json, Value};
+
+use super::columns::{self as c, col};
+use super::strategy::{
+    no_defaults, no_validation, typed, Column, GracefulDelete, ResourceSpec, SelectableField,
+    ALL_VERBS,
+};
+use crate::status::Cause;
+
+const NAME_COL: Column = col(
+    "Name",
+    "string",
+    "name",
+    "Name must be unique within a namespace.",
+    0,
+    c::name,
+);
+const AGE_COL: Column = col(
+    "Age",
+    "string",
+    "",
+    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    0,
+    c::age,
+);
+
+pub static NAMESPACES: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "namespaces",
+    singular: "namespace",
+    kind: "Namespace",
+    list_kind: "NamespaceList",
+    namespaced: false,
+    short_names: &["ns"],
+    categories: &[],
+    verbs: &["create", "delete", "get", "list", "patch", "update", "watch"],
+    status_subresource: true,
+    generation: false,
+    name_is_label: true,
+    table: &[
+        NAME_COL,
+        col("Status", "string", "", "The status of the namespace", 0, c::phase),
+        AGE_COL,
+    ],
+    fields: &[SelectableField {
+        name: "status.phase",
+        pointer: "/status/phase",
+    }],
+    decode: typed::<Namespace>,
+    defaults: namespace_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
+pub static NODES: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "nodes",
+    singular: "node",
+    kind: "Node",
+    list_kind: "NodeList",
+    namespaced: false,
+    short_names: &["no"],
+    categories: &[],
+    verbs: ALL_VERBS,
+    status_subresource: true,
+    generation: false,
+    name_is_label: false,
+    table: &[
+        NAME_COL,
+        col("Status", "string", "", "The status of the node", 0, c::node_status),
+        col("Roles", "string", "", "The roles of the node", 0, c::node_roles),
+        AGE_COL,
+        col("Version", "string", "", "Kubelet Version reported by the node.", 0, c::node_version),
+        col("Internal-IP", "string", "", "List of internal IPs in the node.", 1, c::node_internal_ip),
+        col("External-IP", "string", "", "List of external IPs in the node.", 1, c::node_external_ip),
+        col("OS-Image", "string", "", "OS Image reported by the node from /etc/os-release.", 1, c::node_os_image),
+        col("Kernel-Version", "string", "", "Kernel Version reported by the node from 'uname -r'.", 1, c::node_kernel),
+        col("Container-Runtime", "string", "", "Container Runtime Version reported by the node through runtime remote API.", 1, c::node_runtime),
+    ],
+    fields: &[SelectableField {
+        name: "spec.unschedulable",
+        pointer: "/spec/unschedulable",
+    }],
+    decode: typed::<Node>,
+    defaults: no_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
+pub static PODS: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "pods",
+    singular: "pod",
+    kind: "Pod",
+    list_kind: "PodList",
+    namespaced: true,
+    short_names: &["po"],
+    categories: &["all"],
+    verbs: ALL_VERBS,
+    status_subresource: true,
+    generation: true,
+    name_is_label: false,
+    table: &[
+        NAME_COL,
+        col("Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0, c::pod_ready),
+        col("Status", "string", "", "The aggregate status of the containers in this pod.", 0, c::pod_status),
+        col("Restarts", "string", "", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0, c::pod_restarts),
+        AGE_COL,
+        col("IP", "string", "", "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.", 1, c::pod_ip),
+        col("Node", "string", "", "NodeName is a request to schedule this pod onto a specific node.", 1, c::pod_node),
+        col("Nominated Node", "string", "", "nominatedNodeName is set only when this pod preempts other pods on the node.", 1, c::pod_nominated_node),
+        col("Readiness Gates", "string", "", "If specified, all readiness gates will be evaluated for pod readiness.", 1, c::pod_readiness_gates),
+    ],
+    fields: &[
+        SelectableField { name: "spec.nodeName", pointer: "/spec/nodeName" },
+        SelectableField { name: "spec.restartPolicy", pointer: "/spec/restartPolicy" },
+        SelectableField { name: "spec.schedulerName", pointer: "/spec/schedulerName" },
+        SelectableField { name: "spec.serviceAccountName", pointer: "/spec/serviceAccountName" },
+        SelectableField { name: "spec.hostNetwork", pointer: "/spec/hostNetwork" },
+        SelectableField { name: "status.phase", pointer: "/status/phase" },
+        SelectableField { name: "status.podIP", pointer: "/status/podIP" },
+        SelectableField { name: "status.nominatedNodeName", pointer: "/status/nominatedNodeName" },
+    ],
+    decode: typed::<Pod>,
+    defaults: pod_defaults,
+    validate: pod_validation,
+    graceful_delete: Some(GracefulDelete {
+        default_grace: pod_grace,
+    }),
+};
+
+pub static LEASES: ResourceSpec = ResourceSpec {
+    group: "coordination.k8s.io",
+    version: "v1",
+    plural: "leases",
+    singular: "lease",
+    kind: "Lease",
+    list_kind: "LeaseList",
+    namespaced: true,
+    short_names: &[],
+    categories: &[],
+    verbs: ALL_VERBS,
+    status_subresource: false,
+    generation: false,
+    name_is_label: false,
+    table: &[
+        NAME_COL,
+        col("Holder", "string", "", "The holder of the lease", 0, c::lease_holder),
+        AGE_COL,
+    ],
+    fields: &[],
+    decode: typed::<Lease>,
+    defaults: no_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
+/// Every served resource; discovery lists them in this order.
+pub static ALL: &[&ResourceSpec] = &[&NAMESPACES, &NODES, &PODS, &LEASES];
+
+fn namespace_defaults(obj: &mut Value) {
+    let name = obj["metadata"]["name"].clone();
+    // Upstream labels every namespace with its own name, so selectors can match namespaces by name.
+    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+    if obj["spec"]["finalizers"].is_null() {
+        obj["spec"]["finalizers"] = json!(["kubernetes"]);
+    }
+    obj["status"] = json!({"phase": "Active"});
+}
+
+fn pod_defaults(obj: &mut Value) {
+    let spec = &mut obj["spec"];
+    for (field, value) in [
+        ("restartPolicy", json!("Always")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("schedulerName", json!("default-scheduler")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("enableServiceLinks", json!(true)),
+        ("securityContext", json!({})),
+    ] {
+        if spec[field].is_null() {
+            spec[field] = value;
+        }
+    }
+    for list in ["initContainers", "containers"] {
+        if let Some(containers) = spec[list].as_array_mut() {
+            for ctr in containers {
+                container_defaults(ctr);
+            }
+        }
+    }
+    if obj["status"]["phase"].is_null() {
+        obj["status"]["phase"] = json!("Pending");
+    }
+}
+
+fn container_defaults(ctr: &mut Value) {
+    if ctr["terminationMessagePath"].is_null() {
+        ctr["terminationMessagePath"] = json!("/dev/termination-log");
+    }
+    if ctr["terminationMessagePolicy"].is_null() {
+        ctr["terminationMessagePolicy"] = json!("File");
+    }
+    if ctr["imagePullPolicy"].is_null() {
+        // Upstream: Always for :latest or untagged images, IfNotPresent otherwise.
+        let image = ctr["image"].as_str().unwrap_or("");
+        let last = image.rsplit('/').next().unwrap_or("");
+        let tagged = last.contains(':') || image.contains('@');
+        let latest = last.ends_with(":latest");
+        ctr["imagePullPolicy"] = json!(if !tagged || latest {
+            "Always"
+        } else {
+            "IfNotPresent"
+        });
+    }
+    if ctr["resources"].is_null() {
+        ctr["resources"] = json!({});
+    }
+}
+
+fn pod_validation(obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let containers = obj["spec"]["containers"].as_array();
+    match containers {
+        None => causes.push(Cause::required("spec.containers", "")),
+        Some(list) if list.is_empty() => causes.push(Cause::required("spec.containers", "")),
+        Some(list) => {
+            for (i, ctr) in list.iter().enumerate() {
+                if ctr["name"].as_str().unwrap_or("").is_empty() {
+                    causes.push(Cause::required(&format!("spec.containers[{i}].name"), ""));
+                }
+                if ctr["image"].as_str().unwrap_or("").is_empty() {
+                    causes.push(Cause::required(&format!("spec.containers[{i}].image"), ""));
+                }
+            }
+        }
+    }
+    causes
+}
+
+/// A pod bound to a node waits for its kubelet; an unbound or finished pod goes at once.
+fn pod_grace(obj: &Value) -> Option<i64> {
+    let node = obj["spec"]["nodeName"].as_str().unwrap_or("");
+    let phase = obj["status"]["phase"].as_str().unwrap_or("");
+    if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+        return None;
+    }
+    Some(obj["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap_or(30))
+}
+
+/// Namespaces every cluster has, created at start like upstream's system namespaces controller.
+pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_defaults_pick_pull_policy() {
+        let mut pod = json!({"spec": {"containers": [
+            {"name": "a", "image": "nginx"},
+            {"name": "b", "image": "registry:5000/x:1.0"},
+            {"name": "c", "image": "x:latest"}]}});
+        pod_defaults(&mut pod);
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(pod["spec"]["containers"][2]["imagePullPolicy"], "Always");
+        assert_eq!(pod["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn pod_without_containers_is_invalid() {
+        assert_eq!(pod_validation(&json!({"spec": {}}))[0].field, "spec.containers");
+    }
+
+    #[test]
+    fn keys_follow_the_registry_convention() {
+        assert_eq!(PODS.key(Some("default"), "web"), "/registry/pods/default/web");
+        assert_eq!(NODES.key(None, "n1"), "/registry/nodes/n1");
+        assert_eq!(LEASES.key_prefix(None), "/registry/leases/");
+    }
+}

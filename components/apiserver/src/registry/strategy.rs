@@ -1,0 +1,134 @@
+//! Per-kind behaviour as data: everything that differs between resources is a field here, so serving a
+//! new resource is one `ResourceSpec` entry in `resources.rs`, never a new handler.
+
+use serde_json::Value;
+
+use crate::status::Cause;
+
+/// Verbs a resource's main endpoint supports, in discovery's spelling.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// Renders one Table cell from the stored object; `now` is seconds since the epoch (for AGE).
+pub type CellFn = fn(&Value, i64) -> Value;
+
+/// One `columnDefinitions[]` entry plus how to fill it.
+#[derive(Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub type_: &'static str,
+    pub format: &'static str,
+    pub description: &'static str,
+    /// 0 = always shown; 1 = only with `-o wide`.
+    pub priority: u8,
+    pub cell: CellFn,
+}
+
+/// A field selector key this kind supports, beyond metadata.name / metadata.namespace.
+#[derive(Debug)]
+pub struct SelectableField {
+    pub name: &'static str,
+    /// JSON pointer into the object.
+    pub pointer: &'static str,
+}
+
+/// Graceful deletion (pods on a node): the object gets a deletionTimestamp and stays until its owner
+/// (the kubelet) confirms with a zero grace period.
+#[derive(Debug)]
+pub struct GracefulDelete {
+    /// Returns the grace period to use when none was requested, or `None` to delete at once
+    /// (e.g. a pod never scheduled to a node).
+    pub default_grace: fn(&Value) -> Option<i64>,
+}
+
+#[derive(Debug)]
+pub struct ResourceSpec {
+    pub group: &'static str,
+    pub version: &'static str,
+    /// Plural resource name: the URL segment and the etcd key segment.
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub list_kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    /// Serves `<resource>/status`; then the main endpoint ignores status and /status ignores the rest.
+    pub status_subresource: bool,
+    /// metadata.generation starts at 1 and increments on spec changes.
+    pub generation: bool,
+    /// The name must be a DNS-1123 label (namespaces), not just a subdomain.
+    pub name_is_label: bool,
+    pub table: &'static [Column],
+    pub fields: &'static [SelectableField],
+    /// Typed decode with k8s-openapi: rejects wrongly typed fields (400) and normalises the JSON.
+    pub decode: fn(Value) -> Result<Value, String>,
+    /// Kind-specific defaults applied on create (after metadata defaults).
+    pub defaults: fn(&mut Value),
+    /// Kind-specific validation; empty = valid.
+    pub validate: fn(&Value) -> Vec<Cause>,
+    pub graceful_delete: Option<GracefulDelete>,
+}
+
+impl ResourceSpec {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The etcd key prefix for one namespace, or for every object of this resource (`None`).
+    pub fn key_prefix(&self, namespace: Option<&str>) -> String {
+        match (self.namespaced, namespace) {
+            (true, Some(ns)) => format!("/registry/{}/{ns}/", self.plural),
+            _ => format!("/registry/{}/", self.plural),
+        }
+    }
+
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{name}", self.key_prefix(namespace))
+    }
+
+    pub fn supports(&self, verb: &str) -> bool {
+        self.verbs.contains(&verb)
+    }
+
+    /// JSON pointer for a field selector key, `None` when the kind does not support it.
+    pub fn field_pointer(&self, field: &str) -> Option<&'static str> {
+        match field {
+            "metadata.name" => Some("/metadata/name"),
+            "metadata.namespace" if self.namespaced => Some("/metadata/namespace"),
+            _ => self
+                .fields
+                .iter()
+                .find(|f| f.name == field)
+                .map(|f| f.pointer),
+        }
+    }
+}
+
+/// `decode` for any k8s-openapi type: JSON → typed → JSON.
+pub fn typed<T>(value: Value) -> Result<Value, String>
+where
+    T: serde::de::DeserializeOwned + serde::Serialize,
+{
+    let typed: T = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+pub fn no_defaults(_: &mut Value) {}
+
+pub fn no_validation(_: &Value) -> Vec<Cause> {
+    Vec::new()
+}

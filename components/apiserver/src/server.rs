@@ -1,0 +1,210 @@
+//! Starting and stopping the server: connect the store, create the default namespaces, then accept
+//! TLS connections; each connection's client certificate becomes the request identity.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Extension;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
+
+use crate::auth::{user_from_certificate, Identity};
+use crate::config::Options;
+use crate::handlers::{router, AppState};
+use crate::metrics::Metrics;
+use crate::registry::lifecycle::{prepare_create, to_stored};
+use crate::registry::resources::{DEFAULT_NAMESPACES, NAMESPACES};
+use crate::registry::Registry;
+use crate::storage::{Store, StoreError};
+use crate::tls::{server_config, TlsError};
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long start-up waits for the store before giving up.
+const STORE_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("creating default namespace {name}: {message}")]
+    Bootstrap { name: String, message: String },
+}
+
+/// A running server; dropping it (or `shutdown`) stops accepting and closes every connection.
+pub struct RunningServer {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the server stops (it only stops through `shutdown` / drop).
+    pub async fn wait(&mut self) {
+        if let Some(task) = self.task.as_mut() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn connect_store(options: &Options) -> Result<Store, ServerError> {
+    let deadline = tokio::time::Instant::now() + STORE_WAIT;
+    loop {
+        let attempt = async {
+            let store = Store::connect(&options.store()).await?;
+            ensure_default_namespaces(&store).await?;
+            Ok::<_, ServerError>(store)
+        };
+        match attempt.await {
+            Ok(store) => return Ok(store),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %e, "store not ready yet, retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates default, kube-system, kube-public and kube-node-lease if they do not exist.
+pub async fn ensure_default_namespaces(store: &Store) -> Result<(), ServerError> {
+    for name in DEFAULT_NAMESPACES {
+        let obj = prepare_create(
+            &NAMESPACES,
+            None,
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )
+        .map_err(|e| ServerError::Bootstrap {
+            name: name.to_string(),
+            message: e.message,
+        })?;
+        match store.create(&NAMESPACES.key(None, name), to_stored(&obj)).await {
+            Ok(_) => tracing::info!(namespace = name, "created default namespace"),
+            Err(StoreError::AlreadyExists) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
+    let tls = server_config(
+        &options.tls_cert_file,
+        &options.tls_private_key_file,
+        options.client_ca_file.as_deref(),
+    )?;
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let store = connect_store(&options).await?;
+
+    let bind = SocketAddr::new(options.bind_address, options.secure_port);
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    let advertise_ip = options.advertise_address.unwrap_or(addr.ip());
+    let state = Arc::new(AppState {
+        store,
+        registry: Registry::default(),
+        metrics: Metrics::default(),
+        advertise: SocketAddr::new(advertise_ip, addr.port()).to_string(),
+        bookmark_interval: options.bookmark_interval(),
+    });
+    let app = router(state);
+    let (stop, stopped) = watch::channel(false);
+    tracing::info!(%addr, "serving the Kubernetes API");
+    let task = tokio::spawn(accept_loop(listener, acceptor, app, stopped));
+    Ok(RunningServer {
+        addr,
+        stop,
+        task: Some(task),
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: axum::Router,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        let (tcp, peer) = tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Usually EMFILE; back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        let mut conn_stopped = stopped.clone();
+        connections.spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let identity = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                Some(cert) => match user_from_certificate(cert) {
+                    Ok(user) => Identity::User(user),
+                    Err(e) => {
+                        tracing::warn!(%peer, error = %e, "unusable client certificate");
+                        Identity::Anonymous
+                    }
+                },
+                None => Identity::Anonymous,
+            };
+            let service = TowerToHyperService::new(app.layer(Extension(identity)));
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+            tokio::select! {
+                res = conn => {
+                    if let Err(e) = res {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                _ = conn_stopped.changed() => {}
+            }
+        });
+    }
+    connections.shutdown().await;
+}

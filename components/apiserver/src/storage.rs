@@ -1,0 +1,249 @@
+//! The object store: the etcd v3 API through `etcd-client`, so the same code runs on kiln-store and on a
+//! real etcd. Values are opaque bytes here (JSON objects); `resourceVersion` is the key's mod revision.
+
+use std::time::Duration;
+
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchStream,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("etcd: {0}")]
+    Etcd(#[from] etcd_client::Error),
+    #[error("reading {path}: {source}")]
+    ReadFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("key already exists")]
+    AlreadyExists,
+    #[error("key not found")]
+    NotFound,
+    /// The key's mod revision moved since it was read (compare-and-swap lost).
+    #[error("key was modified concurrently")]
+    Conflict,
+    #[error("store response is missing its header")]
+    NoHeader,
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// How to reach the store (`--etcd-*` flags).
+#[derive(Debug, Clone, Default)]
+pub struct StoreConfig {
+    pub endpoints: Vec<String>,
+    pub ca_file: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+}
+
+/// One stored value with its revision.
+#[derive(Debug, Clone)]
+pub struct Versioned {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub mod_revision: i64,
+}
+
+/// What a watch reports, already flattened from etcd's responses.
+#[derive(Debug, Clone)]
+pub enum StoreEvent {
+    Put {
+        current: Versioned,
+        prev: Option<Vec<u8>>,
+    },
+    Delete {
+        key: String,
+        revision: i64,
+        prev: Option<Vec<u8>>,
+    },
+    /// The requested start revision was compacted away; the watch is over.
+    Compacted { compact_revision: i64 },
+}
+
+#[derive(Clone)]
+pub struct Store {
+    client: Client,
+}
+
+fn read(path: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| StoreError::ReadFile {
+        path: path.to_string(),
+        source,
+    })
+}
+
+impl Store {
+    pub async fn connect(config: &StoreConfig) -> Result<Self> {
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_keep_alive(Duration::from_secs(30), Duration::from_secs(10));
+        let wants_tls = config.ca_file.is_some() || config.cert_file.is_some();
+        if wants_tls {
+            let mut tls = TlsOptions::new();
+            if let Some(ca) = &config.ca_file {
+                tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
+            }
+            if let (Some(cert), Some(key)) = (&config.cert_file, &config.key_file) {
+                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+            }
+            options = options.with_tls(tls);
+        }
+        let client = Client::connect(&config.endpoints, Some(options)).await?;
+        Ok(Store { client })
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Versioned>> {
+        let resp = self.client.kv_client().get(key, None).await?;
+        Ok(resp.kvs().first().map(|kv| Versioned {
+            key: key.to_string(),
+            value: kv.value().to_vec(),
+            mod_revision: kv.mod_revision(),
+        }))
+    }
+
+    /// Every key under `prefix` at one revision, and that revision (the list's resourceVersion).
+    pub async fn list(&self, prefix: &str) -> Result<(Vec<Versioned>, i64)> {
+        let resp = self
+            .client
+            .kv_client()
+            .get(prefix, Some(GetOptions::new().with_prefix()))
+            .await?;
+        let revision = resp.header().ok_or(StoreError::NoHeader)?.revision();
+        let items = resp
+            .kvs()
+            .iter()
+            .map(|kv| Versioned {
+                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                value: kv.value().to_vec(),
+                mod_revision: kv.mod_revision(),
+            })
+            .collect();
+        Ok((items, revision))
+    }
+
+    /// Creates `key` only if it does not exist; returns the new mod revision.
+    pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<i64> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, None)]);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists);
+        }
+        Ok(resp.header().ok_or(StoreError::NoHeader)?.revision())
+    }
+
+    /// Replaces `key` only if its mod revision is still `expected`; returns the new mod revision.
+    pub async fn update(&self, key: &str, value: Vec<u8>, expected: i64) -> Result<i64> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::put(key, value, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if resp.succeeded() {
+            return Ok(resp.header().ok_or(StoreError::NoHeader)?.revision());
+        }
+        Err(Self::failed_cas(&resp.op_responses()))
+    }
+
+    /// Deletes `key` only if its mod revision is still `expected`; returns the deletion revision.
+    pub async fn delete(&self, key: &str, expected: i64) -> Result<i64> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::delete(key, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if resp.succeeded() {
+            return Ok(resp.header().ok_or(StoreError::NoHeader)?.revision());
+        }
+        Err(Self::failed_cas(&resp.op_responses()))
+    }
+
+    /// A lost compare-and-swap is a conflict when the key is still there, NotFound when it is gone.
+    fn failed_cas(ops: &[TxnOpResponse]) -> StoreError {
+        let exists = ops.iter().any(|op| match op {
+            TxnOpResponse::Get(g) => !g.kvs().is_empty(),
+            _ => false,
+        });
+        if exists {
+            StoreError::Conflict
+        } else {
+            StoreError::NotFound
+        }
+    }
+
+    /// The store's current revision (cheap: a count-only range).
+    pub async fn revision(&self) -> Result<i64> {
+        let resp = self
+            .client
+            .kv_client()
+            .get("/registry/", Some(GetOptions::new().with_count_only().with_prefix()))
+            .await?;
+        Ok(resp.header().ok_or(StoreError::NoHeader)?.revision())
+    }
+
+    /// Watches every key under `prefix` from `start_revision` (inclusive).
+    pub async fn watch(&self, prefix: &str, start_revision: i64) -> Result<StoreWatch> {
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_start_revision(start_revision);
+        let stream = self.client.watch_client().watch(prefix, Some(options)).await?;
+        Ok(StoreWatch { stream })
+    }
+}
+
+/// A running etcd watch; dropping it cancels the stream.
+pub struct StoreWatch {
+    stream: WatchStream,
+}
+
+impl StoreWatch {
+    /// The next batch of events; `None` when the store closed the stream.
+    pub async fn next(&mut self) -> Result<Option<Vec<StoreEvent>>> {
+        loop {
+            let Some(resp) = self.stream.message().await? else {
+                return Ok(None);
+            };
+            if resp.compact_revision() != 0 {
+                return Ok(Some(vec![StoreEvent::Compacted {
+                    compact_revision: resp.compact_revision(),
+                }]));
+            }
+            if resp.canceled() {
+                return Ok(None);
+            }
+            if resp.events().is_empty() {
+                continue; // creation ack or progress notification
+            }
+            let events = resp
+                .events()
+                .iter()
+                .filter_map(|ev| {
+                    let kv = ev.kv()?;
+                    let key = String::from_utf8_lossy(kv.key()).into_owned();
+                    let prev = ev.prev_kv().map(|p| p.value().to_vec());
+                    Some(match ev.event_type() {
+                        EventType::Put => StoreEvent::Put {
+                            current: Versioned {
+                                key,
+                                value: kv.value().to_vec(),
+                                mod_revision: kv.mod_revision(),
+                            },
+                            prev,
+                        },
+                        EventType::Delete => StoreEvent::Delete {
+                            key,
+                            revision: kv.mod_revision(),
+                            prev,
+                        },
+                    })
+                })
+                .collect();
+            return Ok(Some(events));
+        }
+    }
+}

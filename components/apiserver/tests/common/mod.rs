@@ -1,0 +1,310 @@
+//! Test harness: a real etcd 3.4 in a temp dir, a PKI made with rcgen, kubeconfigs, and a
+//! kiln-apiserver started in-process on 127.0.0.1:0. Everything is torn down on drop.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use clap::Parser;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+/// Bounded wait for anything the tests poll.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A real etcd (`/usr/bin/etcd`) on loopback; killed on drop.
+pub struct Etcd {
+    child: Child,
+    pub endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    pub async fn start() -> Etcd {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let client = format!("http://127.0.0.1:{}", free_port());
+        let peer = format!("http://127.0.0.1:{}", free_port());
+        let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
+        let child = Command::new("/usr/bin/etcd")
+            .args(["--name", "default"])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn /usr/bin/etcd");
+        let etcd = Etcd {
+            child,
+            endpoint: client,
+            _dir: dir,
+        };
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Ok(mut c) = etcd_client::Client::connect([&etcd.endpoint], None).await {
+                if c.get("health", None).await.is_ok() {
+                    break;
+                }
+            }
+            assert!(tokio::time::Instant::now() < deadline, "etcd did not come up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        etcd
+    }
+
+    pub async fn client(&self) -> etcd_client::Client {
+        etcd_client::Client::connect([&self.endpoint], None)
+            .await
+            .expect("etcd client")
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// PEM cert + key.
+pub struct Pair {
+    pub cert: String,
+    pub key: String,
+}
+
+pub struct Pki {
+    pub ca: Pair,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "kiln-test-ca");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).unwrap();
+        let ca = Pair {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        };
+        Pki {
+            ca,
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    pub fn serving(&self) -> Pair {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        Pair {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+
+    /// A client certificate: CN = user, O = groups.
+    pub fn client(&self, user: &str, groups: &[&str]) -> Pair {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, user);
+        for g in groups {
+            params.distinguished_name.push(DnType::OrganizationName, *g);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        Pair {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// etcd + PKI + an in-process apiserver, with kubeconfigs for an admin and a node.
+pub struct Cluster {
+    pub server: kiln_apiserver::RunningServer,
+    pub etcd: Etcd,
+    pub pki: Pki,
+    pub dir: tempfile::TempDir,
+    pub url: String,
+    pub admin_kubeconfig: PathBuf,
+    pub node_kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra_flags: &[&str]) -> Cluster {
+        let etcd = Etcd::start().await;
+        let pki = Pki::new();
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, content: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, content).unwrap();
+            p.to_string_lossy().into_owned()
+        };
+        let ca = write("ca.crt", &pki.ca.cert);
+        let serving = pki.serving();
+        let cert = write("apiserver.crt", &serving.cert);
+        let key = write("apiserver.key", &serving.key);
+        let mut args = vec![
+            "kiln-apiserver".to_string(),
+            format!("--etcd-servers={}", etcd.endpoint),
+            "--bind-address=127.0.0.1".into(),
+            "--secure-port=0".into(),
+            format!("--tls-cert-file={cert}"),
+            format!("--tls-private-key-file={key}"),
+            format!("--client-ca-file={ca}"),
+        ];
+        args.extend(extra_flags.iter().map(|s| s.to_string()));
+        let server = kiln_apiserver::start(kiln_apiserver::Options::parse_from(args))
+            .await
+            .expect("apiserver starts");
+        let url = format!("https://{}", server.local_addr());
+        let admin = pki.client("kubernetes-admin", &["system:masters"]);
+        let node = pki.client("system:node:n1", &["system:nodes"]);
+        let admin_kubeconfig = dir.path().join("admin.conf");
+        std::fs::write(&admin_kubeconfig, kubeconfig(&url, &pki.ca.cert, &admin, "kubernetes-admin")).unwrap();
+        let node_kubeconfig = dir.path().join("kubelet.conf");
+        std::fs::write(&node_kubeconfig, kubeconfig(&url, &pki.ca.cert, &node, "system:node:n1")).unwrap();
+        Cluster {
+            server,
+            etcd,
+            pki,
+            dir,
+            url,
+            admin_kubeconfig,
+            node_kubeconfig,
+        }
+    }
+
+    /// A kubeconfig for any user, written into the cluster's temp dir.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> PathBuf {
+        let pair = self.pki.client(user, groups);
+        let path = self.dir.path().join(format!("{}.conf", user.replace(':', "_")));
+        std::fs::write(&path, kubeconfig(&self.url, &self.pki.ca.cert, &pair, user)).unwrap();
+        path
+    }
+
+    pub async fn client(&self, kubeconfig: &Path) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    pub async fn admin(&self) -> kube::Client {
+        self.client(&self.admin_kubeconfig).await
+    }
+
+    /// A client that trusts the CA but presents no certificate.
+    pub fn anonymous(&self) -> kube::Client {
+        let mut config = kube::Config::new(self.url.parse().unwrap());
+        let der = rustls_pemfile::certs(&mut self.pki.ca.cert.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap();
+        config.root_cert = Some(vec![der.to_vec()]);
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Runs the real kubectl with a bounded wait; returns (success, stdout, stderr).
+    pub async fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+        let cache = self.dir.path().join("kubectl-cache");
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--request-timeout=20s")
+            .args(args)
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// kubectl as admin; panics with its output when it fails.
+    pub async fn kubectl_ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.kubectl(&self.admin_kubeconfig, args).await;
+        assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
+        out
+    }
+}
+
+pub fn kubeconfig(url: &str, ca_pem: &str, client: &Pair, user: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: kiln
+  cluster:
+    server: {url}
+    certificate-authority-data: {ca}
+users:
+- name: {user}
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
+contexts:
+- name: {user}@kiln
+  context:
+    cluster: kiln
+    user: {user}
+current-context: {user}@kiln
+",
+        ca = b64(ca_pem),
+        cert = b64(&client.cert),
+        key = b64(&client.key),
+    )
+}
+
+/// Splits kubectl's table output into rows of whitespace-separated cells (header first).
+pub fn rows(output: &str) -> Vec<Vec<String>> {
+    output
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}

@@ -1,0 +1,206 @@
+//! kube-rs against kiln-apiserver on a real etcd: create / get / list / watch / status / conflicts,
+//! leases as a node, and 410 Expired after compaction.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Cluster, WAIT};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn pod(name: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "registry.local/app:1"}]}
+    }))
+    .unwrap()
+}
+
+fn api_error(e: kube::Error) -> Box<kube::core::Status> {
+    match e {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_status_and_conflicts() {
+    let c = Cluster::start().await;
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    let pp = PostParams::default();
+
+    let created = pods.create(&pp, &pod("a", json!({"app": "x"}))).await.unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(created.metadata.generation, Some(1));
+    pods.create(&pp, &pod("b", json!({"app": "y"}))).await.unwrap();
+
+    let got = pods.get("a").await.unwrap();
+    assert_eq!(got.metadata.resource_version.as_deref(), Some(rv.as_str()));
+
+    let listed = pods.list(&ListParams::default().labels("app=x")).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].metadata.name.as_deref(), Some("a"));
+    assert!(listed.metadata.resource_version.is_some());
+
+    // Status through /status; the main endpoint cannot change it.
+    let mut st = got.clone();
+    st.status.as_mut().unwrap().phase = Some("Running".into());
+    st.status.as_mut().unwrap().pod_ip = Some("10.244.0.7".into());
+    let updated = pods.replace_status("a", &pp, &st).await.unwrap();
+    assert_eq!(updated.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+    let mut main = updated.clone();
+    main.status.as_mut().unwrap().phase = Some("Failed".into());
+    let after = pods.replace("a", &pp, &main).await.unwrap();
+    assert_eq!(after.status.unwrap().phase.as_deref(), Some("Running"));
+
+    // A stale resourceVersion is a 409 Conflict.
+    let err = api_error(pods.replace("a", &pp, &got).await.unwrap_err());
+    assert_eq!(err.code, 409);
+    assert_eq!(err.reason, "Conflict");
+    assert!(err.message.starts_with("Operation cannot be fulfilled on pods \"a\""));
+
+    let err = api_error(pods.create(&pp, &pod("a", json!({}))).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (409, "AlreadyExists"));
+    let err = api_error(pods.get("zzz").await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (404, "NotFound"));
+    let invalid: Pod = serde_json::from_value(json!({"metadata": {"name": "bad"}, "spec": {"containers": []}})).unwrap();
+    let err = api_error(pods.create(&pp, &invalid).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    let other: Api<Pod> = Api::namespaced(c.admin().await, "nowhere");
+    let err = api_error(other.create(&pp, &pod("a", json!({}))).await.unwrap_err());
+    assert_eq!((err.code, err.message.as_str()), (404, "namespaces \"nowhere\" not found"));
+
+    // Merge patch with labels; spec changes bump generation.
+    let patched = pods
+        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"extra": "1"}}})))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["extra"], "1");
+    assert_eq!(patched.metadata.generation, Some(1));
+    let patched = pods
+        .patch("a", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"containers": [{"name": "c", "image": "registry.local/app:2"}]}})))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, Some(2));
+
+    // Unscheduled pods are deleted at once.
+    pods.delete("b", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_error(pods.get("b").await.unwrap_err()).code, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_reports_changes_with_field_selector() {
+    let c = Cluster::start().await;
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    let pp = PostParams::default();
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let rv = list.metadata.resource_version.unwrap();
+
+    // The kubelet's view: only pods bound to its node.
+    let node_pods: Api<Pod> = Api::all(c.client(&c.node_kubeconfig).await);
+    let wp = WatchParams::default().fields("spec.nodeName=n1").timeout(60);
+    let mut stream = node_pods.watch(&wp, &rv).await.unwrap().boxed();
+
+    pods.create(&pp, &pod("elsewhere", json!({}))).await.unwrap();
+    let mut bound = pod("mine", json!({}));
+    bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+    pods.create(&pp, &bound).await.unwrap();
+    pods.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}})))
+        .await
+        .unwrap();
+    pods.delete("mine", &DeleteParams::default().grace_period(0)).await.unwrap();
+
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let ev = tokio::time::timeout(WAIT, stream.try_next()).await.expect("watch event in time").unwrap().unwrap();
+        match ev {
+            WatchEvent::Added(p) => seen.push(("ADDED", p.metadata.name.unwrap())),
+            WatchEvent::Modified(p) => seen.push(("MODIFIED", p.metadata.name.unwrap())),
+            WatchEvent::Deleted(p) => seen.push(("DELETED", p.metadata.name.unwrap())),
+            WatchEvent::Bookmark(_) => {}
+            WatchEvent::Error(e) => panic!("watch error {e:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [("ADDED", "mine".to_string()), ("MODIFIED", "mine".into()), ("DELETED", "mine".into())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_sends_bookmarks_and_410_after_compaction() {
+    let c = Cluster::start_with(&["--watch-bookmark-interval-seconds=1"]).await;
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    let first = pods.create(&PostParams::default(), &pod("p1", json!({}))).await.unwrap();
+    let old_rv = first.metadata.resource_version.unwrap();
+
+    let mut stream = pods.watch(&WatchParams::default().timeout(60), &old_rv).await.unwrap().boxed();
+    let bookmark = loop {
+        let ev = tokio::time::timeout(WAIT, stream.try_next()).await.expect("event in time").unwrap().unwrap();
+        if let WatchEvent::Bookmark(b) = ev {
+            break b;
+        }
+    };
+    assert!(!bookmark.metadata.resource_version.is_empty());
+    drop(stream);
+
+    for i in 0..3 {
+        pods.patch("p1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"i": i.to_string()}}})))
+            .await
+            .unwrap();
+    }
+    let mut etcd = c.etcd.client().await;
+    let rev = etcd.get("/registry/pods/default/p1", None).await.unwrap().header().unwrap().revision();
+    etcd.compact(rev, None).await.unwrap();
+
+    let mut stream = pods.watch(&WatchParams::default().timeout(60), &old_rv).await.unwrap().boxed();
+    let ev = tokio::time::timeout(WAIT, stream.try_next()).await.expect("event in time").unwrap().unwrap();
+    match ev {
+        WatchEvent::Error(e) => {
+            assert_eq!(e.code, 410);
+            assert_eq!(e.reason, "Expired");
+        }
+        other => panic!("expected 410 Expired, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_registers_and_keeps_its_lease() {
+    let c = Cluster::start().await;
+    let client = c.client(&c.node_kubeconfig).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let patched = nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Strategic(status))
+        .await
+        .unwrap();
+    assert_eq!(patched.status.unwrap().conditions.unwrap()[0].status, "True");
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40,
+                 "renewTime": "2026-01-01T00:00:00.000000Z"}
+    }))
+    .unwrap();
+    let created = leases.create(&PostParams::default(), &lease).await.unwrap();
+    let mut renewed = created.clone();
+    renewed.spec.as_mut().unwrap().lease_duration_seconds = Some(41);
+    let renewed = leases.replace("n1", &PostParams::default(), &renewed).await.unwrap();
+    assert_ne!(renewed.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(renewed.spec.unwrap().lease_duration_seconds, Some(41));
+
+    // Leases elsewhere are not the node's business.
+    let other: Api<Lease> = Api::namespaced(client, "default");
+    let err = api_error(other.create(&PostParams::default(), &lease).await.unwrap_err());
+    assert_eq!(err.code, 403);
+    tokio::time::sleep(Duration::from_millis(0)).await;
+}

@@ -1,0 +1,180 @@
+//! Kubelet flags (defined once, with clap) and the resolved configuration the library runs with.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--{flag}: {message}")]
+    Invalid { flag: &'static str, message: String },
+}
+
+/// Command-line flags of `kiln-kubelet`, named like the kubelet's.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "kiln-kubelet", version, about = "kiln's node agent: static pods, node registration, mirror pods")]
+pub struct Flags {
+    /// Kubeconfig with the node's client certificate (CN=system:node:<name>, O=system:nodes).
+    #[arg(long, default_value = "/etc/kiln/kubelet.conf")]
+    pub kubeconfig: PathBuf,
+    /// Directory of static pod manifests (YAML Pods), re-read every --file-check-frequency.
+    #[arg(long, default_value = "/etc/kiln/manifests")]
+    pub pod_manifest_path: PathBuf,
+    /// Kubelet state directory.
+    #[arg(long, default_value = "/var/lib/kiln/kubelet")]
+    pub root_dir: PathBuf,
+    /// Root of container logs: <dir>/<ns>_<name>_<uid>/<container>/<restart>.log.
+    #[arg(long, default_value = "/var/log/pods")]
+    pub pod_log_dir: PathBuf,
+    /// Node name; defaults to the host name.
+    #[arg(long)]
+    pub hostname_override: Option<String>,
+    /// The node's InternalIP; defaults to the first non-loopback address the host name resolves to.
+    #[arg(long)]
+    pub node_ip: Option<IpAddr>,
+    /// How often node status is posted, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub node_status_update_frequency: u64,
+    /// How often the static pod directory is re-read, in seconds.
+    #[arg(long, default_value_t = 2)]
+    pub file_check_frequency: u64,
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: u32,
+    /// CPU capacity reported (lab hosts see the whole machine); defaults to the CPUs available.
+    #[arg(long)]
+    pub capacity_cpu: Option<String>,
+    /// Memory capacity reported, as a Kubernetes quantity (e.g. 4Gi); defaults to MemTotal.
+    #[arg(long)]
+    pub capacity_memory: Option<String>,
+    /// Base of the container restart backoff, in seconds (doubles up to 5 minutes).
+    #[arg(long, default_value_t = 10)]
+    pub restart_backoff_base: u64,
+}
+
+/// Everything `run` needs, with defaults resolved.
+#[derive(Debug, Clone)]
+pub struct KubeletConfig {
+    pub kubeconfig: PathBuf,
+    pub pod_manifest_path: PathBuf,
+    pub root_dir: PathBuf,
+    pub pod_log_dir: PathBuf,
+    pub node_name: String,
+    pub node_ip: IpAddr,
+    pub node_status_update_frequency: Duration,
+    pub file_check_frequency: Duration,
+    pub lease_renew_interval: Duration,
+    pub lease_duration_seconds: i32,
+    pub max_pods: u32,
+    pub capacity_cpu: String,
+    pub capacity_memory: String,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// Upper bound of the retry delay while the API server is unreachable.
+    pub api_retry_max: Duration,
+}
+
+impl KubeletConfig {
+    /// Defaults for a node name and IP; tests override paths and intervals.
+    pub fn new(node_name: impl Into<String>, node_ip: IpAddr) -> Self {
+        KubeletConfig {
+            kubeconfig: "/etc/kiln/kubelet.conf".into(),
+            pod_manifest_path: "/etc/kiln/manifests".into(),
+            root_dir: "/var/lib/kiln/kubelet".into(),
+            pod_log_dir: "/var/log/pods".into(),
+            node_name: node_name.into(),
+            node_ip,
+            node_status_update_frequency: Duration::from_secs(10),
+            file_check_frequency: Duration::from_secs(2),
+            lease_renew_interval: Duration::from_secs(10),
+            lease_duration_seconds: 40,
+            max_pods: 110,
+            capacity_cpu: default_cpu(),
+            capacity_memory: default_memory(),
+            backoff_base: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            api_retry_max: Duration::from_secs(30),
+        }
+    }
+
+    pub fn from_flags(flags: Flags) -> Result<Self, ConfigError> {
+        let node_name = match flags.hostname_override {
+            Some(n) => n,
+            None => hostname(),
+        }
+        .to_lowercase();
+        if node_name.is_empty() {
+            return Err(ConfigError::Invalid {
+                flag: "hostname-override",
+                message: "empty node name and no host name".into(),
+            });
+        }
+        for (flag, v) in [
+            ("node-status-update-frequency", flags.node_status_update_frequency),
+            ("file-check-frequency", flags.file_check_frequency),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Invalid {
+                    flag,
+                    message: "must be at least 1 second".into(),
+                });
+            }
+        }
+        let node_ip = flags.node_ip.unwrap_or_else(|| detect_node_ip(&node_name));
+        let mut c = KubeletConfig::new(node_name, node_ip);
+        c.kubeconfig = flags.kubeconfig;
+        c.pod_manifest_path = flags.pod_manifest_path;
+        c.root_dir = flags.root_dir;
+        c.pod_log_dir = flags.pod_log_dir;
+        c.node_status_update_frequency = Duration::from_secs(flags.node_status_update_frequency);
+        c.file_check_frequency = Duration::from_secs(flags.file_check_frequency);
+        c.max_pods = flags.max_pods;
+        if let Some(cpu) = flags.capacity_cpu {
+            c.capacity_cpu = cpu;
+        }
+        if let Some(mem) = flags.capacity_memory {
+            c.capacity_memory = mem;
+        }
+        c.backoff_base = Duration::from_secs(flags.restart_backoff_base.max(1));
+        Ok(c)
+    }
+}
+
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default()
+}
+
+fn default_cpu() -> String {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .to_string()
+}
+
+fn default_memory() -> String {
+    let kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+    });
+    format!("{}Ki", kib.unwrap_or(0))
+}
+
+/// The first non-loopback address the node name resolves to, else 127.0.0.1. No packets are sent.
+fn detect_node_ip(node_name: &str) -> IpAddr {
+    use std::net::ToSocketAddrs;
+    let resolved = (node_name, 0u16)
+        .to_socket_addrs()
+        .map(|addrs| addrs.map(|a| a.ip()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    resolved
+        .iter()
+        .find(|ip| !ip.is_loopback() && ip.is_ipv4())
+        .or_else(|| resolved.iter().find(|ip| !ip.is_loopback()))
+        .copied()
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}

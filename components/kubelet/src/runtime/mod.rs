@@ -1,0 +1,89 @@
+//! The container runtime as the kubelet sees it: start a pod (sandbox + containers), stop it, report its
+//! containers. `kiln-host` (host processes, for the control plane's static pods) implements it now; the CRI
+//! implementation (containerd) comes next and is chosen by `runtimeClassName`.
+
+pub mod host;
+mod supervisor;
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+
+pub use host::HostRuntime;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("pod {pod}: {message}")]
+    InvalidSpec { pod: String, message: String },
+    #[error("pod {0} is already running")]
+    AlreadyRunning(String),
+    #[error("pod {0} is not running")]
+    NotFound(String),
+    #[error("runtime {handler} is not ready: {message}")]
+    NotReady { handler: &'static str, message: String },
+}
+
+/// Why and how a container run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminated {
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    /// Completed (exit 0), Error, or StartError when it could not be started.
+    pub reason: String,
+    pub message: Option<String>,
+    pub started_at: Option<SystemTime>,
+    pub finished_at: SystemTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerState {
+    Waiting { reason: String, message: Option<String> },
+    Running { pid: u32, started_at: SystemTime },
+    Terminated(Terminated),
+}
+
+/// One container as the runtime knows it, enough for the API's ContainerStatus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStatus {
+    pub name: String,
+    pub image: String,
+    /// `<handler>://<id>`, as ContainerStatus.containerID.
+    pub container_id: String,
+    pub restart_count: i32,
+    pub state: ContainerState,
+    pub last_termination: Option<Terminated>,
+}
+
+impl ContainerStatus {
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, ContainerState::Running { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodStatus {
+    pub uid: String,
+    pub started_at: SystemTime,
+    pub containers: Vec<ContainerStatus>,
+}
+
+/// Stop grace when the pod does not say (Kubernetes' default terminationGracePeriodSeconds).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+#[async_trait]
+pub trait Runtime: Send + Sync {
+    /// The runtime handler name (`runtimeClassName`), e.g. "kiln-host".
+    fn handler(&self) -> &'static str;
+    /// NodeInfo.containerRuntimeVersion, e.g. "kiln-host://0.1.0".
+    fn version(&self) -> String;
+    /// Ok when the runtime can run pods (feeds the node's Ready condition).
+    async fn ready(&self) -> Result<(), RuntimeError>;
+    /// Creates the pod's sandbox and starts its containers; they are then kept running per restartPolicy.
+    async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError>;
+    /// Stops every container of the pod (SIGTERM, `grace` or the pod's own grace period, then SIGKILL)
+    /// and removes the sandbox.
+    async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError>;
+    fn pod_status(&self, uid: &str) -> Option<PodStatus>;
+    fn pod_uids(&self) -> Vec<String>;
+}

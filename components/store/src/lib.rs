@@ -1,0 +1,21 @@
+//! kiln-store: an etcd-v3-compatible key-value store, replicated with Raft (openraft) and
+//! persisted in rocksdb.
+//!
+//! Start a member in-process with [`start`] (tests bind 127.0.0.1:0 and read the bound address
+//! from the returned [`StoreHandle`]), or run one until a signal with [`run`].
+
+pub mod compactor;
+pub mod config;
+pub mod db;
+pub mod etcd_error;
+pub mod grpc;
+pub mod http;
+pub mod identity;
+pub mod lease;
+pub mod mvcc;
+pub mod raft;
+pub mod server;
+pub mod tls;
+
+pub use config::Config;
+pub use server::{run, start, ServerError, StoreHandle};

@@ -1,0 +1,209 @@
+//! etcd's multi-version key-value model on rocksdb.
+//!
+//! Every write transaction bumps the store revision by one; each key version records
+//! create/mod revision and version exactly as etcd does. History stays in rocksdb keyed by
+//! (key, revision) for reads at past revisions, and by revision for watches, until compacted.
+
+pub mod apply;
+pub mod compact;
+pub mod keys;
+pub mod range;
+pub mod read;
+pub mod txn;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use etcd_client::proto::{PbEvent, PbRangeRequest, PbRangeResponse, PbTxnRequest, PbTxnResponse};
+use rocksdb::{WriteBatch, DB};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::db::{self, CF_LEASES, CF_LEASE_KEYS, CF_SM_META};
+use crate::etcd_error::EtcdError;
+use read::{RangeEnd, ReadView};
+use txn::TxnWriter;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MvccError {
+    #[error(transparent)]
+    Etcd(#[from] EtcdError),
+    #[error("rocksdb: {0}")]
+    Db(#[from] rocksdb::Error),
+    #[error("decoding stored protobuf: {0}")]
+    Decode(#[from] prost::DecodeError),
+    #[error("decoding stored json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+}
+
+/// The events of one committed revision, as watchers receive them (prev_kv always filled when
+/// a previous version existed; watchers that did not ask for it drop it).
+#[derive(Debug, Clone)]
+pub struct RevisionEvents {
+    pub revision: i64,
+    pub events: Vec<PbEvent>,
+}
+
+/// A lease as the state machine stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub id: i64,
+    /// TTL in seconds granted at creation.
+    pub ttl: i64,
+}
+
+pub const META_REVISION: &[u8] = b"revision";
+pub const META_COMPACT_REVISION: &[u8] = b"compact_revision";
+
+/// Shared handle on the MVCC store: reads for the API, revision bookkeeping and the event feed
+/// for watches. Writes happen only in the Raft state machine.
+pub struct Mvcc {
+    db: Arc<DB>,
+    revision: AtomicI64,
+    compact_revision: AtomicI64,
+    events: broadcast::Sender<Arc<RevisionEvents>>,
+}
+
+impl Mvcc {
+    pub fn open(db: Arc<DB>) -> Result<Self, MvccError> {
+        let (events, _) = broadcast::channel(1024);
+        let mvcc = Self {
+            db,
+            revision: AtomicI64::new(0),
+            compact_revision: AtomicI64::new(0),
+            events,
+        };
+        mvcc.reload()?;
+        Ok(mvcc)
+    }
+
+    /// Re-reads revisions from disk (at open and after a snapshot is installed).
+    pub fn reload(&self) -> Result<(), MvccError> {
+        let revision = read_i64(&self.db, META_REVISION)?.unwrap_or(1);
+        let compact = read_i64(&self.db, META_COMPACT_REVISION)?.unwrap_or(0);
+        self.revision.store(revision, Ordering::SeqCst);
+        self.compact_revision.store(compact, Ordering::SeqCst);
+        Ok(())
+    }
+
+    pub fn db(&self) -> &Arc<DB> {
+        &self.db
+    }
+
+    /// The newest revision whose writes are applied and durable. A fresh store is at 1, as etcd.
+    pub fn revision(&self) -> i64 {
+        self.revision.load(Ordering::SeqCst)
+    }
+
+    pub fn compact_revision(&self) -> i64 {
+        self.compact_revision.load(Ordering::SeqCst)
+    }
+
+    /// Called by the state machine after a batch is durable: moves the revisions forward and
+    /// feeds watchers, in revision order.
+    pub fn publish(&self, revision: i64, compact_revision: i64, batches: Vec<RevisionEvents>) {
+        self.compact_revision
+            .store(compact_revision, Ordering::SeqCst);
+        self.revision.store(revision, Ordering::SeqCst);
+        for batch in batches {
+            // No receivers is fine: nobody watches.
+            let _ = self.events.send(Arc::new(batch));
+        }
+    }
+
+    /// Subscribes to committed events. Subscribe before reading history, so nothing falls in
+    /// between.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<RevisionEvents>> {
+        self.events.subscribe()
+    }
+
+    pub fn view(&self) -> ReadView<'_> {
+        ReadView::new(&self.db)
+    }
+
+    /// Serves a Range at the current revision (the caller has done the linearizable-read
+    /// barrier when one is needed).
+    pub fn range(&self, req: &PbRangeRequest) -> Result<PbRangeResponse, MvccError> {
+        let current = self.revision();
+        let writer = TxnWriter::new(&self.db, current, self.compact_revision());
+        writer.range(req)
+    }
+
+    /// Evaluates a transaction without writes locally (etcd serves read-only txns this way).
+    pub fn read_only_txn(&self, req: &PbTxnRequest) -> Result<PbTxnResponse, MvccError> {
+        let current = self.revision();
+        let mut writer = TxnWriter::new(&self.db, current, self.compact_revision());
+        let mut resp = writer.txn(req)?;
+        if let Some(h) = resp.header.as_mut() {
+            h.revision = current;
+        }
+        Ok(resp)
+    }
+
+    pub fn leases(&self) -> Result<Vec<LeaseRecord>, MvccError> {
+        let cf = db::cf(&self.db, CF_LEASES);
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(cf, rocksdb::IteratorMode::Start) {
+            let (_, v) = item?;
+            out.push(serde_json::from_slice(&v)?);
+        }
+        Ok(out)
+    }
+
+    pub fn lease(&self, id: i64) -> Result<Option<LeaseRecord>, MvccError> {
+        get_lease(&self.db, id)
+    }
+
+    /// Keys attached to lease `id`.
+    pub fn lease_keys(&self, id: i64) -> Result<Vec<Vec<u8>>, MvccError> {
+        lease_keys(&self.db, id)
+    }
+
+    /// Whether `key` lies in the range starting at `key_start` with etcd `range_end`.
+    pub fn in_range(key_start: &[u8], range_end: &[u8], key: &[u8]) -> bool {
+        RangeEnd::from_request(range_end).contains(key_start, key)
+    }
+}
+
+pub fn read_i64(db: &DB, key: &[u8]) -> Result<Option<i64>, MvccError> {
+    match db.get_cf(db::cf(db, CF_SM_META), key)? {
+        Some(v) if v.len() == 8 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&v);
+            Ok(Some(i64::from_be_bytes(b)))
+        }
+        Some(_) => Err(MvccError::Corrupt(format!(
+            "meta {} is not 8 bytes",
+            String::from_utf8_lossy(key)
+        ))),
+        None => Ok(None),
+    }
+}
+
+pub fn write_i64(db: &DB, batch: &mut WriteBatch, key: &[u8], value: i64) {
+    batch.put_cf(db::cf(db, CF_SM_META), key, value.to_be_bytes());
+}
+
+pub fn get_lease(db: &DB, id: i64) -> Result<Option<LeaseRecord>, MvccError> {
+    match db.get_cf(db::cf(db, CF_LEASES), (id as u64).to_be_bytes())? {
+        Some(v) => Ok(Some(serde_json::from_slice(&v)?)),
+        None => Ok(None),
+    }
+}
+
+pub fn lease_keys(db: &DB, id: i64) -> Result<Vec<Vec<u8>>, MvccError> {
+    let cf = db::cf(db, CF_LEASE_KEYS);
+    let prefix = (id as u64).to_be_bytes();
+    let mut out = Vec::new();
+    let mode = rocksdb::IteratorMode::From(&prefix, rocksdb::Direction::Forward);
+    for item in db.iterator_cf(cf, mode) {
+        let (k, _) = item?;
+        if !k.starts_with(&prefix) {
+            break;
+        }
+        out.push(k[8..].to_vec());
+    }
+    Ok(out)
+}

@@ -1,0 +1,182 @@
+//! Raft log and hard state in rocksdb (openraft `RaftLogStorage`).
+//!
+//! Every mutation is written with a synced WriteBatch before openraft is told it is durable.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{Entry, LogId, OptionalSend, StorageError, StorageIOError, Vote};
+use rocksdb::{Direction, IteratorMode, WriteBatch, DB};
+
+use crate::db::{self, CF_RAFT_LOG, CF_RAFT_META};
+use crate::raft::types::TypeConfig;
+
+const KEY_VOTE: &[u8] = b"vote";
+const KEY_COMMITTED: &[u8] = b"committed";
+const KEY_LAST_PURGED: &[u8] = b"last_purged";
+
+type StorageResult<T> = Result<T, StorageError<u64>>;
+
+/// Raft log store; cheap to clone (the reader openraft asks for is a clone).
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<DB>,
+}
+
+fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+fn read_err(e: impl std::error::Error + 'static) -> StorageError<u64> {
+    StorageIOError::read_logs(&e).into()
+}
+
+fn write_err(e: impl std::error::Error + 'static) -> StorageError<u64> {
+    StorageIOError::write_logs(&e).into()
+}
+
+impl LogStore {
+    pub fn new(db: Arc<DB>) -> Self {
+        Self { db }
+    }
+
+    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
+        let cf = db::cf(&self.db, CF_RAFT_META);
+        match self.db.get_cf(cf, key).map_err(read_err)? {
+            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(read_err)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_meta<T: serde::Serialize>(&self, key: &[u8], value: &T) -> StorageResult<()> {
+        let cf = db::cf(&self.db, CF_RAFT_META);
+        let bytes = serde_json::to_vec(value).map_err(write_err)?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(cf, key, bytes);
+        self.db
+            .write_opt(batch, &db::sync_write())
+            .map_err(write_err)
+    }
+
+    fn last_entry_log_id(&self) -> StorageResult<Option<LogId<u64>>> {
+        let cf = db::cf(&self.db, CF_RAFT_LOG);
+        match self.db.iterator_cf(cf, IteratorMode::End).next() {
+            Some(item) => {
+                let (_, value) = item.map_err(read_err)?;
+                let entry: Entry<TypeConfig> = serde_json::from_slice(&value).map_err(read_err)?;
+                Ok(Some(entry.log_id))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        let start = match range.start_bound() {
+            Bound::Included(i) => *i,
+            Bound::Excluded(i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let cf = db::cf(&self.db, CF_RAFT_LOG);
+        let mut entries = Vec::new();
+        let from = index_key(start);
+        for item in self
+            .db
+            .iterator_cf(cf, IteratorMode::From(&from, Direction::Forward))
+        {
+            let (key, value) = item.map_err(read_err)?;
+            let mut idx = [0u8; 8];
+            idx.copy_from_slice(&key[..8]);
+            if !range.contains(&u64::from_be_bytes(idx)) {
+                break;
+            }
+            entries.push(serde_json::from_slice(&value).map_err(read_err)?);
+        }
+        Ok(entries)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        let last_purged: Option<LogId<u64>> = self.get_meta(KEY_LAST_PURGED)?;
+        let last = self.last_entry_log_id()?.or(last_purged);
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> StorageResult<()> {
+        self.put_meta(KEY_VOTE, vote)
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<u64>>> {
+        self.get_meta(KEY_VOTE)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> StorageResult<()> {
+        self.put_meta(KEY_COMMITTED, &committed)
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId<u64>>> {
+        Ok(self.get_meta::<Option<LogId<u64>>>(KEY_COMMITTED)?.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let cf = db::cf(&self.db, CF_RAFT_LOG);
+        let mut batch = WriteBatch::default();
+        for entry in entries {
+            let bytes = serde_json::to_vec(&entry).map_err(write_err)?;
+            batch.put_cf(cf, index_key(entry.log_id.index), bytes);
+        }
+        let result = self.db.write_opt(batch, &db::sync_write());
+        match result {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(write_err(e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
+        // Removes conflicting entries [log_id.index, ∞).
+        let cf = db::cf(&self.db, CF_RAFT_LOG);
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(cf, index_key(log_id.index), index_key(u64::MAX));
+        batch.delete_cf(cf, index_key(u64::MAX));
+        self.db
+            .write_opt(batch, &db::sync_write())
+            .map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
+        // Record the purge point first, so a crash in between never loses it.
+        self.put_meta(KEY_LAST_PURGED, &log_id)?;
+        let cf = db::cf(&self.db, CF_RAFT_LOG);
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(cf, index_key(0), index_key(log_id.index + 1));
+        self.db
+            .write_opt(batch, &db::sync_write())
+            .map_err(write_err)
+    }
+}

@@ -1,0 +1,293 @@
+//! Starting and stopping a member: storage, Raft, background tasks and listeners.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::compactor::{self, Retention};
+use crate::config::{Config, ConfigError, ListenUrl};
+use crate::grpc::{self, StoreContext};
+use crate::identity::{self, IdentityError};
+use crate::lease::{self, Lessor};
+use crate::mvcc::{Mvcc, MvccError};
+use crate::raft::types::KilnRaft;
+use crate::raft::{self, RaftSetupError, RaftTiming};
+use crate::tls::{self, TlsError};
+use crate::{db, http};
+
+/// How long shutdown waits for connections and tasks before dropping them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Db(#[from] db::DbError),
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error("opening the key-value store: {0}")]
+    Mvcc(#[from] MvccError),
+    #[error(transparent)]
+    Raft(#[from] RaftSetupError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("TLS setup for {url}: {source}")]
+    TlsSetup {
+        url: String,
+        source: tonic::transport::Error,
+    },
+    #[error("binding {url}: {source}")]
+    Bind { url: String, source: std::io::Error },
+    #[error("waiting for a shutdown signal: {0}")]
+    Signal(std::io::Error),
+}
+
+/// A running member. Drop without `shutdown` leaves tasks running until the runtime ends.
+pub struct StoreHandle {
+    client_addrs: Vec<SocketAddr>,
+    metrics_addrs: Vec<SocketAddr>,
+    member_id: u64,
+    cluster_id: u64,
+    shutdown_tx: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    raft: KilnRaft,
+    ctx: Arc<StoreContext>,
+}
+
+impl StoreHandle {
+    /// The first bound client address (tests bind 127.0.0.1:0).
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addrs[0]
+    }
+
+    pub fn client_addrs(&self) -> &[SocketAddr] {
+        &self.client_addrs
+    }
+
+    pub fn metrics_addrs(&self) -> &[SocketAddr] {
+        &self.metrics_addrs
+    }
+
+    pub fn member_id(&self) -> u64 {
+        self.member_id
+    }
+
+    pub fn cluster_id(&self) -> u64 {
+        self.cluster_id
+    }
+
+    /// Current store revision.
+    pub fn revision(&self) -> i64 {
+        self.ctx.mvcc.revision()
+    }
+
+    /// Stops listeners and streams, then Raft, then closes the database (so the same data dir
+    /// can be opened again, also in the same process).
+    pub async fn shutdown(self) {
+        let StoreHandle {
+            shutdown_tx,
+            tasks,
+            raft,
+            ctx,
+            ..
+        } = self;
+        let _ = shutdown_tx.send(true);
+        for mut task in tasks {
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await.is_err() {
+                tracing::warn!("a server task did not stop in time; aborting it");
+                task.abort();
+            }
+        }
+        if let Err(e) = raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+        let db = Arc::downgrade(ctx.mvcc.db());
+        drop(raft);
+        drop(ctx);
+        // openraft's workers drop their storage handles asynchronously; wait (bounded) until
+        // the database is really closed.
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        while db.strong_count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if db.strong_count() > 0 {
+            tracing::warn!("database still referenced after shutdown");
+        }
+        tracing::info!("kiln-store stopped");
+    }
+}
+
+/// Replaces a 0 port in advertised URLs by the port actually bound (tests bind port 0).
+fn fix_advertised(urls: &[String], bound: &[SocketAddr]) -> Vec<String> {
+    let port = bound.first().map(|a| a.port()).unwrap_or(0);
+    urls.iter()
+        .map(|u| {
+            if u.ends_with(":0") {
+                format!("{}{}", &u[..u.len() - 1], port)
+            } else {
+                u.clone()
+            }
+        })
+        .collect()
+}
+
+async fn bind(url: &ListenUrl) -> Result<TcpListener, ServerError> {
+    let addr = url.socket_addr().await?;
+    TcpListener::bind(addr).await.map_err(|source| ServerError::Bind {
+        url: url.url.clone(),
+        source,
+    })
+}
+
+/// Starts a member and returns once it serves clients.
+pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
+    config.validate()?;
+    let retention = Retention::parse(config.auto_compaction_mode, &config.auto_compaction_retention)?;
+    let client_urls = config.client_listen_urls()?;
+    let metrics_urls = config.metrics_listen_urls()?;
+    let tls_config = if client_urls.iter().any(|u| u.tls) {
+        Some(tls::client_tls(&config)?)
+    } else {
+        None
+    };
+
+    // Bind first: a port clash fails fast, before any data is written.
+    let mut client_listeners = Vec::new();
+    for url in &client_urls {
+        client_listeners.push((url.clone(), bind(url).await?));
+    }
+    let mut metrics_listeners = Vec::new();
+    for url in &metrics_urls {
+        metrics_listeners.push(bind(url).await?);
+    }
+    let client_addrs: Vec<SocketAddr> = client_listeners
+        .iter()
+        .filter_map(|(_, l)| l.local_addr().ok())
+        .collect();
+    let metrics_addrs: Vec<SocketAddr> = metrics_listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
+
+    let database = db::open(&config.data_dir.join("member"))?;
+    let ident = identity::load_or_create(&database, &config)?;
+    let members = identity::initial_members(&config)?;
+    let mvcc = Arc::new(Mvcc::open(database)?);
+    let lessor = Arc::new(Lessor::new(&mvcc.leases()?));
+    let timing = RaftTiming {
+        heartbeat_ms: config.heartbeat_interval,
+        election_ms: config.election_timeout,
+        snapshot_count: config.snapshot_count,
+    };
+    let raft_handle = raft::start(
+        ident.member_id,
+        timing,
+        mvcc.clone(),
+        lessor.clone(),
+        config.data_dir.join("member").join("snap"),
+    )
+    .await?;
+    raft::bootstrap(&raft_handle, ident.member_id, members).await?;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let ctx = Arc::new(StoreContext {
+        raft: raft_handle.clone(),
+        mvcc: mvcc.clone(),
+        lessor: lessor.clone(),
+        member_id: ident.member_id,
+        cluster_id: ident.cluster_id,
+        name: config.name.clone(),
+        advertise_client_urls: fix_advertised(&config.advertise_client_urls, &client_addrs),
+        data_dir: config.data_dir.clone(),
+        quota_backend_bytes: config.quota_backend_bytes,
+        shutdown: shutdown_rx.clone(),
+    });
+
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(lease::run_expiry(
+        lessor,
+        raft_handle.clone(),
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(compactor::run(
+        retention,
+        raft_handle.clone(),
+        mvcc,
+        shutdown_rx.clone(),
+    )));
+    for (url, listener) in client_listeners {
+        let mut builder = tonic::transport::Server::builder();
+        if url.tls {
+            let tls = tls_config.clone().ok_or(TlsError::MissingCert)?;
+            builder = builder.tls_config(tls).map_err(|source| ServerError::TlsSetup {
+                url: url.url.clone(),
+                source,
+            })?;
+        }
+        let router = builder.add_routes(grpc::routes(ctx.clone()));
+        let mut stop = shutdown_rx.clone();
+        tracing::info!(url = %url.url, addr = ?listener.local_addr().ok(), "serving etcd v3 API");
+        tasks.push(tokio::spawn(async move {
+            let incoming = TcpListenerStream::new(listener);
+            let signal = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = router.serve_with_incoming_shutdown(incoming, signal).await {
+                tracing::error!(error = %e, "client server stopped");
+            }
+        }));
+    }
+    for listener in metrics_listeners {
+        let app = http::router(ctx.clone());
+        let mut stop = shutdown_rx.clone();
+        tracing::info!(addr = ?listener.local_addr().ok(), "serving /health and /metrics");
+        tasks.push(tokio::spawn(async move {
+            let signal = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(signal).await {
+                tracing::error!(error = %e, "metrics server stopped");
+            }
+        }));
+    }
+    tracing::info!(
+        name = %config.name,
+        member = %format!("{:x}", ident.member_id),
+        cluster = %format!("{:x}", ident.cluster_id),
+        "kiln-store started"
+    );
+    Ok(StoreHandle {
+        client_addrs,
+        metrics_addrs,
+        member_id: ident.member_id,
+        cluster_id: ident.cluster_id,
+        shutdown_tx,
+        tasks,
+        raft: raft_handle,
+        ctx,
+    })
+}
+
+/// Runs a member until SIGINT or SIGTERM, then shuts it down cleanly.
+pub async fn run(config: Config) -> Result<(), ServerError> {
+    let handle = start(config).await?;
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    handle.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<(), ServerError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(ServerError::Signal)?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(ServerError::Signal),
+        _ = term.recv() => Ok(()),
+    }
+}
