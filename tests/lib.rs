@@ -1,1 +1,118 @@
-//! shared helpers for the cross-crate tests
+//! Shared helpers for kiln's end-to-end tests: find the built binaries, drive `kiln lab` like a user does,
+//! and tear labs down even when a test fails.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A workspace binary built next to this test (`cargo build --workspace --bins` puts them there).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/debug/deps/<test>-<hash> -> target/debug/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` before the tests (the README's test command does)",
+        p.display()
+    );
+    p
+}
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "lab tests build real hosts (namespaces, mounts, cgroups) and need root; CI runs them as root"
+    );
+}
+
+/// Run a command and return its output; panics with the command and stderr when it cannot start.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Run and require success, returning stdout.
+pub fn ok(cmd: &mut Command) -> String {
+    let o = run(cmd);
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout(&o)
+}
+
+/// A lab made for one test, removed on drop (also when the test panics).
+pub struct TestLab {
+    pub name: String,
+    pub hosts: u32,
+    pub dir: PathBuf,
+}
+
+impl TestLab {
+    pub fn up(name: &str, hosts: u32, registry: bool) -> TestLab {
+        require_root();
+        let lab = TestLab {
+            name: name.to_string(),
+            hosts,
+            dir: PathBuf::from("/tmp/kiln-lab").join(name),
+        };
+        // A previous aborted run may have left it: `down` converges from any state.
+        let _ = run(&mut lab.kiln(&["lab", "down"]));
+        let mut args = vec!["lab", "up"];
+        let hosts_s = hosts.to_string();
+        args.extend(["--hosts", &hosts_s]);
+        if !registry {
+            args.push("--no-registry");
+        }
+        ok(&mut lab.kiln(&args));
+        lab
+    }
+
+    /// `kiln <args> --name <lab>`
+    pub fn kiln(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin("kiln"));
+        c.args(args).env("KILN_LAB", &self.name);
+        c
+    }
+
+    pub fn netns(&self) -> String {
+        format!("kiln-lab-{}", self.name)
+    }
+
+    /// A command run inside the lab network.
+    pub fn in_lab(&self, argv: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.netns()]).args(argv);
+        c
+    }
+
+    /// `ssh host <cmd>` from inside the lab network, strict host-key checking, 5 s connect timeout.
+    pub fn ssh(&self, host: &str, cmd: &str) -> Command {
+        let cfg = self.dir.join("ssh_config");
+        let cfg = cfg.to_string_lossy();
+        self.in_lab(&["ssh", "-F", &cfg, "-o", "ConnectTimeout=5", host, cmd])
+    }
+
+    pub fn ssh_ok(&self, host: &str, cmd: &str) -> String {
+        ok(&mut self.ssh(host, cmd))
+    }
+
+    pub fn down(&self) {
+        ok(&mut self.kiln(&["lab", "down"]));
+    }
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let _ = run(&mut self.kiln(&["lab", "down"]));
+    }
+}

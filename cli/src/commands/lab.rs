@@ -111,7 +111,10 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
                 hosts,
                 registry: !no_registry,
             })?;
-            println!("lab {} is up in {:.1}s (network namespace {})", r.name, r.seconds, r.netns);
+            println!(
+                "lab {} is up in {:.1}s (network namespace {})",
+                r.name, r.seconds, r.netns
+            );
             for (h, ip) in &r.hosts {
                 println!("  {h}  {ip}");
             }
@@ -191,8 +194,16 @@ fn status(name: Option<String>, output: &str) -> anyhow::Result<i32> {
         println!("no labs");
     }
     for s in all {
-        let state = if s.complete { "up" } else { "half-made (re-run `kiln lab up` or `down`)" };
-        println!("lab {}: {state}, registry {}", s.name, if s.registry { "running" } else { "off" });
+        let state = if s.complete {
+            "up"
+        } else {
+            "half-made (re-run `kiln lab up` or `down`)"
+        };
+        println!(
+            "lab {}: {state}, registry {}",
+            s.name,
+            if s.registry { "running" } else { "off" }
+        );
         for h in s.hosts {
             let st = match (h.pid, h.partitioned) {
                 (None, _) => "stopped".to_string(),

@@ -6,7 +6,11 @@ mod lab;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "kiln", version, about = "A declarative cluster bootstrapper for kiln's own Kubernetes components")]
+#[command(
+    name = "kiln",
+    version,
+    about = "A declarative cluster bootstrapper for kiln's own Kubernetes components"
+)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `debug` or `kiln=trace`.
     #[arg(long, global = true, env = "KILN_LOG", default_value = "info")]

@@ -11,8 +11,6 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub struct LineIndex {
     lines: HashMap<String, usize>,
-    /// The deepest path that starts on each line.
-    deepest: HashMap<usize, String>,
 }
 
 #[derive(Debug)]
@@ -56,10 +54,9 @@ impl LineIndex {
             let mut rest = trimmed;
             // Sequence items, possibly nested on one line (`- - x`).
             while rest == "-" || rest.starts_with("- ") {
-                while stack
-                    .last()
-                    .is_some_and(|f| f.indent > indent || (f.indent == indent && matches!(f.seg, Seg::Index(_))))
-                {
+                while stack.last().is_some_and(|f| {
+                    f.indent > indent || (f.indent == indent && matches!(f.seg, Seg::Index(_)))
+                }) {
                     stack.pop();
                 }
                 let idx = match stack.last_mut() {
@@ -69,7 +66,11 @@ impl LineIndex {
                     }
                     None => 0,
                 };
-                stack.push(Frame { indent, seg: Seg::Index(idx), items: 0 });
+                stack.push(Frame {
+                    indent,
+                    seg: Seg::Index(idx),
+                    items: 0,
+                });
                 index.record(&stack, line_no);
                 let after = rest[1..].trim_start();
                 indent += rest.len() - after.len();
@@ -78,11 +79,17 @@ impl LineIndex {
                     break;
                 }
             }
-            let Some((key, value)) = split_key(rest) else { continue };
+            let Some((key, value)) = split_key(rest) else {
+                continue;
+            };
             while stack.last().is_some_and(|f| f.indent >= indent) {
                 stack.pop();
             }
-            stack.push(Frame { indent, seg: Seg::Key(key), items: 0 });
+            stack.push(Frame {
+                indent,
+                seg: Seg::Key(key),
+                items: 0,
+            });
             index.record(&stack, line_no);
             let v = value.trim();
             if v.starts_with('|') || v.starts_with('>') {
@@ -93,14 +100,7 @@ impl LineIndex {
     }
 
     fn record(&mut self, stack: &[Frame], line: usize) {
-        let path = render(stack);
-        self.deepest.insert(line, path.clone());
-        self.lines.entry(path).or_insert(line);
-    }
-
-    /// The deepest field path that starts on `line` (e.g. `spec.hosts[2].role` for `    role: master`).
-    pub fn path_at(&self, line: usize) -> Option<&str> {
-        self.deepest.get(&line).map(String::as_str)
+        self.lines.entry(render(stack)).or_insert(line);
     }
 
     /// Line of `path`, or of its nearest ancestor that appears in the text.
@@ -146,7 +146,9 @@ fn split_key(s: &str) -> Option<(String, &str)> {
     if s.starts_with(['{', '[', '&', '*', '!', '|', '>']) {
         return None;
     }
-    let pos = s.find(": ").or_else(|| s.ends_with(':').then(|| s.len() - 1))?;
+    let pos = s
+        .find(": ")
+        .or_else(|| s.ends_with(':').then(|| s.len() - 1))?;
     Some((s[..pos].trim_end().to_string(), &s[pos + 1..]))
 }
 
@@ -206,8 +208,6 @@ spec:
         assert_eq!(idx.line_of("spec.hosts[1].ssh.user"), Some(14));
         assert_eq!(idx.line_of("spec.hosts[2].role"), Some(16));
         assert_eq!(idx.line_of("spec.networking.podCIDR"), Some(20));
-        assert_eq!(idx.path_at(7), Some("spec.hosts[0].name"));
-        assert_eq!(idx.path_at(16), Some("spec.hosts[2].role"));
     }
 
     #[test]
@@ -224,7 +224,8 @@ spec:
 
     #[test]
     fn sequence_at_deeper_indent() {
-        let idx = LineIndex::new("spec:\n  hosts:\n    - name: a\n    - name: b\n      role: worker\n");
+        let idx =
+            LineIndex::new("spec:\n  hosts:\n    - name: a\n    - name: b\n      role: worker\n");
         assert_eq!(idx.line_of("spec.hosts[1].role"), Some(5));
         assert_eq!(idx.line_of("spec.hosts[0].name"), Some(3));
     }

@@ -22,9 +22,15 @@ pub const APISERVER_PORT: u16 = 6443;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{}: cannot read: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}", render_problems(file, problems))]
-    Invalid { file: String, problems: Vec<LocatedProblem> },
+    Invalid {
+        file: String,
+        problems: Vec<LocatedProblem>,
+    },
 }
 
 /// A problem with the file, the line (when it could be found) and the field path.
@@ -44,7 +50,10 @@ impl LocatedProblem {
 }
 
 fn render_problems(file: &str, problems: &[LocatedProblem]) -> String {
-    let lines: Vec<String> = problems.iter().map(|p| format_problem(file, p).to_string()).collect();
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format_problem(file, p).to_string())
+        .collect();
     lines.join("\n")
 }
 
@@ -75,22 +84,30 @@ pub struct ClusterFile {
 
 /// Reads, parses and validates a cluster.yaml.
 pub fn load(path: &Path) -> Result<ClusterFile, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let config = parse(&text, &path.display().to_string())?;
-    Ok(ClusterFile { path: path.to_path_buf(), config })
+    Ok(ClusterFile {
+        path: path.to_path_buf(),
+        config,
+    })
 }
 
 /// Parses and validates cluster.yaml text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &str) -> Result<ClusterConfig, ConfigError> {
-    let config: ClusterConfig = match serde_norway::from_str(text) {
-        Ok(c) => c,
-        Err(e) => {
-            let mut p = from_serde(&e);
-            refine_path(&mut p, &LineIndex::new(text));
-            return Err(ConfigError::Invalid { file: file.to_string(), problems: vec![p] });
-        }
-    };
+    let config: ClusterConfig =
+        match serde_path_to_error::deserialize(serde_norway::Deserializer::from_str(text)) {
+            Ok(c) => c,
+            Err(e) => {
+                let problem = from_serde(&e.path().to_string(), e.inner(), &LineIndex::new(text));
+                return Err(ConfigError::Invalid {
+                    file: file.to_string(),
+                    problems: vec![problem],
+                });
+            }
+        };
     let problems = validate(&config);
     if problems.is_empty() {
         return Ok(config);
@@ -98,15 +115,23 @@ pub fn parse(text: &str, file: &str) -> Result<ClusterConfig, ConfigError> {
     let index = LineIndex::new(text);
     let problems = problems
         .into_iter()
-        .map(|p| LocatedProblem { line: index.line_of(&p.path), path: p.path, message: p.message })
+        .map(|p| LocatedProblem {
+            line: index.line_of(&p.path),
+            path: p.path,
+            message: p.message,
+        })
         .collect();
-    Err(ConfigError::Invalid { file: file.to_string(), problems })
+    Err(ConfigError::Invalid {
+        file: file.to_string(),
+        problems,
+    })
 }
 
-/// serde_norway formats errors as `<path>: <message> at line L column C`; take them apart so the
-/// line goes in front like every other kiln config error.
-fn from_serde(e: &serde_norway::Error) -> LocatedProblem {
-    let line = e.location().map(|l| l.line());
+/// serde_norway reports the enclosing mapping's path and position (`spec.hosts[2]`, line of its first
+/// key) for a rejected value; serde_path_to_error knows the exact field (`spec.hosts[2].role`), whose
+/// line the index finds. serde_norway's message is `<path>: <message> at line L column C`: keep only
+/// the message. Syntax errors have no path and keep serde's line.
+fn from_serde(path: &str, e: &serde_norway::Error, index: &LineIndex) -> LocatedProblem {
     let mut text = e.to_string();
     if let Some(l) = e.location() {
         let suffix = format!(" at line {} column {}", l.line(), l.column());
@@ -114,27 +139,31 @@ fn from_serde(e: &serde_norway::Error) -> LocatedProblem {
             text.replace_range(pos..pos + suffix.len(), "");
         }
     }
-    let (path, message) = match text.split_once(": ") {
-        Some((p, m)) if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "._[]".contains(c)) => {
-            (p.to_string(), m.to_string())
+    if let Some((p, m)) = text.split_once(": ") {
+        if !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._[]".contains(c))
+        {
+            text = m.to_string();
         }
-        _ => (String::new(), text),
-    };
-    LocatedProblem { line, path, message }
-}
-
-/// serde_norway names the enclosing mapping when a scalar or key is rejected (`spec.networking` for a
-/// bad `podCIDR`); the key on the reported line is the field the user has to fix. A missing field is
-/// reported at its mapping's first line, whose key is some other field, so it keeps serde's path.
-fn refine_path(p: &mut LocatedProblem, index: &LineIndex) {
-    if p.message.starts_with("missing field") {
-        return;
     }
-    let Some(deeper) = p.line.and_then(|l| index.path_at(l)) else { return };
-    let extends = p.path.is_empty()
-        || deeper.strip_prefix(p.path.as_str()).is_some_and(|rest| rest.starts_with(['.', '[']));
-    if extends {
-        p.path = deeper.to_string();
+    let path = if path == "." {
+        String::new()
+    } else {
+        path.to_string()
+    };
+    // A missing field is best shown on its mapping's line, which serde reports.
+    let line = if path.is_empty() || text.starts_with("missing field") {
+        e.location().map(|l| l.line())
+    } else {
+        index
+            .line_of(&path)
+            .or_else(|| e.location().map(|l| l.line()))
+    };
+    LocatedProblem {
+        line,
+        path,
+        message: text,
     }
 }
 
@@ -156,7 +185,10 @@ impl ClusterConfig {
         if let Some(ep) = &self.spec.control_plane_endpoint {
             return ep.clone();
         }
-        let first = self.controllers().next().expect("validated config has a controller");
+        let first = self
+            .controllers()
+            .next()
+            .expect("validated config has a controller");
         let addr = first.node_address();
         if addr.contains(':') {
             format!("[{addr}]:{APISERVER_PORT}")
@@ -169,7 +201,9 @@ impl ClusterConfig {
 impl Host {
     /// The address the node announces: `nodeIP`, else `address`.
     pub fn node_address(&self) -> String {
-        self.node_ip.map(|ip| ip.to_string()).unwrap_or_else(|| self.address.clone())
+        self.node_ip
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|| self.address.clone())
     }
 }
 
@@ -198,7 +232,9 @@ impl ClusterFile {
     pub fn state_dir(&self) -> PathBuf {
         match &self.config.spec.state_dir {
             Some(p) => self.resolve(p),
-            None => self.dir().join(format!("{}.kiln", self.config.metadata.name)),
+            None => self
+                .dir()
+                .join(format!("{}.kiln", self.config.metadata.name)),
         }
     }
 
@@ -217,7 +253,9 @@ impl ClusterFile {
 }
 
 pub fn home_dir() -> PathBuf {
-    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"))
 }
 
 #[cfg(test)]

@@ -108,7 +108,13 @@ impl Ssh {
 
 impl Default for Ssh {
     fn default() -> Self {
-        Ssh { user: default_user(), port: default_ssh_port(), key_file: None, bastion: None, sudo: None }
+        Ssh {
+            user: default_user(),
+            port: default_ssh_port(),
+            key_file: None,
+            bastion: None,
+            sudo: None,
+        }
     }
 }
 
@@ -184,7 +190,10 @@ pub struct Pki {
 
 impl Default for Pki {
     fn default() -> Self {
-        Pki { ca_validity_days: default_ca_days(), cert_validity_days: default_cert_days() }
+        Pki {
+            ca_validity_days: default_ca_days(),
+            cert_validity_days: default_cert_days(),
+        }
     }
 }
 
@@ -206,7 +215,9 @@ pub struct Images {
 
 impl Default for Images {
     fn default() -> Self {
-        Images { pause: default_pause() }
+        Images {
+            pause: default_pause(),
+        }
     }
 }
 
@@ -318,7 +329,9 @@ pub struct Ip(pub IpAddr);
 impl FromStr for Ip {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        s.parse().map(Ip).map_err(|_| format!("invalid IP address '{s}'"))
+        s.parse()
+            .map(Ip)
+            .map_err(|_| format!("invalid IP address '{s}'"))
     }
 }
 
@@ -348,7 +361,11 @@ impl Cidr {
         if prefix == 0 {
             0
         } else {
-            let all = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
+            let all = if width == 128 {
+                u128::MAX
+            } else {
+                (1u128 << width) - 1
+            };
             all & !((1u128 << (width - prefix)) - 1)
         }
     }
@@ -374,12 +391,16 @@ impl FromStr for Cidr {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("invalid CIDR '{s}': {why}");
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| bad("expected address/prefix"))?;
+        let (addr, prefix) = s
+            .split_once('/')
+            .ok_or_else(|| bad("expected address/prefix"))?;
         let addr: IpAddr = addr.parse().map_err(|_| bad("not an IP address"))?;
         let prefix: u8 = prefix.parse().map_err(|_| bad("prefix is not a number"))?;
         let (value, width) = Self::bits(addr);
         if prefix > width {
-            return Err(bad(&format!("prefix /{prefix} is longer than {width} bits")));
+            return Err(bad(&format!(
+                "prefix /{prefix} is longer than {width} bits"
+            )));
         }
         if value & !Self::mask(width, prefix) != 0 {
             return Err(bad("host bits are set"));
@@ -409,8 +430,14 @@ mod tests {
         assert!(all.contains("1.2.3.4".parse().unwrap()));
         let v6: Cidr = "fd00::/64".parse().unwrap();
         assert!(v6.contains("fd00::5".parse().unwrap()));
-        assert!("10.244.0.1/16".parse::<Cidr>().unwrap_err().contains("host bits"));
-        assert!("10.244.0.0/33".parse::<Cidr>().unwrap_err().contains("longer than 32"));
+        assert!("10.244.0.1/16"
+            .parse::<Cidr>()
+            .unwrap_err()
+            .contains("host bits"));
+        assert!("10.244.0.0/33"
+            .parse::<Cidr>()
+            .unwrap_err()
+            .contains("longer than 32"));
         assert!("10.244.0.0".parse::<Cidr>().is_err());
     }
 

@@ -15,7 +15,10 @@ pub struct Problem {
 }
 
 fn problem(path: impl Into<String>, message: impl Into<String>) -> Problem {
-    Problem { path: path.into(), message: message.into() }
+    Problem {
+        path: path.into(),
+        message: message.into(),
+    }
 }
 
 /// All problems found, in document order (roughly); empty when the config is usable.
@@ -24,20 +27,32 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
     if c.api_version != API_VERSION {
         out.push(problem(
             "apiVersion",
-            format!("unsupported apiVersion '{}', expected {API_VERSION}", c.api_version),
+            format!(
+                "unsupported apiVersion '{}', expected {API_VERSION}",
+                c.api_version
+            ),
         ));
     }
     if c.kind != KIND {
-        out.push(problem("kind", format!("unsupported kind '{}', expected {KIND}", c.kind)));
+        out.push(problem(
+            "kind",
+            format!("unsupported kind '{}', expected {KIND}", c.kind),
+        ));
     }
     if let Err(why) = check_dns_label(&c.metadata.name) {
-        out.push(problem("metadata.name", format!("invalid cluster name '{}': {why}", c.metadata.name)));
+        out.push(problem(
+            "metadata.name",
+            format!("invalid cluster name '{}': {why}", c.metadata.name),
+        ));
     }
     hosts(c, &mut out);
     networking(c, &mut out);
     if let Some(ep) = &c.spec.control_plane_endpoint {
         if let Err(why) = split_host_port(ep) {
-            out.push(problem("spec.controlPlaneEndpoint", format!("invalid endpoint '{ep}': {why}")));
+            out.push(problem(
+                "spec.controlPlaneEndpoint",
+                format!("invalid endpoint '{ep}': {why}"),
+            ));
         }
     }
     let pki = &c.spec.pki;
@@ -57,15 +72,24 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
     }
     if let Some(b) = &c.spec.store.backup {
         if let Err(why) = check_schedule(&b.schedule) {
-            out.push(problem("spec.store.backup.schedule", format!("invalid schedule '{}': {why}", b.schedule)));
+            out.push(problem(
+                "spec.store.backup.schedule",
+                format!("invalid schedule '{}': {why}", b.schedule),
+            ));
         }
         if b.retention == 0 {
-            out.push(problem("spec.store.backup.retention", "must keep at least 1 snapshot"));
+            out.push(problem(
+                "spec.store.backup.retention",
+                "must keep at least 1 snapshot",
+            ));
         }
     }
     if let Some(r) = &c.spec.registry {
         if let Err(why) = split_host_port(&r.mirror).and_then(|(h, _)| check_address(h)) {
-            out.push(problem("spec.registry.mirror", format!("invalid mirror '{}': {why}", r.mirror)));
+            out.push(problem(
+                "spec.registry.mirror",
+                format!("invalid mirror '{}': {why}", r.mirror),
+            ));
         }
     }
     if c.spec.images.pause.trim().is_empty() {
@@ -92,13 +116,22 @@ fn hosts(c: &ClusterConfig, out: &mut Vec<Problem>) {
     for (i, h) in hosts.iter().enumerate() {
         let at = |f: &str| format!("spec.hosts[{i}].{f}");
         if let Err(why) = check_dns_subdomain(&h.name) {
-            out.push(problem(at("name"), format!("invalid host name '{}': {why}", h.name)));
+            out.push(problem(
+                at("name"),
+                format!("invalid host name '{}': {why}", h.name),
+            ));
         } else if let Some(first) = names.insert(&h.name, i) {
-            out.push(problem(at("name"), format!("duplicate host name '{}' (also hosts[{first}])", h.name)));
+            out.push(problem(
+                at("name"),
+                format!("duplicate host name '{}' (also hosts[{first}])", h.name),
+            ));
             names.insert(&h.name, first);
         }
         if let Err(why) = check_address(&h.address) {
-            out.push(problem(at("address"), format!("invalid address '{}': {why}", h.address)));
+            out.push(problem(
+                at("address"),
+                format!("invalid address '{}': {why}", h.address),
+            ));
         } else {
             // The same machine reached by the same address and port is a duplicate; a NAT/bastion setup may
             // legitimately share an address with different ports.
@@ -114,15 +147,24 @@ fn hosts(c: &ClusterConfig, out: &mut Vec<Problem>) {
         }
         if let Some(ip) = h.node_ip {
             if ip.0.is_unspecified() {
-                out.push(problem(at("nodeIP"), format!("{ip} is not a usable node address")));
+                out.push(problem(
+                    at("nodeIP"),
+                    format!("{ip} is not a usable node address"),
+                ));
             }
         }
         // The address the node announces must not fall into a cluster-internal range, or routing breaks.
-        let node_ip = h.node_ip.map(|ip| (ip.0, "nodeIP")).or_else(|| h.address.parse::<IpAddr>().ok().map(|ip| (ip, "address")));
+        let node_ip = h
+            .node_ip
+            .map(|ip| (ip.0, "nodeIP"))
+            .or_else(|| h.address.parse::<IpAddr>().ok().map(|ip| (ip, "address")));
         if let Some((ip, field)) = node_ip {
             for (cidr, name) in [(net.pod_cidr, "podCIDR"), (net.service_cidr, "serviceCIDR")] {
                 if cidr.contains(ip) {
-                    out.push(problem(at(field), format!("{ip} lies inside the {name} {cidr}")));
+                    out.push(problem(
+                        at(field),
+                        format!("{ip} lies inside the {name} {cidr}"),
+                    ));
                 }
             }
         }
@@ -134,15 +176,24 @@ fn hosts(c: &ClusterConfig, out: &mut Vec<Problem>) {
         }
         if let Some(b) = &h.ssh.bastion {
             if let Err(why) = check_address(&b.address) {
-                out.push(problem(at("ssh.bastion.address"), format!("invalid address '{}': {why}", b.address)));
+                out.push(problem(
+                    at("ssh.bastion.address"),
+                    format!("invalid address '{}': {why}", b.address),
+                ));
             }
             if b.port == 0 {
-                out.push(problem(at("ssh.bastion.port"), "port 0 is not a valid SSH port"));
+                out.push(problem(
+                    at("ssh.bastion.port"),
+                    "port 0 is not a valid SSH port",
+                ));
             }
         }
         for key in h.labels.keys() {
             if key.is_empty() || key.len() > 316 || key.contains(char::is_whitespace) {
-                out.push(problem(at(&format!("labels.{key}")), format!("invalid label key '{key}'")));
+                out.push(problem(
+                    at(&format!("labels.{key}")),
+                    format!("invalid label key '{key}'"),
+                ));
             }
         }
     }
@@ -161,9 +212,14 @@ fn networking(c: &ClusterConfig, out: &mut Vec<Problem>) {
     if m < net.pod_cidr.prefix || m > width {
         out.push(problem(
             "spec.networking.nodeCIDRMaskSize",
-            format!("/{m} must lie between the podCIDR prefix /{} and /{width}", net.pod_cidr.prefix),
+            format!(
+                "/{m} must lie between the podCIDR prefix /{} and /{width}",
+                net.pod_cidr.prefix
+            ),
         ));
-    } else if (m - net.pod_cidr.prefix) < 16 && (1u64 << (m - net.pod_cidr.prefix)) < c.spec.hosts.len() as u64 {
+    } else if (m - net.pod_cidr.prefix) < 16
+        && (1u64 << (m - net.pod_cidr.prefix)) < c.spec.hosts.len() as u64
+    {
         out.push(problem(
             "spec.networking.nodeCIDRMaskSize",
             format!(
@@ -175,7 +231,10 @@ fn networking(c: &ClusterConfig, out: &mut Vec<Problem>) {
         ));
     }
     if width == 32 && m > 30 {
-        out.push(problem("spec.networking.nodeCIDRMaskSize", format!("/{m} leaves no room for pods on a node")));
+        out.push(problem(
+            "spec.networking.nodeCIDRMaskSize",
+            format!("/{m} leaves no room for pods on a node"),
+        ));
     }
 }
 
@@ -217,7 +276,10 @@ fn check_dns_label(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 63 {
         return Err("must be 1 to 63 characters".into());
     }
-    if !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+    if !s
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
         return Err("only lowercase letters, digits and '-' are allowed".into());
     }
     if s.starts_with('-') || s.ends_with('-') {
@@ -234,15 +296,33 @@ fn check_dns_subdomain(s: &str) -> Result<(), String> {
 }
 
 fn check_schedule(s: &str) -> Result<(), String> {
-    const MACROS: [&str; 7] = ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"];
+    const MACROS: [&str; 7] = [
+        "@yearly",
+        "@annually",
+        "@monthly",
+        "@weekly",
+        "@daily",
+        "@midnight",
+        "@hourly",
+    ];
     if s.starts_with('@') {
-        return if MACROS.contains(&s) { Ok(()) } else { Err(format!("expected one of {}", MACROS.join(", "))) };
+        return if MACROS.contains(&s) {
+            Ok(())
+        } else {
+            Err(format!("expected one of {}", MACROS.join(", ")))
+        };
     }
     let fields: Vec<&str> = s.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!("expected 5 cron fields (minute hour day month weekday), found {}", fields.len()));
+        return Err(format!(
+            "expected 5 cron fields (minute hour day month weekday), found {}",
+            fields.len()
+        ));
     }
-    let ok = |f: &&str| f.chars().all(|c| c.is_ascii_alphanumeric() || "*/,-".contains(c));
+    let ok = |f: &&str| {
+        f.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "*/,-".contains(c))
+    };
     if let Some(bad) = fields.iter().find(|f| !ok(f)) {
         return Err(format!("unexpected characters in field '{bad}'"));
     }
@@ -255,9 +335,18 @@ mod tests {
 
     #[test]
     fn host_port() {
-        assert_eq!(split_host_port("10.0.0.1:6443").unwrap(), ("10.0.0.1", 6443));
-        assert_eq!(split_host_port("[fd00::1]:6443").unwrap(), ("fd00::1", 6443));
-        assert_eq!(split_host_port("api.example.com:443").unwrap(), ("api.example.com", 443));
+        assert_eq!(
+            split_host_port("10.0.0.1:6443").unwrap(),
+            ("10.0.0.1", 6443)
+        );
+        assert_eq!(
+            split_host_port("[fd00::1]:6443").unwrap(),
+            ("fd00::1", 6443)
+        );
+        assert_eq!(
+            split_host_port("api.example.com:443").unwrap(),
+            ("api.example.com", 443)
+        );
         assert!(split_host_port("10.0.0.1").is_err());
         assert!(split_host_port("0.0.0.0:6443").is_err());
         assert!(split_host_port("fd00::1:6443").is_err());
@@ -267,9 +356,13 @@ mod tests {
     fn addresses() {
         assert!(check_address("192.168.1.10").is_ok());
         assert!(check_address("node-1.lab").is_ok());
-        assert!(check_address("0.0.0.0").unwrap_err().contains("not a reachable"));
+        assert!(check_address("0.0.0.0")
+            .unwrap_err()
+            .contains("not a reachable"));
         assert!(check_address("::").is_err());
-        assert!(check_address("10.0.0.300").unwrap_err().contains("not a valid IP"));
+        assert!(check_address("10.0.0.300")
+            .unwrap_err()
+            .contains("not a valid IP"));
         assert!(check_address("bad_name").is_err());
     }
 

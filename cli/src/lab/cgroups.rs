@@ -29,7 +29,11 @@ fn hierarchies() -> Vec<(PathBuf, String, bool)> {
             Path::new(CGROUP_ROOT).join(ctrls.trim_start_matches("name="))
         };
         if mount.join("cgroup.procs").exists() {
-            out.push((mount, path.to_string(), ctrls.split(',').any(|c| c == "cpuset")));
+            out.push((
+                mount,
+                path.to_string(),
+                ctrls.split(',').any(|c| c == "cpuset"),
+            ));
         }
     }
     out

@@ -33,7 +33,11 @@ pub fn cluster_yaml(l: &LabLayout, hosts: u32, registry: bool) -> String {
 }
 
 pub fn ssh_config(l: &LabLayout, hosts: u32) -> String {
-    let mut s = format!("# Use inside the lab network: kiln lab run --name {} -- ssh -F {} host1\n", l.name, l.ssh_config().display());
+    let mut s = format!(
+        "# Use inside the lab network: kiln lab run --name {} -- ssh -F {} host1\n",
+        l.name,
+        l.ssh_config().display()
+    );
     for n in 1..=hosts {
         s.push_str(&format!(
             "Host {name} {ip}\n  HostName {ip}\n  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n  \
@@ -49,7 +53,11 @@ pub fn ssh_config(l: &LabLayout, hosts: u32) -> String {
 }
 
 pub fn write_all(l: &LabLayout, hosts: u32, registry: bool) -> Result<(), LabError> {
-    write_file(&l.cluster_yaml(), cluster_yaml(l, hosts, registry).as_bytes(), 0o600)?;
+    write_file(
+        &l.cluster_yaml(),
+        cluster_yaml(l, hosts, registry).as_bytes(),
+        0o600,
+    )?;
     write_file(&l.ssh_config(), ssh_config(l, hosts).as_bytes(), 0o600)
 }
 

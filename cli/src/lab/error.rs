@@ -3,7 +3,9 @@ use std::path::PathBuf;
 /// Everything that can go wrong with a lab, each naming the lab, host, file or command involved.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
-    #[error("kiln lab needs root (it creates network namespaces, mounts and cgroups); run it with sudo")]
+    #[error(
+        "kiln lab needs root (it creates network namespaces, mounts and cgroups); run it with sudo"
+    )]
     NotRoot,
     #[error("missing programs: {programs}; install them with: apt-get install -y {packages}")]
     MissingPrograms { programs: String, packages: String },
@@ -17,7 +19,9 @@ pub enum LabError {
     NoSuchLab { name: String },
     #[error("lab {lab:?} has no host {host:?}")]
     NoSuchHost { lab: String, host: String },
-    #[error("host {host} of lab {lab:?} is stopped; start it with `kiln lab start {host} --name {lab}`")]
+    #[error(
+        "host {host} of lab {lab:?} is stopped; start it with `kiln lab start {host} --name {lab}`"
+    )]
     HostDown { lab: String, host: String },
     #[error("`{cmd}` failed ({status}): {stderr}")]
     Command {
@@ -42,7 +46,10 @@ pub enum LabError {
 }
 
 impl LabError {
-    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn io(
+        what: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| LabError::Io { what, path, source }
     }

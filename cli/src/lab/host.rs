@@ -329,8 +329,18 @@ fn join_cgroups(procs: &[CString]) {
 
 fn host_command(l: &LabLayout, n: u32, pid: i32, argv: &[&str]) -> Command {
     let mut c = Command::new("nsenter");
-    c.args(["-t", &pid.to_string(), "-n", "-m", "-u", "-i", "-p", "-C", "--"])
-        .args(argv);
+    c.args([
+        "-t",
+        &pid.to_string(),
+        "-n",
+        "-m",
+        "-u",
+        "-i",
+        "-p",
+        "-C",
+        "--",
+    ])
+    .args(argv);
     // nsenter does not move a process into cgroups (NOTES pitfall 2): join the host's first, so everything
     // started on the host (sshd, and through it containerd and the kubelet) is accounted to the host.
     let cgroups: Vec<PathBuf> = std::fs::read_to_string(l.host_dir(n).join("cgroups"))
@@ -351,7 +361,11 @@ fn host_command(l: &LabLayout, n: u32, pid: i32, argv: &[&str]) -> Command {
 
 fn exec_checked(l: &LabLayout, n: u32, pid: i32, argv: &[&str]) -> Result<Output, LabError> {
     run(&mut host_command(l, n, pid, argv)).map_err(|e| match e {
-        LabError::Command { cmd, status, stderr } => LabError::Command {
+        LabError::Command {
+            cmd,
+            status,
+            stderr,
+        } => LabError::Command {
             cmd: format!("on {}: {cmd}", host_name(n)),
             status,
             stderr,

@@ -45,7 +45,10 @@ pub fn ensure_images() -> Result<Vec<BuiltImage>, LabError> {
     let dir = Path::new(IMAGE_CACHE);
     std::fs::create_dir_all(dir).map_err(LabError::io("creating image cache", dir))?;
     let mut out = Vec::new();
-    for build in [pause_spec as fn(&Path) -> Result<ImageSpec, LabError>, busybox_spec] {
+    for build in [
+        pause_spec as fn(&Path) -> Result<ImageSpec, LabError>,
+        busybox_spec,
+    ] {
         // Specs are cheap except the pause compile, which is cached beside the archives.
         let spec = build(dir)?;
         let archive = dir.join(format!("{}-{}.oci.tar", spec.name, spec.tag));
@@ -69,7 +72,14 @@ fn pause_spec(cache: &Path) -> Result<ImageSpec, LabError> {
         write_file(&src, PAUSE_SOURCE.as_bytes(), 0o644)?;
         run(&mut cmd(
             "gcc",
-            &["-static", "-Os", "-s", "-o", &bin.to_string_lossy(), &src.to_string_lossy()],
+            &[
+                "-static",
+                "-Os",
+                "-s",
+                "-o",
+                &bin.to_string_lossy(),
+                &src.to_string_lossy(),
+            ],
         ))
         .map_err(|e| LabError::Image {
             image: "pause".into(),
@@ -101,7 +111,16 @@ fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
     applets.sort();
     applets.dedup();
     let mut entries = vec![];
-    for (d, mode) in [("bin", 0o755), ("dev", 0o755), ("etc", 0o755), ("proc", 0o755), ("run", 0o755), ("sys", 0o755), ("tmp", 0o1777), ("www", 0o755)] {
+    for (d, mode) in [
+        ("bin", 0o755),
+        ("dev", 0o755),
+        ("etc", 0o755),
+        ("proc", 0o755),
+        ("run", 0o755),
+        ("sys", 0o755),
+        ("tmp", 0o1777),
+        ("www", 0o755),
+    ] {
         entries.push(Entry::Dir(d.into(), mode));
     }
     entries.push(Entry::File("bin/busybox".into(), data, 0o755));
@@ -113,8 +132,16 @@ fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n".to_vec(),
         0o644,
     ));
-    entries.push(Entry::File("etc/group".into(), b"root:x:0:\nnogroup:x:65534:\n".to_vec(), 0o644));
-    entries.push(Entry::File("www/index.html".into(), b"hello from kiln\n".to_vec(), 0o644));
+    entries.push(Entry::File(
+        "etc/group".into(),
+        b"root:x:0:\nnogroup:x:65534:\n".to_vec(),
+        0o644,
+    ));
+    entries.push(Entry::File(
+        "www/index.html".into(),
+        b"hello from kiln\n".to_vec(),
+        0o644,
+    ));
     Ok(ImageSpec {
         name: "busybox",
         tag: "1",
@@ -242,7 +269,10 @@ mod tests {
 
     #[test]
     fn archives_are_reproducible() {
-        assert_eq!(build_archive(&spec()).unwrap(), build_archive(&spec()).unwrap());
+        assert_eq!(
+            build_archive(&spec()).unwrap(),
+            build_archive(&spec()).unwrap()
+        );
     }
 
     #[test]

@@ -26,7 +26,13 @@ const PRIVATE: &[&str] = &[
     "usr/local",
 ];
 
-fn mnt(src: &str, target: &str, fstype: &str, flags: MsFlags, data: Option<&str>) -> Result<(), LabError> {
+fn mnt(
+    src: &str,
+    target: &str,
+    fstype: &str,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), LabError> {
     mount(Some(src), target, Some(fstype), flags, data).map_err(|e| LabError::Io {
         what: "mounting",
         path: PathBuf::from(format!("{target} ({fstype})")),
@@ -51,9 +57,16 @@ pub fn run(dir: &Path, hostname: &str) -> Result<(), LabError> {
     })?;
     // A sysfs of this netns, so /sys/class/net shows only the host's own links.
     // Read what we need from the lab directory first: the fresh /tmp mounted below hides it.
-    let hosts = std::fs::read(dir.join("hosts")).map_err(LabError::io("reading", dir.join("hosts")))?;
+    let hosts =
+        std::fs::read(dir.join("hosts")).map_err(LabError::io("reading", dir.join("hosts")))?;
     let have_machine_id = dir.join("upper/etc/machine-id").exists();
-    mnt("sysfs", "/sys", "sysfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, None)?;
+    mnt(
+        "sysfs",
+        "/sys",
+        "sysfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    )?;
     mount_cgroups()?;
     for d in OVERLAYS {
         let upper = dir.join("upper").join(d);
@@ -65,25 +78,49 @@ pub fn run(dir: &Path, hostname: &str) -> Result<(), LabError> {
             upper.display(),
             work.display()
         );
-        mnt("overlay", &format!("/{d}"), "overlay", MsFlags::empty(), Some(&opts))?;
+        mnt(
+            "overlay",
+            &format!("/{d}"),
+            "overlay",
+            MsFlags::empty(),
+            Some(&opts),
+        )?;
     }
     for d in PRIVATE {
         let src = dir.join("fs").join(d);
         mkdir(&src)?;
         mkdir(format!("/{d}"))?;
-        mount(Some(&src), format!("/{d}").as_str(), None::<&str>, MsFlags::MS_BIND, None::<&str>)
-            .map_err(|e| LabError::Io {
-                what: "bind mounting",
-                path: src.clone(),
-                source: e.into(),
-            })?;
+        mount(
+            Some(&src),
+            format!("/{d}").as_str(),
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| LabError::Io {
+            what: "bind mounting",
+            path: src.clone(),
+            source: e.into(),
+        })?;
     }
     for d in ["/usr/local/bin", "/usr/local/sbin", "/opt/cni/bin"] {
         mkdir(d)?;
     }
     // Fresh at every boot, like a real machine's.
-    mnt("tmpfs", "/run", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=755,size=256m"))?;
-    mnt("tmpfs", "/tmp", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=1777,size=512m"))?;
+    mnt(
+        "tmpfs",
+        "/run",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=755,size=256m"),
+    )?;
+    mnt(
+        "tmpfs",
+        "/tmp",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777,size=512m"),
+    )?;
     for d in ["/run/sshd", "/run/netns", "/run/containerd", "/run/lock"] {
         mkdir(d)?;
     }
@@ -104,8 +141,15 @@ pub fn run(dir: &Path, hostname: &str) -> Result<(), LabError> {
 /// A cgroup view rooted at the host's own cgroup (we are inside a cgroup namespace): the same hierarchies
 /// as the machine, so containerd and runc find what they expect.
 fn mount_cgroups() -> Result<(), LabError> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(LabError::io("reading", "/proc/self/cgroup"))?;
-    mnt("cgroup", "/sys/fs/cgroup", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=755"))?;
+    let text = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(LabError::io("reading", "/proc/self/cgroup"))?;
+    mnt(
+        "cgroup",
+        "/sys/fs/cgroup",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=755"),
+    )?;
     let mut v1 = false;
     for line in text.lines() {
         let mut it = line.splitn(3, ':');
@@ -124,13 +168,29 @@ fn mount_cgroups() -> Result<(), LabError> {
         } else {
             ctrls.to_string()
         };
-        mnt("cgroup", &target, "cgroup", MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, Some(&opts))?;
+        mnt(
+            "cgroup",
+            &target,
+            "cgroup",
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some(&opts),
+        )?;
     }
     if text.lines().any(|l| l.starts_with("0::")) {
         // Hybrid (v1 + unified) keeps v2 at /sys/fs/cgroup/unified; a pure v2 machine has it at the root.
-        let target = if v1 { "/sys/fs/cgroup/unified" } else { "/sys/fs/cgroup" };
+        let target = if v1 {
+            "/sys/fs/cgroup/unified"
+        } else {
+            "/sys/fs/cgroup"
+        };
         mkdir(target)?;
-        mnt("cgroup2", target, "cgroup2", MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, None)?;
+        mnt(
+            "cgroup2",
+            target,
+            "cgroup2",
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            None,
+        )?;
     }
     Ok(())
 }

@@ -17,9 +17,22 @@ pub fn ensure_lab_netns(l: &LabLayout) -> Result<(), LabError> {
     }
     run(&mut cmd("ip", &["-n", ns, "link", "set", "lo", "up"]))?;
     if run(&mut cmd("ip", &["-n", ns, "link", "show", "br0"])).is_err() {
+        // No STP on a star with one bridge: ports forward as soon as they are up.
         run(&mut cmd(
             "ip",
-            &["-n", ns, "link", "add", "br0", "type", "bridge"],
+            &[
+                "-n",
+                ns,
+                "link",
+                "add",
+                "br0",
+                "type",
+                "bridge",
+                "stp_state",
+                "0",
+                "forward_delay",
+                "0",
+            ],
         ))?;
     }
     let addr = format!("{LAB_GATEWAY}/{LAB_PREFIX}");
@@ -31,7 +44,14 @@ pub fn ensure_lab_netns(l: &LabLayout) -> Result<(), LabError> {
     // Never forward: the hosts' default route points at the bridge, and this is what makes it a dead end.
     run(&mut cmd(
         "ip",
-        &["netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=0"],
+        &[
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=0",
+        ],
     ))?;
     Ok(())
 }
@@ -95,11 +115,39 @@ pub fn set_partitioned(l: &LabLayout, n: u32, partitioned: bool) -> Result<(), L
         "ip",
         &["-n", &l.netns, "link", "set", &veth(n), state],
     ))?;
+    if !partitioned {
+        // The port needs a moment to reach the forwarding state; heal returns only once traffic flows.
+        wait_forwarding(l, n)?;
+    }
     Ok(())
 }
 
+fn wait_forwarding(l: &LabLayout, n: u32) -> Result<(), LabError> {
+    let start = std::time::Instant::now();
+    loop {
+        let out = run(&mut cmd(
+            "ip",
+            &["-n", &l.netns, "-d", "-o", "link", "show", &veth(n)],
+        ))?;
+        let s = String::from_utf8_lossy(&out.stdout);
+        if s.contains("LOWER_UP") && s.contains("state forwarding") {
+            return Ok(());
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            return Err(LabError::Timeout {
+                what: format!("bridge port {} to forward", veth(n)),
+                seconds: 10,
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 pub fn is_partitioned(l: &LabLayout, n: u32) -> bool {
-    match run(&mut cmd("ip", &["-n", &l.netns, "-o", "link", "show", &veth(n)])) {
+    match run(&mut cmd(
+        "ip",
+        &["-n", &l.netns, "-o", "link", "show", &veth(n)],
+    )) {
         Ok(out) => {
             let s = String::from_utf8_lossy(&out.stdout);
             // "<BROADCAST,MULTICAST,UP,LOWER_UP>": the admin flag UP is absent while partitioned.
@@ -117,10 +165,12 @@ pub fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> T + Send) -> Result<T,
     std::thread::scope(|s| {
         s.spawn(|| {
             let file = std::fs::File::open(&path).map_err(LabError::io("opening netns", &path))?;
-            nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| LabError::Io {
-                what: "entering netns",
-                path: path.clone(),
-                source: e.into(),
+            nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+                LabError::Io {
+                    what: "entering netns",
+                    path: path.clone(),
+                    source: e.into(),
+                }
             })?;
             Ok(f())
         })

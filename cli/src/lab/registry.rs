@@ -17,7 +17,11 @@ fn pid_file(l: &LabLayout) -> std::path::PathBuf {
 }
 
 pub fn running_pid(l: &LabLayout) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(pid_file(l)).ok()?.trim().parse().ok()?;
+    let pid: i32 = std::fs::read_to_string(pid_file(l))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let cfg = l.dir.join("registry.yml");
     String::from_utf8_lossy(&cmdline)
@@ -42,7 +46,15 @@ pub fn ensure_running(l: &LabLayout, images: &[BuiltImage]) -> Result<(), LabErr
         run(&mut cmd(
             "ip",
             &[
-                "netns", "exec", &l.netns, "skopeo", "copy", "-q", "--dest-tls-verify=false", &src, &dst,
+                "netns",
+                "exec",
+                &l.netns,
+                "skopeo",
+                "copy",
+                "-q",
+                "--dest-tls-verify=false",
+                &src,
+                &dst,
             ],
         ))?;
     }
@@ -75,7 +87,10 @@ fn start(l: &LabLayout) -> Result<(), LabError> {
     c.args(["netns", "exec", &l.netns, "docker-registry", "serve"])
         .arg(&cfg)
         .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(LabError::io("creating", "registry.log"))?)
+        .stdout(
+            log.try_clone()
+                .map_err(LabError::io("creating", "registry.log"))?,
+        )
         .stderr(log);
     // SAFETY: setsid is async-signal-safe.
     unsafe {

@@ -31,7 +31,15 @@ impl Target {
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{} ({}:{}, {}", self.user, self.host, self.address, self.port, self.credential())?;
+        write!(
+            f,
+            "{}@{} ({}:{}, {}",
+            self.user,
+            self.host,
+            self.address,
+            self.port,
+            self.credential()
+        )?;
         if let Some(v) = &self.via {
             write!(f, ", via {v}")?;
         }
@@ -42,22 +50,41 @@ impl fmt::Display for Target {
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
     #[error("{target}: {step}: {source}")]
-    Ssh { target: Box<Target>, step: &'static str, source: russh::Error },
+    Ssh {
+        target: Box<Target>,
+        step: &'static str,
+        source: russh::Error,
+    },
 
     #[error("{target}: {step}: {source}")]
-    Io { target: Box<Target>, step: &'static str, source: std::io::Error },
+    Io {
+        target: Box<Target>,
+        step: &'static str,
+        source: std::io::Error,
+    },
 
     #[error("{target}: {step}: timed out after {}s", after.as_secs())]
-    Timeout { target: Box<Target>, step: &'static str, after: Duration },
+    Timeout {
+        target: Box<Target>,
+        step: &'static str,
+        after: Duration,
+    },
 
     #[error("{target}: cannot load private key {}: {message}", path.display())]
-    KeyFile { target: Box<Target>, path: PathBuf, message: String },
+    KeyFile {
+        target: Box<Target>,
+        path: PathBuf,
+        message: String,
+    },
 
     #[error("{target}: authentication failed: the server refused {}", target.credential())]
     AuthRejected { target: Box<Target> },
 
     #[error("{target}: ssh-agent: {message}")]
-    Agent { target: Box<Target>, message: String },
+    Agent {
+        target: Box<Target>,
+        message: String,
+    },
 
     #[error(
         "{target}: host key verification failed: {key_type} key {fingerprint} of {pattern} is not in {}{others}; \
@@ -91,13 +118,26 @@ pub enum TransportError {
     },
 
     #[error("{target}: host key {fingerprint} is marked @revoked at {}:{line}", known_hosts.display())]
-    HostKeyRevoked { target: Box<Target>, fingerprint: String, known_hosts: PathBuf, line: usize },
+    HostKeyRevoked {
+        target: Box<Target>,
+        fingerprint: String,
+        known_hosts: PathBuf,
+        line: usize,
+    },
 
     #[error("{}: {step}: {source}", known_hosts.display())]
-    KnownHosts { known_hosts: PathBuf, step: &'static str, source: std::io::Error },
+    KnownHosts {
+        known_hosts: PathBuf,
+        step: &'static str,
+        source: std::io::Error,
+    },
 
     #[error("{target}: {step}: the server refused: {message}")]
-    Refused { target: Box<Target>, step: &'static str, message: String },
+    Refused {
+        target: Box<Target>,
+        step: &'static str,
+        message: String,
+    },
 
     #[error(
         "{host}: sudo -n refused for user {user}: it needs a password. Allow passwordless sudo for {user} \
@@ -106,10 +146,19 @@ pub enum TransportError {
     SudoPassword { host: String, user: String },
 
     #[error("{host}: {step}: exit status {status}: {}", stderr.trim())]
-    Remote { host: String, step: String, status: i32, stderr: String },
+    Remote {
+        host: String,
+        step: String,
+        status: i32,
+        stderr: String,
+    },
 
     #[error("{host}: {step}: {message}")]
-    Other { host: String, step: &'static str, message: String },
+    Other {
+        host: String,
+        step: &'static str,
+        message: String,
+    },
 }
 
 pub type Result<T, E = TransportError> = std::result::Result<T, E>;
@@ -146,6 +195,9 @@ mod tests {
         };
         let s = e.to_string();
         assert!(s.contains("kiln@node1"), "{s}");
-        assert!(s.contains("ssh-keyscan -p 2222 10.0.0.11 >> /root/.ssh/known_hosts"), "{s}");
+        assert!(
+            s.contains("ssh-keyscan -p 2222 10.0.0.11 >> /root/.ssh/known_hosts"),
+            "{s}"
+        );
     }
 }

@@ -74,7 +74,12 @@ impl KnownHosts {
                 continue;
             }
             match parse_line(s) {
-                Ok(Some((marker, patterns, key))) => kh.entries.push(Entry { line, marker, patterns, key }),
+                Ok(Some((marker, patterns, key))) => kh.entries.push(Entry {
+                    line,
+                    marker,
+                    patterns,
+                    key,
+                }),
                 Ok(None) => {}
                 Err(why) => kh.skipped.push((line, why)),
             }
@@ -96,7 +101,11 @@ impl KnownHosts {
         let mut changed = None;
         let mut other_types = false;
         let mut known = false;
-        for e in self.entries.iter().filter(|e| matches_host(&e.patterns, &name)) {
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| matches_host(&e.patterns, &name))
+        {
             let same_type = e.key.algorithm() == key.algorithm();
             let same_key = e.key.key_data() == key.key_data();
             match e.marker {
@@ -108,7 +117,11 @@ impl KnownHosts {
             }
         }
         // @revoked applies to a key whatever host it is listed under.
-        if let Some(e) = self.entries.iter().find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data()) {
+        if let Some(e) = self
+            .entries
+            .iter()
+            .find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data())
+        {
             return Verdict::Revoked { line: e.line };
         }
         // A matching entry wins over a stale one, as in OpenSSH (several keys per host are allowed).
@@ -138,23 +151,34 @@ fn parse_line(s: &str) -> Result<Option<ParsedLine>, String> {
     }
     let key_type = fields.next().ok_or("missing key type")?;
     let key_b64 = fields.next().ok_or("missing key")?;
-    let key = PublicKey::from_openssh(&format!("{key_type} {key_b64}")).map_err(|e| format!("bad key: {e}"))?;
-    let patterns = first.split(',').map(parse_pattern).collect::<Result<Vec<_>, _>>()?;
+    let key = PublicKey::from_openssh(&format!("{key_type} {key_b64}"))
+        .map_err(|e| format!("bad key: {e}"))?;
+    let patterns = first
+        .split(',')
+        .map(parse_pattern)
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Some((marker, patterns, key)))
 }
 
 fn parse_pattern(p: &str) -> Result<Pattern, String> {
     if let Some(rest) = p.strip_prefix("|1|") {
         let (salt, hash) = rest.split_once('|').ok_or("hashed entry without hash")?;
-        let salt = B64.decode(salt).map_err(|e| format!("hashed entry salt: {e}"))?;
-        let hash = B64.decode(hash).map_err(|e| format!("hashed entry hash: {e}"))?;
+        let salt = B64
+            .decode(salt)
+            .map_err(|e| format!("hashed entry salt: {e}"))?;
+        let hash = B64
+            .decode(hash)
+            .map_err(|e| format!("hashed entry hash: {e}"))?;
         return Ok(Pattern::Hashed { salt, hash });
     }
     let (glob, negated) = match p.strip_prefix('!') {
         Some(g) => (g, true),
         None => (p, false),
     };
-    Ok(Pattern::Plain { glob: glob.to_ascii_lowercase(), negated })
+    Ok(Pattern::Plain {
+        glob: glob.to_ascii_lowercase(),
+        negated,
+    })
 }
 
 /// OpenSSH's rule: a negated match vetoes the line; otherwise any positive match selects it.
@@ -178,7 +202,9 @@ fn matches_host(patterns: &[Pattern], name: &str) -> bool {
 }
 
 fn hashed_matches(salt: &[u8], hash: &[u8], name: &str) -> bool {
-    let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(salt) else { return false };
+    let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(salt) else {
+        return false;
+    };
     mac.update(name.as_bytes());
     mac.verify_slice(hash).is_ok()
 }
@@ -217,11 +243,20 @@ pub fn entry_line(host: &str, port: u16, key: &PublicKey) -> String {
 pub fn append(path: &Path, host: &str, port: u16, key: &PublicKey) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
     }
     // A file written by hand may lack the final newline; do not glue our entry onto its last line.
-    let needs_newline = std::fs::read(path).map(|b| b.last().is_some_and(|c| *c != b'\n')).unwrap_or(false);
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    let needs_newline = std::fs::read(path)
+        .map(|b| b.last().is_some_and(|c| *c != b'\n'))
+        .unwrap_or(false);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
     let mut line = String::new();
     if needs_newline {
         line.push('\n');
@@ -241,8 +276,10 @@ mod tests {
     use super::*;
 
     // Real keys from ssh-keygen.
-    const K1: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPkmH8/vO6Cf2dcd2YLCFyl1zB2ouC5ii44I/+Bv4Yiz";
-    const K2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPKvb2pK41YfTBNOW7hjmdXmvbFZS0nDA3mNd+foMufM";
+    const K1: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPkmH8/vO6Cf2dcd2YLCFyl1zB2ouC5ii44I/+Bv4Yiz";
+    const K2: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPKvb2pK41YfTBNOW7hjmdXmvbFZS0nDA3mNd+foMufM";
     const K3: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBL7PvVS3u98B4RTG26MJ47luwazPaY3vCcoXqaciz6VzFseKvH3rE+2uPVCZM7dihVm/eAOoYrDc+Dj1GJdmvnQ=";
 
     fn key(s: &str) -> PublicKey {
@@ -253,35 +290,64 @@ mod tests {
     fn hashed(name: &str, salt: &[u8]) -> String {
         let mut mac = Hmac::<Sha1>::new_from_slice(salt).unwrap();
         mac.update(name.as_bytes());
-        format!("|1|{}|{}", B64.encode(salt), B64.encode(mac.finalize().into_bytes()))
+        format!(
+            "|1|{}|{}",
+            B64.encode(salt),
+            B64.encode(mac.finalize().into_bytes())
+        )
     }
 
     #[test]
     fn plain_entries() {
         let kh = KnownHosts::parse(&format!("# comment\n\n10.0.0.1,node1 {K1} root@x\n"));
         assert_eq!(kh.check("10.0.0.1", 22, &key(K1)), Verdict::Known);
-        assert_eq!(kh.check("NODE1", 22, &key(K1)), Verdict::Known, "host names are case-insensitive");
-        assert_eq!(kh.check("10.0.0.1", 22, &key(K2)), Verdict::Changed { line: 3 });
-        assert_eq!(kh.check("10.0.0.2", 22, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("NODE1", 22, &key(K1)),
+            Verdict::Known,
+            "host names are case-insensitive"
+        );
+        assert_eq!(
+            kh.check("10.0.0.1", 22, &key(K2)),
+            Verdict::Changed { line: 3 }
+        );
+        assert_eq!(
+            kh.check("10.0.0.2", 22, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
         // port 22 entries do not cover other ports
-        assert_eq!(kh.check("10.0.0.1", 2222, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("10.0.0.1", 2222, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
     }
 
     #[test]
     fn bracketed_port_and_tabs() {
         let kh = KnownHosts::parse(&format!("[127.0.0.1]:2222\t{}\n", K1.replace(' ', "\t")));
         assert_eq!(kh.check("127.0.0.1", 2222, &key(K1)), Verdict::Known);
-        assert_eq!(kh.check("127.0.0.1", 22, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("127.0.0.1", 22, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
     }
 
     #[test]
     fn hashed_entries() {
-        let line = format!("{} {K1}\n", hashed("[10.1.1.1]:2200", b"0123456789abcdefghij"));
+        let line = format!(
+            "{} {K1}\n",
+            hashed("[10.1.1.1]:2200", b"0123456789abcdefghij")
+        );
         let kh = KnownHosts::parse(&line);
         assert!(kh.skipped.is_empty(), "{:?}", kh.skipped);
         assert_eq!(kh.check("10.1.1.1", 2200, &key(K1)), Verdict::Known);
-        assert_eq!(kh.check("10.1.1.1", 2200, &key(K2)), Verdict::Changed { line: 1 });
-        assert_eq!(kh.check("10.1.1.2", 2200, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("10.1.1.1", 2200, &key(K2)),
+            Verdict::Changed { line: 1 }
+        );
+        assert_eq!(
+            kh.check("10.1.1.2", 2200, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
     }
 
     #[test]
@@ -295,15 +361,24 @@ mod tests {
         assert!(kh.skipped.is_empty(), "{:?}", kh.skipped);
         assert_eq!(kh.check("localhost", 22, &key(K1)), Verdict::Known);
         assert_eq!(kh.check("10.9.8.7", 2200, &key(K1)), Verdict::Known);
-        assert_eq!(kh.check("localhost", 22, &key(K2)), Verdict::Changed { line: 1 });
-        assert_eq!(kh.check("10.9.8.7", 22, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("localhost", 22, &key(K2)),
+            Verdict::Changed { line: 1 }
+        );
+        assert_eq!(
+            kh.check("10.9.8.7", 22, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
     }
 
     #[test]
     fn wildcards_and_negation() {
         let kh = KnownHosts::parse(&format!("*.lab,!evil.lab {K1}\n"));
         assert_eq!(kh.check("node1.lab", 22, &key(K1)), Verdict::Known);
-        assert_eq!(kh.check("evil.lab", 22, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("evil.lab", 22, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
         assert!(wildcard(b"10.0.0.?", b"10.0.0.7"));
         assert!(!wildcard(b"10.0.0.?", b"10.0.0.17"));
         assert!(wildcard(b"*", b"anything"));
@@ -311,14 +386,24 @@ mod tests {
 
     #[test]
     fn revoked_and_other_types_and_garbage() {
-        let text = format!("node1 {K3}\n@revoked * {K2}\nnode2 not-a-key\n@cert-authority *.lab {K1}\n");
+        let text =
+            format!("node1 {K3}\n@revoked * {K2}\nnode2 not-a-key\n@cert-authority *.lab {K1}\n");
         let kh = KnownHosts::parse(&text);
         assert_eq!(kh.skipped.len(), 1, "{:?}", kh.skipped);
         assert_eq!(kh.skipped[0].0, 3);
-        assert_eq!(kh.check("node1", 22, &key(K1)), Verdict::Unknown { other_types: true });
-        assert_eq!(kh.check("node1", 22, &key(K2)), Verdict::Revoked { line: 2 });
+        assert_eq!(
+            kh.check("node1", 22, &key(K1)),
+            Verdict::Unknown { other_types: true }
+        );
+        assert_eq!(
+            kh.check("node1", 22, &key(K2)),
+            Verdict::Revoked { line: 2 }
+        );
         // cert-authority lines are not host keys
-        assert_eq!(kh.check("x.lab", 22, &key(K1)), Verdict::Unknown { other_types: false });
+        assert_eq!(
+            kh.check("x.lab", 22, &key(K1)),
+            Verdict::Unknown { other_types: false }
+        );
     }
 
     #[test]
@@ -333,6 +418,9 @@ mod tests {
         let kh = KnownHosts::load(&path).unwrap();
         assert_eq!(kh.check("127.0.0.1", 2022, &key(K1)), Verdict::Known);
         assert_eq!(kh.check("node9", 22, &key(K2)), Verdict::Known);
-        assert!(KnownHosts::load(&dir.path().join("missing")).unwrap().entries.is_empty());
+        assert!(KnownHosts::load(&dir.path().join("missing"))
+            .unwrap()
+            .entries
+            .is_empty());
     }
 }

@@ -97,7 +97,13 @@ fn is_discovery_path(path: &str) -> bool {
 
 const KUBELET_RULES: &[(&str, &str, &[&str])] = &[
     // (group, resource[/subresource], verbs)
-    ("", "nodes", &["get", "list", "watch", "create", "update", "patch", "delete"]),
+    (
+        "",
+        "nodes",
+        &[
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ],
+    ),
     ("", "nodes/status", &["get", "update", "patch"]),
     ("", "pods", &["get", "list", "watch", "create", "delete"]),
     ("", "pods/status", &["get", "update", "patch"]),
@@ -149,7 +155,12 @@ mod tests {
         })
     }
 
-    fn res<'a>(verb: &'a str, group: &'a str, resource: &'a str, ns: Option<&'a str>) -> Attributes<'a> {
+    fn res<'a>(
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        ns: Option<&'a str>,
+    ) -> Attributes<'a> {
         Attributes::Resource {
             verb,
             group,
@@ -170,17 +181,43 @@ mod tests {
     fn nodes_get_kubelet_rights_only() {
         let node = user("system:node:n1", &["system:nodes"]);
         assert!(authorize(&node, &res("watch", "", "pods", None)));
-        assert!(authorize(&node, &res("update", "coordination.k8s.io", "leases", Some("kube-node-lease"))));
-        assert!(!authorize(&node, &res("update", "coordination.k8s.io", "leases", Some("default"))));
-        assert!(!authorize(&node, &res("list", "", "secrets", Some("default"))));
+        assert!(authorize(
+            &node,
+            &res(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                Some("kube-node-lease")
+            )
+        ));
+        assert!(!authorize(
+            &node,
+            &res("update", "coordination.k8s.io", "leases", Some("default"))
+        ));
+        assert!(!authorize(
+            &node,
+            &res("list", "", "secrets", Some("default"))
+        ));
         assert!(!authorize(&node, &res("delete", "", "namespaces", None)));
     }
 
     #[test]
     fn anonymous_sees_only_public_paths() {
         let anon = Identity::Anonymous;
-        assert!(authorize(&anon, &Attributes::NonResource { verb: "get", path: "/readyz" }));
-        assert!(!authorize(&anon, &Attributes::NonResource { verb: "get", path: "/api" }));
+        assert!(authorize(
+            &anon,
+            &Attributes::NonResource {
+                verb: "get",
+                path: "/readyz"
+            }
+        ));
+        assert!(!authorize(
+            &anon,
+            &Attributes::NonResource {
+                verb: "get",
+                path: "/api"
+            }
+        ));
         assert!(!authorize(&anon, &res("get", "", "pods", None)));
     }
 
@@ -188,6 +225,12 @@ mod tests {
     fn other_users_are_denied_resources_but_see_discovery() {
         let bob = user("bob", &["dev"]);
         assert!(!authorize(&bob, &res("list", "", "pods", Some("default"))));
-        assert!(authorize(&bob, &Attributes::NonResource { verb: "get", path: "/apis" }));
+        assert!(authorize(
+            &bob,
+            &Attributes::NonResource {
+                verb: "get",
+                path: "/apis"
+            }
+        ));
     }
 }

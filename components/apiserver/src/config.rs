@@ -8,7 +8,11 @@ use clap::Parser;
 use crate::storage::StoreConfig;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "kiln-apiserver", version, about = "kiln's Kubernetes API server")]
+#[command(
+    name = "kiln-apiserver",
+    version,
+    about = "kiln's Kubernetes API server"
+)]
 pub struct Options {
     /// Store endpoints (etcd v3 API), comma separated, e.g. https://127.0.0.1:2379.
     #[arg(long, value_delimiter = ',', required = true)]

@@ -64,7 +64,11 @@ pub fn merge(target: &mut Value, patch: &Value) {
 /// The merge key of a list field of the built-in kinds, by field name; `None` = atomic list.
 fn merge_key(field: &str, elements: &[Value]) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
         | "imagePullSecrets" => "name",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",

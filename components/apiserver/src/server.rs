@@ -106,7 +106,10 @@ pub async fn ensure_default_namespaces(store: &Store) -> Result<(), ServerError>
             name: name.to_string(),
             message: e.message,
         })?;
-        match store.create(&NAMESPACES.key(None, name), to_stored(&obj)).await {
+        match store
+            .create(&NAMESPACES.key(None, name), to_stored(&obj))
+            .await
+        {
             Ok(_) => tracing::info!(namespace = name, "created default namespace"),
             Err(StoreError::AlreadyExists) => {}
             Err(e) => return Err(e.into()),

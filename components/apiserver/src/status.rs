@@ -165,7 +165,10 @@ impl ApiError {
         Self::new(
             422,
             "Invalid",
-            format!("{kind}{} \"{name}\" is invalid: {summary}", group_suffix(group)),
+            format!(
+                "{kind}{} \"{name}\" is invalid: {summary}",
+                group_suffix(group)
+            ),
             Some(Value::Object(d)),
         )
     }
@@ -327,7 +330,10 @@ mod tests {
     #[test]
     fn grouped_resource_is_qualified() {
         let e = ApiError::already_exists("coordination.k8s.io", "leases", "n1");
-        assert_eq!(e.message, "leases.coordination.k8s.io \"n1\" already exists");
+        assert_eq!(
+            e.message,
+            "leases.coordination.k8s.io \"n1\" already exists"
+        );
         assert_eq!(e.details.unwrap()["group"], "coordination.k8s.io");
     }
 
@@ -354,7 +360,10 @@ mod tests {
             "",
             "Pod",
             "x",
-            vec![Cause::required("metadata.name", "name or generateName is required")],
+            vec![Cause::required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
         );
         assert_eq!(
             e.message,

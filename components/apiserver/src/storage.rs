@@ -180,7 +180,10 @@ impl Store {
         let resp = self
             .client
             .kv_client()
-            .get("/registry/", Some(GetOptions::new().with_count_only().with_prefix()))
+            .get(
+                "/registry/",
+                Some(GetOptions::new().with_count_only().with_prefix()),
+            )
             .await?;
         Ok(resp.header().ok_or(StoreError::NoHeader)?.revision())
     }
@@ -191,7 +194,11 @@ impl Store {
             .with_prefix()
             .with_prev_key()
             .with_start_revision(start_revision);
-        let stream = self.client.watch_client().watch(prefix, Some(options)).await?;
+        let stream = self
+            .client
+            .watch_client()
+            .watch(prefix, Some(options))
+            .await?;
         Ok(StoreWatch { stream })
     }
 }

@@ -70,10 +70,9 @@ pub fn server_config(
             for cert in load_certs(ca)? {
                 roots.add(cert)?;
             }
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .allow_unauthenticated()
-                    .build()?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),

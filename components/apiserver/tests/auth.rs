@@ -9,11 +9,18 @@ use kube::api::{Api, ListParams};
 
 async fn raw_get(client: &kube::Client, path: &str) -> (u16, serde_json::Value, String) {
     let req = http::Request::get(path).body(Vec::new()).unwrap();
-    let resp = client.send(req.map(Into::into)).await.expect("request sent");
+    let resp = client
+        .send(req.map(Into::into))
+        .await
+        .expect("request sent");
     let code = resp.status().as_u16();
     let body = resp.into_body().collect_bytes().await.unwrap();
     let text = String::from_utf8_lossy(&body).into_owned();
-    (code, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null), text)
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        text,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,15 +58,22 @@ async fn node_and_strangers_are_forbidden() {
         "secrets is forbidden: User \"system:node:n1\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
     );
     let namespaces: Api<Namespace> = Api::all(node.clone());
-    let err = namespaces.delete("default", &Default::default()).await.unwrap_err();
+    let err = namespaces
+        .delete("default", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, kube::Error::Api(s) if s.code == 403));
     // What a kubelet needs works.
     let pods: Api<Pod> = Api::all(node);
-    pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap();
+    pods.list(&ListParams::default().fields("spec.nodeName=n1"))
+        .await
+        .unwrap();
 
     let bob = c.client(&c.kubeconfig_for("bob", &["developers"])).await;
     let pods: Api<Pod> = Api::namespaced(bob.clone(), "default");
-    assert!(matches!(pods.list(&ListParams::default()).await.unwrap_err(), kube::Error::Api(s) if s.code == 403));
+    assert!(
+        matches!(pods.list(&ListParams::default()).await.unwrap_err(), kube::Error::Api(s) if s.code == 403)
+    );
     // Discovery is open to every authenticated user; metrics are not.
     assert_eq!(raw_get(&bob, "/api/v1").await.0, 200);
     assert_eq!(raw_get(&bob, "/metrics").await.0, 403);

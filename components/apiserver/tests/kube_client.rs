@@ -9,7 +9,9 @@ use common::{Cluster, WAIT};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::json;
 
 fn pod(name: &str, labels: serde_json::Value) -> Pod {
@@ -34,16 +36,24 @@ async fn crud_status_and_conflicts() {
     let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
     let pp = PostParams::default();
 
-    let created = pods.create(&pp, &pod("a", json!({"app": "x"}))).await.unwrap();
+    let created = pods
+        .create(&pp, &pod("a", json!({"app": "x"})))
+        .await
+        .unwrap();
     let rv = created.metadata.resource_version.clone().unwrap();
     assert!(created.metadata.uid.is_some());
     assert_eq!(created.metadata.generation, Some(1));
-    pods.create(&pp, &pod("b", json!({"app": "y"}))).await.unwrap();
+    pods.create(&pp, &pod("b", json!({"app": "y"})))
+        .await
+        .unwrap();
 
     let got = pods.get("a").await.unwrap();
     assert_eq!(got.metadata.resource_version.as_deref(), Some(rv.as_str()));
 
-    let listed = pods.list(&ListParams::default().labels("app=x")).await.unwrap();
+    let listed = pods
+        .list(&ListParams::default().labels("app=x"))
+        .await
+        .unwrap();
     assert_eq!(listed.items.len(), 1);
     assert_eq!(listed.items[0].metadata.name.as_deref(), Some("a"));
     assert!(listed.metadata.resource_version.is_some());
@@ -53,7 +63,10 @@ async fn crud_status_and_conflicts() {
     st.status.as_mut().unwrap().phase = Some("Running".into());
     st.status.as_mut().unwrap().pod_ip = Some("10.244.0.7".into());
     let updated = pods.replace_status("a", &pp, &st).await.unwrap();
-    assert_eq!(updated.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+    assert_eq!(
+        updated.status.as_ref().unwrap().phase.as_deref(),
+        Some("Running")
+    );
     let mut main = updated.clone();
     main.status.as_mut().unwrap().phase = Some("Failed".into());
     let after = pods.replace("a", &pp, &main).await.unwrap();
@@ -63,28 +76,45 @@ async fn crud_status_and_conflicts() {
     let err = api_error(pods.replace("a", &pp, &got).await.unwrap_err());
     assert_eq!(err.code, 409);
     assert_eq!(err.reason, "Conflict");
-    assert!(err.message.starts_with("Operation cannot be fulfilled on pods \"a\""));
+    assert!(err
+        .message
+        .starts_with("Operation cannot be fulfilled on pods \"a\""));
 
     let err = api_error(pods.create(&pp, &pod("a", json!({}))).await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (409, "AlreadyExists"));
     let err = api_error(pods.get("zzz").await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (404, "NotFound"));
-    let invalid: Pod = serde_json::from_value(json!({"metadata": {"name": "bad"}, "spec": {"containers": []}})).unwrap();
+    let invalid: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "bad"}, "spec": {"containers": []}}))
+            .unwrap();
     let err = api_error(pods.create(&pp, &invalid).await.unwrap_err());
     assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
     let other: Api<Pod> = Api::namespaced(c.admin().await, "nowhere");
     let err = api_error(other.create(&pp, &pod("a", json!({}))).await.unwrap_err());
-    assert_eq!((err.code, err.message.as_str()), (404, "namespaces \"nowhere\" not found"));
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (404, "namespaces \"nowhere\" not found")
+    );
 
     // Merge patch with labels; spec changes bump generation.
     let patched = pods
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"extra": "1"}}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"extra": "1"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(patched.metadata.labels.unwrap()["extra"], "1");
     assert_eq!(patched.metadata.generation, Some(1));
     let patched = pods
-        .patch("a", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"containers": [{"name": "c", "image": "registry.local/app:2"}]}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "c", "image": "registry.local/app:2"}]}}),
+            ),
+        )
         .await
         .unwrap();
     assert_eq!(patched.metadata.generation, Some(2));
@@ -104,21 +134,35 @@ async fn watch_reports_changes_with_field_selector() {
 
     // The kubelet's view: only pods bound to its node.
     let node_pods: Api<Pod> = Api::all(c.client(&c.node_kubeconfig).await);
-    let wp = WatchParams::default().fields("spec.nodeName=n1").timeout(60);
+    let wp = WatchParams::default()
+        .fields("spec.nodeName=n1")
+        .timeout(60);
     let mut stream = node_pods.watch(&wp, &rv).await.unwrap().boxed();
 
-    pods.create(&pp, &pod("elsewhere", json!({}))).await.unwrap();
+    pods.create(&pp, &pod("elsewhere", json!({})))
+        .await
+        .unwrap();
     let mut bound = pod("mine", json!({}));
     bound.spec.as_mut().unwrap().node_name = Some("n1".into());
     pods.create(&pp, &bound).await.unwrap();
-    pods.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}})))
+    pods.patch(
+        "mine",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}})),
+    )
+    .await
+    .unwrap();
+    pods.delete("mine", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
-    pods.delete("mine", &DeleteParams::default().grace_period(0)).await.unwrap();
 
     let mut seen = Vec::new();
     while seen.len() < 3 {
-        let ev = tokio::time::timeout(WAIT, stream.try_next()).await.expect("watch event in time").unwrap().unwrap();
+        let ev = tokio::time::timeout(WAIT, stream.try_next())
+            .await
+            .expect("watch event in time")
+            .unwrap()
+            .unwrap();
         match ev {
             WatchEvent::Added(p) => seen.push(("ADDED", p.metadata.name.unwrap())),
             WatchEvent::Modified(p) => seen.push(("MODIFIED", p.metadata.name.unwrap())),
@@ -129,7 +173,11 @@ async fn watch_reports_changes_with_field_selector() {
     }
     assert_eq!(
         seen,
-        [("ADDED", "mine".to_string()), ("MODIFIED", "mine".into()), ("DELETED", "mine".into())]
+        [
+            ("ADDED", "mine".to_string()),
+            ("MODIFIED", "mine".into()),
+            ("DELETED", "mine".into())
+        ]
     );
 }
 
@@ -137,12 +185,23 @@ async fn watch_reports_changes_with_field_selector() {
 async fn watch_sends_bookmarks_and_410_after_compaction() {
     let c = Cluster::start_with(&["--watch-bookmark-interval-seconds=1"]).await;
     let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
-    let first = pods.create(&PostParams::default(), &pod("p1", json!({}))).await.unwrap();
+    let first = pods
+        .create(&PostParams::default(), &pod("p1", json!({})))
+        .await
+        .unwrap();
     let old_rv = first.metadata.resource_version.unwrap();
 
-    let mut stream = pods.watch(&WatchParams::default().timeout(60), &old_rv).await.unwrap().boxed();
+    let mut stream = pods
+        .watch(&WatchParams::default().timeout(60), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
     let bookmark = loop {
-        let ev = tokio::time::timeout(WAIT, stream.try_next()).await.expect("event in time").unwrap().unwrap();
+        let ev = tokio::time::timeout(WAIT, stream.try_next())
+            .await
+            .expect("event in time")
+            .unwrap()
+            .unwrap();
         if let WatchEvent::Bookmark(b) = ev {
             break b;
         }
@@ -151,16 +210,34 @@ async fn watch_sends_bookmarks_and_410_after_compaction() {
     drop(stream);
 
     for i in 0..3 {
-        pods.patch("p1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"i": i.to_string()}}})))
-            .await
-            .unwrap();
+        pods.patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"i": i.to_string()}}})),
+        )
+        .await
+        .unwrap();
     }
     let mut etcd = c.etcd.client().await;
-    let rev = etcd.get("/registry/pods/default/p1", None).await.unwrap().header().unwrap().revision();
+    let rev = etcd
+        .get("/registry/pods/default/p1", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
     etcd.compact(rev, None).await.unwrap();
 
-    let mut stream = pods.watch(&WatchParams::default().timeout(60), &old_rv).await.unwrap().boxed();
-    let ev = tokio::time::timeout(WAIT, stream.try_next()).await.expect("event in time").unwrap().unwrap();
+    let mut stream = pods
+        .watch(&WatchParams::default().timeout(60), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
+    let ev = tokio::time::timeout(WAIT, stream.try_next())
+        .await
+        .expect("event in time")
+        .unwrap()
+        .unwrap();
     match ev {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
@@ -182,7 +259,10 @@ async fn node_registers_and_keeps_its_lease() {
         .patch_status("n1", &PatchParams::default(), &Patch::Strategic(status))
         .await
         .unwrap();
-    assert_eq!(patched.status.unwrap().conditions.unwrap()[0].status, "True");
+    assert_eq!(
+        patched.status.unwrap().conditions.unwrap()[0].status,
+        "True"
+    );
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let lease: Lease = serde_json::from_value(json!({
@@ -194,13 +274,24 @@ async fn node_registers_and_keeps_its_lease() {
     let created = leases.create(&PostParams::default(), &lease).await.unwrap();
     let mut renewed = created.clone();
     renewed.spec.as_mut().unwrap().lease_duration_seconds = Some(41);
-    let renewed = leases.replace("n1", &PostParams::default(), &renewed).await.unwrap();
-    assert_ne!(renewed.metadata.resource_version, created.metadata.resource_version);
+    let renewed = leases
+        .replace("n1", &PostParams::default(), &renewed)
+        .await
+        .unwrap();
+    assert_ne!(
+        renewed.metadata.resource_version,
+        created.metadata.resource_version
+    );
     assert_eq!(renewed.spec.unwrap().lease_duration_seconds, Some(41));
 
     // Leases elsewhere are not the node's business.
     let other: Api<Lease> = Api::namespaced(client, "default");
-    let err = api_error(other.create(&PostParams::default(), &lease).await.unwrap_err());
+    let err = api_error(
+        other
+            .create(&PostParams::default(), &lease)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(err.code, 403);
     tokio::time::sleep(Duration::from_millis(0)).await;
 }

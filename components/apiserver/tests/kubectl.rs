@@ -14,7 +14,9 @@ metadata:
 ";
 
 fn pod(name: &str, node: Option<&str>, tier: &str) -> String {
-    let node = node.map(|n| format!("  nodeName: {n}\n")).unwrap_or_default();
+    let node = node
+        .map(|n| format!("  nodeName: {n}\n"))
+        .unwrap_or_default();
     format!(
         "apiVersion: v1
 kind: Pod
@@ -70,8 +72,16 @@ async fn kubectl_walking_skeleton() {
     assert!(out.contains("pod/solo created"), "{out}");
 
     // Status goes through the status subresource, as a kubelet would write it.
-    c.kubectl_ok(&["patch", "node", "n1", "--subresource=status", "--type=merge", "-p", NODE_READY])
-        .await;
+    c.kubectl_ok(&[
+        "patch",
+        "node",
+        "n1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        NODE_READY,
+    ])
+    .await;
     let nodes = rows(&c.kubectl_ok(&["get", "nodes"]).await);
     assert_eq!(nodes[0], ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
     assert_eq!(nodes[1][0], "n1");
@@ -80,7 +90,10 @@ async fn kubectl_walking_skeleton() {
     assert_eq!(nodes[1][4], "v1.33.0-kiln");
 
     let all = rows(&c.kubectl_ok(&["get", "pods", "-A"]).await);
-    assert_eq!(all[0], ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert_eq!(
+        all[0],
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
     let web = all.iter().find(|r| r[1] == "web").expect("web listed");
     assert_eq!(&web[..5], ["default", "web", "0/1", "Pending", "0"]);
 
@@ -92,40 +105,75 @@ async fn kubectl_walking_skeleton() {
     assert_eq!(web[6], "n1"); // NODE
 
     // Label selectors reach the server.
-    let sel = rows(&c.kubectl_ok(&["get", "pods", "-l", "tier in (batch)"]).await);
+    let sel = rows(
+        &c.kubectl_ok(&["get", "pods", "-l", "tier in (batch)"])
+            .await,
+    );
     assert_eq!(sel.len(), 2, "{sel:?}");
     assert_eq!(sel[1][0], "solo");
 
     let yaml = c.kubectl_ok(&["get", "pod", "web", "-o", "yaml"]).await;
-    for want in ["name: web", "namespace: default", "resourceVersion:", "uid:", "nodeName: n1", "phase: Pending"] {
+    for want in [
+        "name: web",
+        "namespace: default",
+        "resourceVersion:",
+        "uid:",
+        "nodeName: n1",
+        "phase: Pending",
+    ] {
         assert!(yaml.contains(want), "missing {want:?} in:\n{yaml}");
     }
 
     // A second apply with a change goes through a strategic-merge PATCH.
     std::fs::write(&web_yaml, pod("web", Some("n1"), "edge")).unwrap();
-    let out = c.kubectl_ok(&["apply", "-f", web_yaml.to_str().unwrap()]).await;
+    let out = c
+        .kubectl_ok(&["apply", "-f", web_yaml.to_str().unwrap()])
+        .await;
     assert!(out.contains("pod/web configured"), "{out}");
     let labels = c
-        .kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.metadata.labels.tier}"])
+        .kubectl_ok(&[
+            "get",
+            "pod",
+            "web",
+            "-o",
+            "jsonpath={.metadata.labels.tier}",
+        ])
         .await;
     assert_eq!(labels, "edge");
 
     // An unscheduled pod is deleted at once; kubectl waits for it through a watch.
-    let out = c.kubectl_ok(&["delete", "pod", "solo", "--timeout=30s"]).await;
+    let out = c
+        .kubectl_ok(&["delete", "pod", "solo", "--timeout=30s"])
+        .await;
     assert!(out.contains("pod \"solo\" deleted"), "{out}");
 
     // A pod on a node is deleted gracefully: Terminating until its kubelet confirms.
-    let out = c.kubectl_ok(&["delete", "pod", "web", "--wait=false"]).await;
+    let out = c
+        .kubectl_ok(&["delete", "pod", "web", "--wait=false"])
+        .await;
     assert!(out.contains("pod \"web\" deleted"), "{out}");
     let pods = rows(&c.kubectl_ok(&["get", "pods"]).await);
     assert_eq!(pods[1][2], "Terminating", "{pods:?}");
     let (ok, _, _) = c
-        .kubectl(&c.node_kubeconfig, &["delete", "pod", "web", "--grace-period=0", "--wait=false"])
+        .kubectl(
+            &c.node_kubeconfig,
+            &[
+                "delete",
+                "pod",
+                "web",
+                "--grace-period=0",
+                "--force",
+                "--wait=false",
+            ],
+        )
         .await;
     assert!(ok, "the node's kubelet may confirm the deletion");
     let (ok, _, err) = c.kubectl(&c.admin_kubeconfig, &["get", "pod", "web"]).await;
     assert!(!ok);
-    assert!(err.contains("Error from server (NotFound): pods \"web\" not found"), "{err}");
+    assert!(
+        err.contains("Error from server (NotFound): pods \"web\" not found"),
+        "{err}"
+    );
 
     assert_eq!(c.kubectl_ok(&["get", "--raw", "/readyz"]).await, "ok");
 
@@ -139,11 +187,21 @@ async fn kubectl_walking_skeleton() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_errors_are_upstream_shaped() {
     let c = Cluster::start().await;
-    let (ok, _, err) = c.kubectl(&c.admin_kubeconfig, &["get", "pod", "nope"]).await;
+    let (ok, _, err) = c
+        .kubectl(&c.admin_kubeconfig, &["get", "pod", "nope"])
+        .await;
     assert!(!ok);
-    assert!(err.contains("Error from server (NotFound): pods \"nope\" not found"), "{err}");
+    assert!(
+        err.contains("Error from server (NotFound): pods \"nope\" not found"),
+        "{err}"
+    );
 
-    let (ok, _, err) = c.kubectl(&c.node_kubeconfig, &["get", "secrets"]).await;
+    let (ok, _, err) = c
+        .kubectl(
+            &c.node_kubeconfig,
+            &["get", "--raw", "/api/v1/namespaces/default/secrets"],
+        )
+        .await;
     assert!(!ok);
     assert!(
         err.contains("secrets is forbidden: User \"system:node:n1\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""),
@@ -153,12 +211,20 @@ async fn kubectl_errors_are_upstream_shaped() {
     let p = c.dir.path().join("p.yaml");
     std::fs::write(&p, pod("x", None, "a")).unwrap();
     c.kubectl_ok(&["create", "-f", p.to_str().unwrap()]).await;
-    let (ok, _, err) = c.kubectl(&c.admin_kubeconfig, &["create", "-f", p.to_str().unwrap()]).await;
+    let (ok, _, err) = c
+        .kubectl(&c.admin_kubeconfig, &["create", "-f", p.to_str().unwrap()])
+        .await;
     assert!(!ok);
-    assert!(err.contains("(AlreadyExists)") && err.contains("pods \"x\" already exists"), "{err}");
+    assert!(
+        err.contains("(AlreadyExists)") && err.contains("pods \"x\" already exists"),
+        "{err}"
+    );
 
     let (ok, _, err) = c
-        .kubectl(&c.admin_kubeconfig, &["create", "-f", p.to_str().unwrap(), "-n", "missing"])
+        .kubectl(
+            &c.admin_kubeconfig,
+            &["create", "-f", p.to_str().unwrap(), "-n", "missing"],
+        )
         .await;
     assert!(!ok);
     assert!(err.contains("namespaces \"missing\" not found"), "{err}");

@@ -1,1 +1,23 @@
-fn main() {}
+use clap::Parser;
+use kiln_kubelet::{Flags, KubeletConfig};
+use tokio::signal::unix::{signal, SignalKind};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cfg = KubeletConfig::from_flags(Flags::parse())?;
+    let handle = kiln_kubelet::run(cfg).await?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    // kiln-host processes are not adopted by a restarted kubelet yet, so they stop with it.
+    tracing::info!("shutting down: stopping static pods");
+    handle.shutdown().await;
+    Ok(())
+}

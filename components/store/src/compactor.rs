@@ -66,7 +66,12 @@ fn parse_duration(text: &str) -> Option<Duration> {
 
 const REVISION_MODE_INTERVAL: Duration = Duration::from_secs(300);
 
-pub async fn run(retention: Retention, raft: KilnRaft, mvcc: Arc<Mvcc>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    retention: Retention,
+    raft: KilnRaft,
+    mvcc: Arc<Mvcc>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let step = match retention {
         Retention::Disabled => return,
         Retention::Periodic(d) => (d / 10).max(Duration::from_secs(1)),
@@ -109,7 +114,9 @@ pub async fn run(retention: Retention, raft: KilnRaft, mvcc: Arc<Mvcc>, mut shut
         }));
         match raft.client_write(req).await {
             Ok(r) if r.data.error_code == 0 => tracing::info!(revision = target, "auto compaction"),
-            Ok(r) => tracing::debug!(revision = target, error = %r.data.error_message, "auto compaction skipped"),
+            Ok(r) => {
+                tracing::debug!(revision = target, error = %r.data.error_message, "auto compaction skipped")
+            }
             Err(e) => tracing::warn!(error = %e, "auto compaction"),
         }
     }

@@ -140,7 +140,10 @@ impl ListenUrl {
             _ => return Err(bad("scheme must be http or https")),
         };
         let host = uri.host().ok_or_else(|| bad("no host"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let port = uri.port_u16().ok_or_else(|| bad("no port"))?;
         Ok(Self {
             url: url.to_string(),
@@ -207,7 +210,8 @@ impl Config {
             _ => format!(
                 "{}={}",
                 self.name,
-                self.initial_advertise_peer_urls.join(&format!(",{}=", self.name))
+                self.initial_advertise_peer_urls
+                    .join(&format!(",{}=", self.name))
             ),
         };
         let mut members: Vec<(String, Vec<String>)> = Vec::new();
@@ -245,7 +249,11 @@ impl Config {
         for u in &self.advertise_client_urls {
             ListenUrl::parse(u)?;
         }
-        for u in self.listen_peer_urls.iter().chain(&self.initial_advertise_peer_urls) {
+        for u in self
+            .listen_peer_urls
+            .iter()
+            .chain(&self.initial_advertise_peer_urls)
+        {
             ListenUrl::parse(u)?;
         }
         self.initial_members()?;
@@ -259,7 +267,10 @@ impl Config {
                 "--client-cert-auth needs --trusted-ca-file".into(),
             ));
         }
-        crate::compactor::Retention::parse(self.auto_compaction_mode, &self.auto_compaction_retention)?;
+        crate::compactor::Retention::parse(
+            self.auto_compaction_mode,
+            &self.auto_compaction_retention,
+        )?;
         Ok(())
     }
 }
@@ -300,7 +311,10 @@ mod tests {
             "--initial-advertise-peer-urls=http://127.0.0.1:2380",
             "--initial-cluster=a=http://127.0.0.1:9999",
         ]);
-        assert!(matches!(c.validate(), Err(ConfigError::PeerUrlMismatch { .. })));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::PeerUrlMismatch { .. })
+        ));
     }
 
     #[test]

@@ -38,7 +38,10 @@ async fn health(State(ctx): State<Arc<StoreContext>>) -> impl IntoResponse {
         }
     };
     let (code, body) = match reason {
-        None => (StatusCode::OK, r#"{"health":"true","reason":""}"#.to_string()),
+        None => (
+            StatusCode::OK,
+            r#"{"health":"true","reason":""}"#.to_string(),
+        ),
         Some(r) => (
             StatusCode::SERVICE_UNAVAILABLE,
             serde_json::json!({"health": "false", "reason": r}).to_string(),
@@ -52,7 +55,10 @@ async fn metrics(State(ctx): State<Arc<StoreContext>>) -> impl IntoResponse {
     let status = maintenance::status(&ctx);
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, value: i64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+        );
     };
     gauge(
         "etcd_server_has_leader",
@@ -94,8 +100,5 @@ async fn metrics(State(ctx): State<Arc<StoreContext>>) -> impl IntoResponse {
         "Current backend storage quota size in bytes.",
         status.db_size_quota,
     );
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        out,
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

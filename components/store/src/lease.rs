@@ -66,11 +66,16 @@ impl Lessor {
         self.lock().remove(&id);
     }
 
-    /// Renews lease `id`; returns its TTL, or `None` if no such lease.
+    /// Renews lease `id`; returns its TTL, or `None` if no such lease or it already expired
+    /// (its revocation is on the way, as in etcd).
     pub fn renew(&self, id: i64) -> Option<i64> {
+        let now = Instant::now();
         let mut timers = self.lock();
         let t = timers.get_mut(&id)?;
-        *t = timer(t.ttl, Instant::now());
+        if t.deadline <= now {
+            return None;
+        }
+        *t = timer(t.ttl, now);
         Some(t.ttl)
     }
 
@@ -130,7 +135,10 @@ pub async fn run_expiry(lessor: Arc<Lessor>, raft: KilnRaft, mut shutdown: watch
             let ids: Vec<LeaseRecord> = lessor
                 .lock()
                 .iter()
-                .map(|(id, t)| LeaseRecord { id: *id, ttl: t.ttl })
+                .map(|(id, t)| LeaseRecord {
+                    id: *id,
+                    ttl: t.ttl,
+                })
                 .collect();
             lessor.reset(&ids);
             was_leader = true;
@@ -148,5 +156,28 @@ pub async fn run_expiry(lessor: Arc<Lessor>, raft: KilnRaft, mut shutdown: watch
                 Err(e) => tracing::warn!(lease = id, error = %e, "proposing lease revocation"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renew_resets_live_leases_and_refuses_expired_ones() {
+        let lessor = Lessor::new(&[
+            LeaseRecord { id: 1, ttl: 10 },
+            LeaseRecord { id: 2, ttl: 0 },
+        ]);
+        assert_eq!(lessor.renew(1), Some(10));
+        assert_eq!(lessor.renew(2), None, "already expired");
+        assert_eq!(lessor.renew(3), None, "unknown");
+        assert_eq!(lessor.due(), vec![2]);
+        assert!(
+            lessor.due().is_empty(),
+            "revocation is not proposed twice at once"
+        );
+        lessor.revoked(1);
+        assert_eq!(lessor.time_to_live(1), None);
     }
 }

@@ -99,7 +99,10 @@ impl StoreHandle {
         } = self;
         let _ = shutdown_tx.send(true);
         for mut task in tasks {
-            if tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await.is_err() {
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+                .await
+                .is_err()
+            {
                 tracing::warn!("a server task did not stop in time; aborting it");
                 task.abort();
             }
@@ -139,16 +142,21 @@ fn fix_advertised(urls: &[String], bound: &[SocketAddr]) -> Vec<String> {
 
 async fn bind(url: &ListenUrl) -> Result<TcpListener, ServerError> {
     let addr = url.socket_addr().await?;
-    TcpListener::bind(addr).await.map_err(|source| ServerError::Bind {
-        url: url.url.clone(),
-        source,
-    })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            url: url.url.clone(),
+            source,
+        })
 }
 
 /// Starts a member and returns once it serves clients.
 pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
     config.validate()?;
-    let retention = Retention::parse(config.auto_compaction_mode, &config.auto_compaction_retention)?;
+    let retention = Retention::parse(
+        config.auto_compaction_mode,
+        &config.auto_compaction_retention,
+    )?;
     let client_urls = config.client_listen_urls()?;
     let metrics_urls = config.metrics_listen_urls()?;
     let tls_config = if client_urls.iter().any(|u| u.tls) {
@@ -225,10 +233,12 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         let mut builder = tonic::transport::Server::builder();
         if url.tls {
             let tls = tls_config.clone().ok_or(TlsError::MissingCert)?;
-            builder = builder.tls_config(tls).map_err(|source| ServerError::TlsSetup {
-                url: url.url.clone(),
-                source,
-            })?;
+            builder = builder
+                .tls_config(tls)
+                .map_err(|source| ServerError::TlsSetup {
+                    url: url.url.clone(),
+                    source,
+                })?;
         }
         let router = builder.add_routes(grpc::routes(ctx.clone()));
         let mut stop = shutdown_rx.clone();
@@ -251,7 +261,10 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
             let signal = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(signal).await {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .await
+            {
                 tracing::error!(error = %e, "metrics server stopped");
             }
         }));

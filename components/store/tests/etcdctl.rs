@@ -33,15 +33,25 @@ async fn etcdctl_kv_txn_watch_lease() {
         tokio::task::spawn_blocking(move || etcdctl(&ep, &[], args, stdin))
     };
 
-    assert_eq!(stdout(&run(&["put", "/e/a", "1"], None).await.unwrap()).trim(), "OK");
-    assert_eq!(stdout(&run(&["put", "/e/b", "2"], None).await.unwrap()).trim(), "OK");
-    assert_eq!(stdout(&run(&["put", "/f", "3"], None).await.unwrap()).trim(), "OK");
+    assert_eq!(
+        stdout(&run(&["put", "/e/a", "1"], None).await.unwrap()).trim(),
+        "OK"
+    );
+    assert_eq!(
+        stdout(&run(&["put", "/e/b", "2"], None).await.unwrap()).trim(),
+        "OK"
+    );
+    assert_eq!(
+        stdout(&run(&["put", "/f", "3"], None).await.unwrap()).trim(),
+        "OK"
+    );
     let got = stdout(&run(&["get", "--prefix", "/e/"], None).await.unwrap());
     assert_eq!(got, "/e/a\n1\n/e/b\n2\n");
 
-    let json: serde_json::Value =
-        serde_json::from_str(&stdout(&run(&["get", "/e/a", "-w", "json"], None).await.unwrap()))
-            .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        &run(&["get", "/e/a", "-w", "json"], None).await.unwrap(),
+    ))
+    .unwrap();
     assert_eq!(json["header"]["revision"], 4);
     assert_eq!(json["kvs"][0]["key"], b64("/e/a"));
     assert_eq!(json["kvs"][0]["create_revision"], 2);
@@ -54,12 +64,22 @@ async fn etcdctl_kv_txn_watch_lease() {
     let out = stdout(&run(&["txn"], Some(txn)).await.unwrap());
     assert!(out.starts_with("SUCCESS"), "{out}");
     let out = stdout(&run(&["txn"], Some(txn)).await.unwrap());
-    assert!(out.starts_with("FAILURE") && out.contains("/e/a\n10"), "{out}");
+    assert!(
+        out.starts_with("FAILURE") && out.contains("/e/a\n10"),
+        "{out}"
+    );
 
-    assert_eq!(stdout(&run(&["del", "/e/b"], None).await.unwrap()).trim(), "1");
-    let count = stdout(&run(&["get", "--prefix", "/e/", "--count-only", "-w", "json"], None).await.unwrap());
-    let count: serde_json::Value = serde_json::from_str(&count).unwrap();
-    assert_eq!(count["count"], 1);
+    assert_eq!(
+        stdout(&run(&["del", "/e/b"], None).await.unwrap()).trim(),
+        "1"
+    );
+    let left = stdout(
+        &run(&["get", "--prefix", "/e/", "-w", "json"], None)
+            .await
+            .unwrap(),
+    );
+    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(left["count"], 1);
 
     // Watch from an old revision replays history in order.
     let mut child = KillOnDrop(
@@ -86,7 +106,9 @@ async fn etcdctl_kv_txn_watch_lease() {
             }
         }
     });
-    let expected = ["PUT", "/e/a", "1", "PUT", "/e/b", "2", "PUT", "/e/a", "10", "DELETE", "/e/b"];
+    let expected = [
+        "PUT", "/e/a", "1", "PUT", "/e/b", "2", "PUT", "/e/a", "10", "DELETE", "/e/b",
+    ];
     let lines = tokio::task::spawn_blocking(move || {
         let mut lines = Vec::new();
         while lines.len() < expected.len() {
@@ -115,9 +137,10 @@ async fn etcdctl_kv_txn_watch_lease() {
     .unwrap();
     stdout(&out);
     let ep = store.client_addr().to_string();
-    let out = tokio::task::spawn_blocking(move || etcdctl(&ep, &[], &["lease", "revoke", &id], None))
-        .await
-        .unwrap();
+    let out =
+        tokio::task::spawn_blocking(move || etcdctl(&ep, &[], &["lease", "revoke", &id], None))
+            .await
+            .unwrap();
     assert!(stdout(&out).contains("revoked"));
     assert_eq!(stdout(&run(&["get", "/leased"], None).await.unwrap()), "");
 
@@ -182,18 +205,26 @@ async fn binary_serves_etcdctl_status_members_and_health() {
     assert!(s["dbSize"].as_u64().unwrap() > 0, "{status}");
 
     let ep2 = ep.clone();
-    let health = tokio::task::spawn_blocking(move || etcdctl(&ep2, &[], &["endpoint", "health"], None))
-        .await
-        .unwrap();
-    assert!(stdout(&health).contains("is healthy"));
+    let health =
+        tokio::task::spawn_blocking(move || etcdctl(&ep2, &[], &["endpoint", "health"], None))
+            .await
+            .unwrap();
+    // etcdctl 3.4 prints the health line on stderr.
+    stdout(&health);
+    assert!(
+        String::from_utf8_lossy(&health.stderr).contains("is healthy"),
+        "{health:?}"
+    );
 
     let ep2 = ep.clone();
-    let members = tokio::task::spawn_blocking(move || etcdctl(&ep2, &[], &["member", "list"], None))
-        .await
-        .unwrap();
+    let members =
+        tokio::task::spawn_blocking(move || etcdctl(&ep2, &[], &["member", "list"], None))
+            .await
+            .unwrap();
     let members = stdout(&members);
     assert!(
-        members.contains(", started, cp1, http://127.0.0.1:12380, ") && members.contains(&client_url),
+        members.contains(", started, cp1, http://127.0.0.1:12380, ")
+            && members.contains(&client_url),
         "{members}"
     );
 

@@ -23,7 +23,11 @@ async fn put_get_revisions_follow_etcd() {
     let p1 = c.put("/registry/pods/a", "v1", None).await.unwrap();
     assert_eq!(p1.header().unwrap().revision(), 2);
     let p2 = c
-        .put("/registry/pods/a", "v2", Some(PutOptions::new().with_prev_key()))
+        .put(
+            "/registry/pods/a",
+            "v2",
+            Some(PutOptions::new().with_prev_key()),
+        )
         .await
         .unwrap();
     assert_eq!(p2.header().unwrap().revision(), 3);
@@ -54,7 +58,10 @@ async fn put_get_revisions_follow_etcd() {
 
     // A future revision is refused like etcd.
     let err = c
-        .get("/registry/pods/a", Some(GetOptions::new().with_revision(99)))
+        .get(
+            "/registry/pods/a",
+            Some(GetOptions::new().with_revision(99)),
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("future revision"), "{err}");
@@ -65,10 +72,17 @@ async fn put_get_revisions_follow_etcd() {
     assert_eq!(d.header().unwrap().revision(), 4);
     let none = c.delete("/registry/pods/a", None).await.unwrap();
     assert_eq!(none.deleted(), 0);
-    assert_eq!(none.header().unwrap().revision(), 4, "no-op delete keeps the revision");
+    assert_eq!(
+        none.header().unwrap().revision(),
+        4,
+        "no-op delete keeps the revision"
+    );
     c.put("/registry/pods/a", "v3", None).await.unwrap();
     let kv = c.get("/registry/pods/a", None).await.unwrap().kvs()[0].clone();
-    assert_eq!((kv.create_revision(), kv.mod_revision(), kv.version()), (5, 5, 1));
+    assert_eq!(
+        (kv.create_revision(), kv.mod_revision(), kv.version()),
+        (5, 5, 1)
+    );
 
     store.shutdown().await;
 }
@@ -78,10 +92,19 @@ async fn ranges_prefix_limit_sort_count() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::start(dir.path()).await;
     let mut c = common::client(store.client_addr()).await;
-    for (k, v) in [("/a/1", "x"), ("/a/2", "yy"), ("/a/3", "z"), ("/b/1", "w"), ("/a", "root")] {
+    for (k, v) in [
+        ("/a/1", "x"),
+        ("/a/2", "yy"),
+        ("/a/3", "z"),
+        ("/b/1", "w"),
+        ("/a", "root"),
+    ] {
         c.put(k, v, None).await.unwrap();
     }
-    let p = c.get("/a/", Some(GetOptions::new().with_prefix())).await.unwrap();
+    let p = c
+        .get("/a/", Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
     let keys: Vec<&[u8]> = p.kvs().iter().map(|kv| kv.key()).collect();
     assert_eq!(keys, vec![&b"/a/1"[..], b"/a/2", b"/a/3"]);
     assert_eq!(p.count(), 3);
@@ -95,15 +118,25 @@ async fn ranges_prefix_limit_sort_count() {
     assert_eq!(lim.count(), 3);
     assert!(lim.more());
 
-    let all = c.get("\0", Some(GetOptions::new().with_from_key())).await.unwrap();
+    let all = c
+        .get("\0", Some(GetOptions::new().with_from_key()))
+        .await
+        .unwrap();
     assert_eq!(all.count(), 5);
-    let all2 = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    let all2 = c
+        .get("", Some(GetOptions::new().with_all_keys()))
+        .await
+        .unwrap();
     assert_eq!(all2.count(), 5);
 
     let desc = c
         .get(
             "/a/",
-            Some(GetOptions::new().with_prefix().with_sort(SortTarget::Key, SortOrder::Descend)),
+            Some(
+                GetOptions::new()
+                    .with_prefix()
+                    .with_sort(SortTarget::Key, SortOrder::Descend),
+            ),
         )
         .await
         .unwrap();
@@ -112,7 +145,12 @@ async fn ranges_prefix_limit_sort_count() {
     let by_value = c
         .get(
             "/a/",
-            Some(GetOptions::new().with_prefix().with_sort(SortTarget::Value, SortOrder::Descend).with_limit(1)),
+            Some(
+                GetOptions::new()
+                    .with_prefix()
+                    .with_sort(SortTarget::Value, SortOrder::Descend)
+                    .with_limit(1),
+            ),
         )
         .await
         .unwrap();
@@ -120,7 +158,10 @@ async fn ranges_prefix_limit_sort_count() {
     assert!(by_value.more());
 
     let count = c
-        .get("/a/", Some(GetOptions::new().with_prefix().with_count_only()))
+        .get(
+            "/a/",
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        )
         .await
         .unwrap();
     assert_eq!(count.count(), 3);
@@ -139,13 +180,23 @@ async fn ranges_prefix_limit_sort_count() {
     assert_eq!(serial.kvs()[0].value(), b"w");
 
     let del = c
-        .delete("/a/", Some(DeleteOptions::new().with_prefix().with_prev_key()))
+        .delete(
+            "/a/",
+            Some(DeleteOptions::new().with_prefix().with_prev_key()),
+        )
         .await
         .unwrap();
     assert_eq!(del.deleted(), 3);
     assert_eq!(del.prev_kvs().len(), 3);
-    assert_eq!(del.header().unwrap().revision(), 7, "one revision for the whole delete");
-    let left = c.get("\0", Some(GetOptions::new().with_from_key())).await.unwrap();
+    assert_eq!(
+        del.header().unwrap().revision(),
+        7,
+        "one revision for the whole delete"
+    );
+    let left = c
+        .get("\0", Some(GetOptions::new().with_from_key()))
+        .await
+        .unwrap();
     assert_eq!(left.count(), 2);
 
     store.shutdown().await;
@@ -167,7 +218,11 @@ async fn txn_compare_and_swap_like_the_apiserver() {
     assert_eq!(r.header().unwrap().revision(), 2);
     let r = c.txn(create).await.unwrap();
     assert!(!r.succeeded());
-    assert_eq!(r.header().unwrap().revision(), 2, "read-only branch does not bump");
+    assert_eq!(
+        r.header().unwrap().revision(),
+        2,
+        "read-only branch does not bump"
+    );
     match &r.op_responses()[0] {
         TxnOpResponse::Get(g) => assert_eq!(g.kvs()[0].value(), b"one"),
         other => panic!("unexpected {other:?}"),
@@ -192,7 +247,11 @@ async fn txn_compare_and_swap_like_the_apiserver() {
         other => panic!("unexpected {other:?}"),
     }
     let y = c.get("/registry/y", None).await.unwrap();
-    assert_eq!(y.kvs()[0].mod_revision(), 3, "nested writes share the txn revision");
+    assert_eq!(
+        y.kvs()[0].mod_revision(),
+        3,
+        "nested writes share the txn revision"
+    );
 
     // Value, version and create-revision compares.
     let r = c
@@ -208,7 +267,10 @@ async fn txn_compare_and_swap_like_the_apiserver() {
         )
         .await
         .unwrap();
-    assert!(!r.succeeded(), "value compare on a missing key always fails");
+    assert!(
+        !r.succeeded(),
+        "value compare on a missing key always fails"
+    );
 
     // Same key twice in one branch is refused like etcd.
     let err = c
@@ -232,7 +294,10 @@ async fn compaction_refuses_old_revisions() {
         c.put("k", format!("v{i}"), None).await.unwrap();
     }
     c.compact(4, None).await.unwrap();
-    let at4 = c.get("k", Some(GetOptions::new().with_revision(4))).await.unwrap();
+    let at4 = c
+        .get("k", Some(GetOptions::new().with_revision(4)))
+        .await
+        .unwrap();
     assert_eq!(at4.kvs()[0].value(), b"v2");
     let err = c
         .get("k", Some(GetOptions::new().with_revision(3)))
@@ -257,12 +322,21 @@ async fn leases_attach_keys_and_expire() {
         .await
         .unwrap();
     let ttl = c
-        .lease_time_to_live(id, Some(etcd_client::LeaseTimeToLiveOptions::new().with_keys()))
+        .lease_time_to_live(
+            id,
+            Some(etcd_client::LeaseTimeToLiveOptions::new().with_keys()),
+        )
         .await
         .unwrap();
     assert_eq!(ttl.granted_ttl(), 2);
     assert_eq!(ttl.keys(), &[b"leased".to_vec()]);
-    assert!(c.leases().await.unwrap().leases().iter().any(|l| l.id() == id));
+    assert!(c
+        .leases()
+        .await
+        .unwrap()
+        .leases()
+        .iter()
+        .any(|l| l.id() == id));
 
     // A put with an unknown lease fails like etcd.
     let err = c
@@ -277,7 +351,10 @@ async fn leases_attach_keys_and_expire() {
         if c.get("leased", None).await.unwrap().count() == 0 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "lease never expired");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lease never expired"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let ttl = c.lease_time_to_live(id, None).await.unwrap();

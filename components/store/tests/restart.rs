@@ -11,7 +11,9 @@ async fn restart_keeps_data_revision_and_history() {
         let store = common::start(dir.path()).await;
         let mut c = common::client(store.client_addr()).await;
         for i in 0..20 {
-            c.put(format!("/r/{i:02}"), format!("v{i}"), None).await.unwrap();
+            c.put(format!("/r/{i:02}"), format!("v{i}"), None)
+                .await
+                .unwrap();
         }
         c.put("/r/00", "again", None).await.unwrap();
         c.delete("/r/19", None).await.unwrap();
@@ -24,11 +26,22 @@ async fn restart_keeps_data_revision_and_history() {
     let store = common::start(dir.path()).await;
     assert_eq!((store.member_id(), store.cluster_id()), (member, cluster));
     let mut c = common::client(store.client_addr()).await;
-    let all = c.get("/r/", Some(GetOptions::new().with_prefix())).await.unwrap();
+    let all = c
+        .get("/r/", Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
     assert_eq!(all.count(), 19);
     assert_eq!(all.header().unwrap().revision(), 23);
     let k0 = &all.kvs()[0];
-    assert_eq!((k0.value(), k0.create_revision(), k0.mod_revision(), k0.version()), (&b"again"[..], 2, 22, 2));
+    assert_eq!(
+        (
+            k0.value(),
+            k0.create_revision(),
+            k0.mod_revision(),
+            k0.version()
+        ),
+        (&b"again"[..], 2, 22, 2)
+    );
     let old = c
         .get("/r/00", Some(GetOptions::new().with_revision(2)))
         .await
@@ -50,4 +63,34 @@ async fn data_dir_of_another_member_is_refused() {
     config.initial_cluster = Some("someone-else=http://127.0.0.1:2380".into());
     let err = kiln_store::start(config).await.err().expect("refused");
     assert!(err.to_string().contains("belongs to member"), "{err}");
+}
+
+#[tokio::test]
+async fn restart_after_raft_snapshots_and_log_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    // Snapshot (and purge the log) every few entries.
+    config.snapshot_count = 5;
+    {
+        let store = common::start_with(config.clone()).await;
+        let mut c = common::client(store.client_addr()).await;
+        for i in 0..40 {
+            c.put(format!("/s/{i:02}"), "v", None).await.unwrap();
+        }
+        store.shutdown().await;
+    }
+    assert!(
+        dir.path().join("member/snap/current.snap").exists(),
+        "a raft snapshot was built"
+    );
+    let store = common::start_with(config).await;
+    let mut c = common::client(store.client_addr()).await;
+    let all = c
+        .get("/s/", Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(all.count(), 40);
+    assert_eq!(all.header().unwrap().revision(), 41);
+    c.put("/s/after", "v", None).await.unwrap();
+    store.shutdown().await;
 }

@@ -43,7 +43,12 @@ async fn watch_from_past_revision_then_live() {
     let mut stream = c
         .watch(
             "/w/",
-            Some(WatchOptions::new().with_prefix().with_start_revision(2).with_prev_key()),
+            Some(
+                WatchOptions::new()
+                    .with_prefix()
+                    .with_start_revision(2)
+                    .with_prev_key(),
+            ),
         )
         .await
         .unwrap();
@@ -130,7 +135,10 @@ async fn watch_below_compaction_reports_compact_revision() {
     let got = events(&mut stream, 2).await;
     assert_eq!(
         got,
-        vec![(EventType::Put, "c".into(), 4), (EventType::Put, "c".into(), 5)]
+        vec![
+            (EventType::Put, "c".into(), 4),
+            (EventType::Put, "c".into(), 5)
+        ]
     );
     store.shutdown().await;
 }

@@ -51,7 +51,12 @@ fn respond(
 ) -> Response {
     if table::wants_table(headers) {
         let rv = obj["metadata"]["resourceVersion"].as_str();
-        let t = table::table(spec, std::slice::from_ref(obj), rv, Include::from_query(query));
+        let t = table::table(
+            spec,
+            std::slice::from_ref(obj),
+            rv,
+            Include::from_query(query),
+        );
         return json_response(code, &t);
     }
     json_response(code, obj)
@@ -63,7 +68,11 @@ async fn read(state: &AppState, target: &Target, name: &str) -> Result<(Value, i
         value,
         mod_revision,
         ..
-    }) = state.store.get(&target.key(name)).await.map_err(store_error)?
+    }) = state
+        .store
+        .get(&target.key(name))
+        .await
+        .map_err(store_error)?
     else {
         return Err(ApiError::not_found(spec.group, spec.plural, name));
     };
@@ -86,7 +95,10 @@ pub struct Selectors {
 }
 
 impl Selectors {
-    pub fn from_query(spec: &ResourceSpec, query: &HashMap<String, String>) -> Result<Self, ApiError> {
+    pub fn from_query(
+        spec: &ResourceSpec,
+        query: &HashMap<String, String>,
+    ) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let fields =
@@ -152,12 +164,21 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let spec = target.spec;
     if target.name.is_some() {
-        return Err(ApiError::method_not_allowed("create", spec.group, spec.plural));
+        return Err(ApiError::method_not_allowed(
+            "create",
+            spec.group,
+            spec.plural,
+        ));
     }
     let mut obj = prepare_create(spec, target.namespace.as_deref(), parse_json(body)?)?;
     if let Some(ns) = target.namespace.as_deref() {
         // NamespaceLifecycle admission: namespaced objects need a live namespace.
-        match state.store.get(&NAMESPACES.key(None, ns)).await.map_err(store_error)? {
+        match state
+            .store
+            .get(&NAMESPACES.key(None, ns))
+            .await
+            .map_err(store_error)?
+        {
             None => return Err(ApiError::not_found("", "namespaces", ns)),
             Some(v) => {
                 let nsobj = from_stored(&v.value, v.mod_revision)?;
@@ -179,7 +200,9 @@ pub async fn create(
             .create(&target.key(&name), to_stored(&obj))
             .await
             .map_err(|e| match e {
-                StoreError::AlreadyExists => ApiError::already_exists(spec.group, spec.plural, &name),
+                StoreError::AlreadyExists => {
+                    ApiError::already_exists(spec.group, spec.plural, &name)
+                }
                 other => store_error(other),
             })?;
         obj["metadata"]["resourceVersion"] = json!(rev.to_string());
@@ -213,10 +236,19 @@ async fn guaranteed_update(
             .as_str()
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        if precondition.as_deref().is_some_and(|p| p != rev.to_string()) {
+        if precondition
+            .as_deref()
+            .is_some_and(|p| p != rev.to_string())
+        {
             return Err(ApiError::conflict(spec.group, spec.plural, name));
         }
-        let mut new = prepare_update(spec, scope(target), target.namespace.as_deref(), &old, candidate)?;
+        let mut new = prepare_update(
+            spec,
+            scope(target),
+            target.namespace.as_deref(),
+            &old,
+            candidate,
+        )?;
         if same_object(&old, &new) {
             return Ok(old);
         }
@@ -227,19 +259,31 @@ async fn guaranteed_update(
             match state.store.delete(&target.key(name), rev).await {
                 Ok(_) => return Ok(new),
                 Err(StoreError::Conflict) if precondition.is_none() => continue,
-                Err(StoreError::Conflict) => return Err(ApiError::conflict(spec.group, spec.plural, name)),
-                Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+                Err(StoreError::Conflict) => {
+                    return Err(ApiError::conflict(spec.group, spec.plural, name))
+                }
+                Err(StoreError::NotFound) => {
+                    return Err(ApiError::not_found(spec.group, spec.plural, name))
+                }
                 Err(e) => return Err(store_error(e)),
             }
         }
-        match state.store.update(&target.key(name), to_stored(&new), rev).await {
+        match state
+            .store
+            .update(&target.key(name), to_stored(&new), rev)
+            .await
+        {
             Ok(new_rev) => {
                 new["metadata"]["resourceVersion"] = json!(new_rev.to_string());
                 return Ok(new);
             }
             Err(StoreError::Conflict) if precondition.is_none() => continue,
-            Err(StoreError::Conflict) => return Err(ApiError::conflict(spec.group, spec.plural, name)),
-            Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+            Err(StoreError::Conflict) => {
+                return Err(ApiError::conflict(spec.group, spec.plural, name))
+            }
+            Err(StoreError::NotFound) => {
+                return Err(ApiError::not_found(spec.group, spec.plural, name))
+            }
             Err(e) => return Err(store_error(e)),
         }
     }
@@ -357,20 +401,29 @@ pub async fn delete(
             let at = at
                 .replace_nanosecond(0)
                 .ok()
-                .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
                 .unwrap_or_else(now_rfc3339);
             obj["metadata"]["deletionTimestamp"] = json!(at);
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
             if is_dry_run(query) {
                 return Ok(json_response(StatusCode::OK, &obj));
             }
-            match state.store.update(&target.key(name), to_stored(&obj), rev).await {
+            match state
+                .store
+                .update(&target.key(name), to_stored(&obj), rev)
+                .await
+            {
                 Ok(new_rev) => {
                     obj["metadata"]["resourceVersion"] = json!(new_rev.to_string());
                     return Ok(json_response(StatusCode::OK, &obj));
                 }
                 Err(StoreError::Conflict) => continue,
-                Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+                Err(StoreError::NotFound) => {
+                    return Err(ApiError::not_found(spec.group, spec.plural, name))
+                }
                 Err(e) => return Err(store_error(e)),
             }
         }
@@ -383,7 +436,9 @@ pub async fn delete(
                 return Ok(json_response(StatusCode::OK, &obj));
             }
             Err(StoreError::Conflict) => continue,
-            Err(StoreError::NotFound) => return Err(ApiError::not_found(spec.group, spec.plural, name)),
+            Err(StoreError::NotFound) => {
+                return Err(ApiError::not_found(spec.group, spec.plural, name))
+            }
             Err(e) => return Err(store_error(e)),
         }
     }

@@ -216,7 +216,8 @@ mod tests {
     #[test]
     fn openapi_patch_path_declares_field_validation() {
         let doc = gv_document(&[&LEASES]);
-        let op = &doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]["patch"];
+        let op = &doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]
+            ["patch"];
         assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "Lease");
         assert!(op["parameters"]
             .as_array()

@@ -79,10 +79,7 @@ fn identity(req: &Request) -> Identity {
 
 /// Non-API paths (health, metrics, version, discovery, openapi) are authorized here by path; API
 /// resource requests are authorized in `serve` once their attributes are known.
-async fn authenticate_and_authorize_paths(
-    req: Request,
-    next: axum::middleware::Next,
-) -> Response {
+async fn authenticate_and_authorize_paths(req: Request, next: axum::middleware::Next) -> Response {
     let who = identity(&req);
     let path = req.uri().path().to_string();
     let is_resource = matches!(path::parse(&path), Some(ApiPath::Resource(_)));

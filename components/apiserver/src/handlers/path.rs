@@ -10,7 +10,10 @@ pub enum ApiPath {
     /// `/apis/<group>`
     Group(String),
     /// `/api/v1` or `/apis/<group>/<version>`
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
 }
 
@@ -71,7 +74,13 @@ pub fn parse(path: &str) -> Option<ApiPath> {
 mod tests {
     use super::*;
 
-    fn res(group: &str, ns: Option<&str>, resource: &str, name: Option<&str>, sub: Option<&str>) -> ApiPath {
+    fn res(
+        group: &str,
+        ns: Option<&str>,
+        resource: &str,
+        name: Option<&str>,
+        sub: Option<&str>,
+    ) -> ApiPath {
         ApiPath::Resource(ResourcePath {
             group: group.into(),
             version: "v1".into(),
@@ -85,14 +94,29 @@ mod tests {
     #[test]
     fn parses_like_request_info() {
         assert_eq!(parse("/api"), Some(ApiPath::CoreRoot));
-        assert_eq!(parse("/apis/coordination.k8s.io"), Some(ApiPath::Group("coordination.k8s.io".into())));
+        assert_eq!(
+            parse("/apis/coordination.k8s.io"),
+            Some(ApiPath::Group("coordination.k8s.io".into()))
+        );
         assert_eq!(
             parse("/api/v1"),
-            Some(ApiPath::GroupVersion { group: "".into(), version: "v1".into() })
+            Some(ApiPath::GroupVersion {
+                group: "".into(),
+                version: "v1".into()
+            })
         );
-        assert_eq!(parse("/api/v1/pods"), Some(res("", None, "pods", None, None)));
-        assert_eq!(parse("/api/v1/namespaces"), Some(res("", None, "namespaces", None, None)));
-        assert_eq!(parse("/api/v1/namespaces/ns1"), Some(res("", None, "namespaces", Some("ns1"), None)));
+        assert_eq!(
+            parse("/api/v1/pods"),
+            Some(res("", None, "pods", None, None))
+        );
+        assert_eq!(
+            parse("/api/v1/namespaces"),
+            Some(res("", None, "namespaces", None, None))
+        );
+        assert_eq!(
+            parse("/api/v1/namespaces/ns1"),
+            Some(res("", None, "namespaces", Some("ns1"), None))
+        );
         assert_eq!(
             parse("/api/v1/namespaces/ns1/status"),
             Some(res("", None, "namespaces", Some("ns1"), Some("status")))
@@ -103,7 +127,13 @@ mod tests {
         );
         assert_eq!(
             parse("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"),
-            Some(res("coordination.k8s.io", Some("kube-node-lease"), "leases", Some("n1"), None))
+            Some(res(
+                "coordination.k8s.io",
+                Some("kube-node-lease"),
+                "leases",
+                Some("n1"),
+                None
+            ))
         );
         assert_eq!(parse("/api/v1/namespaces/a/pods/p/status/x"), None);
         assert_eq!(parse("/foo"), None);

@@ -15,9 +15,7 @@ pub fn wants_table(headers: &HeaderMap) -> bool {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .next()
-        .is_some_and(|first| {
-            first.contains("as=Table") && first.contains("g=meta.k8s.io")
-        })
+        .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
 }
 
 /// `includeObject`: None, Metadata (default) or Object.

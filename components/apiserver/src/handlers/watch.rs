@@ -32,7 +32,8 @@ impl Render {
         } else {
             obj
         };
-        let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+        let mut line =
+            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
         line.push(b'\n');
         Bytes::from(line)
     }
@@ -78,7 +79,9 @@ pub async fn watch(
         table: table::wants_table(headers),
         include: Include::from_query(query),
     };
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true");
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
@@ -96,7 +99,11 @@ pub async fn watch(
         }
     };
     let prefix = spec.key_prefix(target.namespace.as_deref());
-    let mut store_watch = state.store.watch(&prefix, start).await.map_err(store_error)?;
+    let mut store_watch = state
+        .store
+        .watch(&prefix, start)
+        .await
+        .map_err(store_error)?;
 
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let interval = state.bookmark_interval;

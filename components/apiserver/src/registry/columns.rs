@@ -120,7 +120,9 @@ pub fn pod_status(obj: &Value, _: i64) -> Value {
     }
     for c in container_statuses(obj).iter().rev() {
         let waiting = c.pointer("/state/waiting/reason").and_then(Value::as_str);
-        let terminated = c.pointer("/state/terminated/reason").and_then(Value::as_str);
+        let terminated = c
+            .pointer("/state/terminated/reason")
+            .and_then(Value::as_str);
         if let Some(r) = waiting.filter(|r| !r.is_empty()) {
             reason = r.to_string();
         } else if let Some(r) = terminated.filter(|r| !r.is_empty()) {

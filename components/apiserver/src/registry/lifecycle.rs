@@ -142,7 +142,8 @@ pub fn check_identity(
 }
 
 fn decode(spec: &ResourceSpec, obj: Value) -> Result<Value, ApiError> {
-    (spec.decode)(obj).map_err(|e| ApiError::bad_request(format!("error decoding {}: {e}", spec.kind)))
+    (spec.decode)(obj)
+        .map_err(|e| ApiError::bad_request(format!("error decoding {}: {e}", spec.kind)))
 }
 
 fn validate(spec: &ResourceSpec, obj: &Value) -> Result<(), ApiError> {
@@ -154,7 +155,12 @@ fn validate(spec: &ResourceSpec, obj: &Value) -> Result<(), ApiError> {
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(spec.group, spec.kind, name_of(obj), causes))
+        Err(ApiError::invalid(
+            spec.group,
+            spec.kind,
+            name_of(obj),
+            causes,
+        ))
     }
 }
 
@@ -256,16 +262,14 @@ pub fn prepare_update(
                 }
             }
         }
-        UpdateScope::Main if spec.status_subresource => {
-            match old.get("status") {
-                Some(s) => new["status"] = s.clone(),
-                None => {
-                    if let Some(o) = new.as_object_mut() {
-                        o.remove("status");
-                    }
+        UpdateScope::Main if spec.status_subresource => match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
                 }
             }
-        }
+        },
         UpdateScope::Main => {}
     }
     if let Some(o) = new.as_object_mut() {
@@ -327,7 +331,10 @@ mod tests {
         assert_eq!(p["metadata"]["namespace"], "default");
         assert_eq!(p["metadata"]["generation"], 1);
         assert_eq!(p["metadata"]["uid"].as_str().unwrap().len(), 36);
-        assert!(p["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+        assert!(p["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z'));
         assert_eq!(p["status"]["phase"], "Pending");
     }
 
@@ -337,7 +344,10 @@ mod tests {
         assert_eq!(e.code, 422);
         let mut p = pod("web");
         p["metadata"]["namespace"] = json!("other");
-        assert_eq!(prepare_create(&PODS, Some("default"), p).unwrap_err().code, 400);
+        assert_eq!(
+            prepare_create(&PODS, Some("default"), p).unwrap_err().code,
+            400
+        );
         let ns = json!({"metadata": {"name": "a.b"}});
         assert_eq!(prepare_create(&NAMESPACES, None, ns).unwrap_err().code, 422);
     }

@@ -23,7 +23,12 @@ impl Default for Registry {
 }
 
 impl Registry {
-    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceSpec> {
+    pub fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<&'static ResourceSpec> {
         self.specs
             .iter()
             .copied()

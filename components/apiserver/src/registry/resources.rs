@@ -39,13 +39,22 @@ pub static NAMESPACES: ResourceSpec = ResourceSpec {
     namespaced: false,
     short_names: &["ns"],
     categories: &[],
-    verbs: &["create", "delete", "get", "list", "patch", "update", "watch"],
+    verbs: &[
+        "create", "delete", "get", "list", "patch", "update", "watch",
+    ],
     status_subresource: true,
     generation: false,
     name_is_label: true,
     table: &[
         NAME_COL,
-        col("Status", "string", "", "The status of the namespace", 0, c::phase),
+        col(
+            "Status",
+            "string",
+            "",
+            "The status of the namespace",
+            0,
+            c::phase,
+        ),
         AGE_COL,
     ],
     fields: &[SelectableField {
@@ -74,15 +83,71 @@ pub static NODES: ResourceSpec = ResourceSpec {
     name_is_label: false,
     table: &[
         NAME_COL,
-        col("Status", "string", "", "The status of the node", 0, c::node_status),
-        col("Roles", "string", "", "The roles of the node", 0, c::node_roles),
+        col(
+            "Status",
+            "string",
+            "",
+            "The status of the node",
+            0,
+            c::node_status,
+        ),
+        col(
+            "Roles",
+            "string",
+            "",
+            "The roles of the node",
+            0,
+            c::node_roles,
+        ),
         AGE_COL,
-        col("Version", "string", "", "Kubelet Version reported by the node.", 0, c::node_version),
-        col("Internal-IP", "string", "", "List of internal IPs in the node.", 1, c::node_internal_ip),
-        col("External-IP", "string", "", "List of external IPs in the node.", 1, c::node_external_ip),
-        col("OS-Image", "string", "", "OS Image reported by the node from /etc/os-release.", 1, c::node_os_image),
-        col("Kernel-Version", "string", "", "Kernel Version reported by the node from 'uname -r'.", 1, c::node_kernel),
-        col("Container-Runtime", "string", "", "Container Runtime Version reported by the node through runtime remote API.", 1, c::node_runtime),
+        col(
+            "Version",
+            "string",
+            "",
+            "Kubelet Version reported by the node.",
+            0,
+            c::node_version,
+        ),
+        col(
+            "Internal-IP",
+            "string",
+            "",
+            "List of internal IPs in the node.",
+            1,
+            c::node_internal_ip,
+        ),
+        col(
+            "External-IP",
+            "string",
+            "",
+            "List of external IPs in the node.",
+            1,
+            c::node_external_ip,
+        ),
+        col(
+            "OS-Image",
+            "string",
+            "",
+            "OS Image reported by the node from /etc/os-release.",
+            1,
+            c::node_os_image,
+        ),
+        col(
+            "Kernel-Version",
+            "string",
+            "",
+            "Kernel Version reported by the node from 'uname -r'.",
+            1,
+            c::node_kernel,
+        ),
+        col(
+            "Container-Runtime",
+            "string",
+            "",
+            "Container Runtime Version reported by the node through runtime remote API.",
+            1,
+            c::node_runtime,
+        ),
     ],
     fields: &[SelectableField {
         name: "spec.unschedulable",
@@ -153,7 +218,14 @@ pub static LEASES: ResourceSpec = ResourceSpec {
     name_is_label: false,
     table: &[
         NAME_COL,
-        col("Holder", "string", "", "The holder of the lease", 0, c::lease_holder),
+        col(
+            "Holder",
+            "string",
+            "",
+            "The holder of the lease",
+            0,
+            c::lease_holder,
+        ),
         AGE_COL,
     ],
     fields: &[],
@@ -253,11 +325,16 @@ fn pod_grace(obj: &Value) -> Option<i64> {
     if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
         return None;
     }
-    Some(obj["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap_or(30))
+    Some(
+        obj["spec"]["terminationGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(30),
+    )
 }
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.
-pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const DEFAULT_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 #[cfg(test)]
 mod tests {
@@ -271,19 +348,28 @@ mod tests {
             {"name": "c", "image": "x:latest"}]}});
         pod_defaults(&mut pod);
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
-        assert_eq!(pod["spec"]["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            pod["spec"]["containers"][1]["imagePullPolicy"],
+            "IfNotPresent"
+        );
         assert_eq!(pod["spec"]["containers"][2]["imagePullPolicy"], "Always");
         assert_eq!(pod["status"]["phase"], "Pending");
     }
 
     #[test]
     fn pod_without_containers_is_invalid() {
-        assert_eq!(pod_validation(&json!({"spec": {}}))[0].field, "spec.containers");
+        assert_eq!(
+            pod_validation(&json!({"spec": {}}))[0].field,
+            "spec.containers"
+        );
     }
 
     #[test]
     fn keys_follow_the_registry_convention() {
-        assert_eq!(PODS.key(Some("default"), "web"), "/registry/pods/default/web");
+        assert_eq!(
+            PODS.key(Some("default"), "web"),
+            "/registry/pods/default/web"
+        );
         assert_eq!(NODES.key(None, "n1"), "/registry/nodes/n1");
         assert_eq!(LEASES.key_prefix(None), "/registry/leases/");
     }

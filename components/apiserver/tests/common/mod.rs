@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -24,7 +25,14 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// A real etcd (`/usr/bin/etcd`) on loopback; killed on drop.
+/// The store binary the suite runs on: a real etcd 3.4 by default; set `KILN_TEST_STORE_BIN` to a
+/// kiln-store binary (it takes etcd's flags) to run the same suite on kiln-store.
+pub fn store_binary() -> String {
+    std::env::var("KILN_TEST_STORE_BIN").unwrap_or_else(|_| "/usr/bin/etcd".to_string())
+}
+
+/// A store process (etcd or kiln-store) on loopback; killed on drop, and by the kernel if the test
+/// process dies first.
 pub struct Etcd {
     child: Child,
     pub endpoint: String,
@@ -37,7 +45,15 @@ impl Etcd {
         let client = format!("http://127.0.0.1:{}", free_port());
         let peer = format!("http://127.0.0.1:{}", free_port());
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
-        let child = Command::new("/usr/bin/etcd")
+        let mut cmd = Command::new(store_binary());
+        // SAFETY: prctl in the forked child before exec only sets its parent-death signal.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
             .args(["--name", "default"])
             .arg("--data-dir")
             .arg(dir.path().join("data"))
@@ -49,7 +65,7 @@ impl Etcd {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("spawn /usr/bin/etcd");
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", store_binary()));
         let etcd = Etcd {
             child,
             endpoint: client,
@@ -62,7 +78,10 @@ impl Etcd {
                     break;
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "etcd did not come up");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "etcd did not come up"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         etcd
@@ -97,7 +116,9 @@ impl Pki {
     pub fn new() -> Pki {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, "kiln-test-ca");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "kiln-test-ca");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
@@ -121,7 +142,9 @@ impl Pki {
         params
             .subject_alt_names
             .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "kube-apiserver");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Pair {
@@ -197,9 +220,17 @@ impl Cluster {
         let admin = pki.client("kubernetes-admin", &["system:masters"]);
         let node = pki.client("system:node:n1", &["system:nodes"]);
         let admin_kubeconfig = dir.path().join("admin.conf");
-        std::fs::write(&admin_kubeconfig, kubeconfig(&url, &pki.ca.cert, &admin, "kubernetes-admin")).unwrap();
+        std::fs::write(
+            &admin_kubeconfig,
+            kubeconfig(&url, &pki.ca.cert, &admin, "kubernetes-admin"),
+        )
+        .unwrap();
         let node_kubeconfig = dir.path().join("kubelet.conf");
-        std::fs::write(&node_kubeconfig, kubeconfig(&url, &pki.ca.cert, &node, "system:node:n1")).unwrap();
+        std::fs::write(
+            &node_kubeconfig,
+            kubeconfig(&url, &pki.ca.cert, &node, "system:node:n1"),
+        )
+        .unwrap();
         Cluster {
             server,
             etcd,
@@ -214,7 +245,10 @@ impl Cluster {
     /// A kubeconfig for any user, written into the cluster's temp dir.
     pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> PathBuf {
         let pair = self.pki.client(user, groups);
-        let path = self.dir.path().join(format!("{}.conf", user.replace(':', "_")));
+        let path = self
+            .dir
+            .path()
+            .join(format!("{}.conf", user.replace(':', "_")));
         std::fs::write(&path, kubeconfig(&self.url, &self.pki.ca.cert, &pair, user)).unwrap();
         path
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use etcd_client::proto::{
     PbClusterService, PbMemberAddRequest, PbMemberAddResponse, PbMemberListRequest,
-    PbMemberListResponse, PbMemberPromoteRequest, PbMemberPromoteResponse,
-    PbMemberRemoveRequest, PbMemberRemoveResponse, PbMemberUpdateRequest, PbMemberUpdateResponse,
+    PbMemberListResponse, PbMemberPromoteRequest, PbMemberPromoteResponse, PbMemberRemoveRequest,
+    PbMemberRemoveResponse, PbMemberUpdateRequest, PbMemberUpdateResponse,
 };
 use tonic::{Request, Response, Status};
 

@@ -76,7 +76,10 @@ fn check_delete(r: &PbDeleteRequest) -> Result<(), Status> {
 }
 
 fn check_txn(r: &PbTxnRequest) -> Result<(), Status> {
-    if r.compare.len() > MAX_TXN_OPS || r.success.len() > MAX_TXN_OPS || r.failure.len() > MAX_TXN_OPS {
+    if r.compare.len() > MAX_TXN_OPS
+        || r.success.len() > MAX_TXN_OPS
+        || r.failure.len() > MAX_TXN_OPS
+    {
         return Err(EtcdError::TooManyOps.into());
     }
     for c in &r.compare {
@@ -174,7 +177,10 @@ fn txn_shape(r: &PbTxnRequest) -> (bool, bool) {
 
 #[tonic::async_trait]
 impl PbKvService for KvService {
-    async fn range(&self, request: Request<PbRangeRequest>) -> Result<Response<PbRangeResponse>, Status> {
+    async fn range(
+        &self,
+        request: Request<PbRangeRequest>,
+    ) -> Result<Response<PbRangeResponse>, Status> {
         let r = request.into_inner();
         check_range(&r)?;
         if !r.serializable {
@@ -196,7 +202,9 @@ impl PbKvService for KvService {
         &self,
         _request: Request<PbRangeRequest>,
     ) -> Result<Response<Self::RangeStreamStream>, Status> {
-        Err(Status::unimplemented("kiln-store does not serve RangeStream; use Range"))
+        Err(Status::unimplemented(
+            "kiln-store does not serve RangeStream; use Range",
+        ))
     }
 
     async fn put(&self, request: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {

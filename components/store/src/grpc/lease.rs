@@ -4,10 +4,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use etcd_client::proto::{
-    PbLeaseGrantRequest, PbLeaseGrantResponse, PbLeaseKeepAliveRequest,
-    PbLeaseKeepAliveResponse, PbLeaseLeasesRequest, PbLeaseLeasesResponse,
-    PbLeaseRevokeRequest, PbLeaseRevokeResponse, PbLeaseService, PbLeaseStatus,
-    PbLeaseTimeToLiveRequest, PbLeaseTimeToLiveResponse,
+    PbLeaseGrantRequest, PbLeaseGrantResponse, PbLeaseKeepAliveRequest, PbLeaseKeepAliveResponse,
+    PbLeaseLeasesRequest, PbLeaseLeasesResponse, PbLeaseRevokeRequest, PbLeaseRevokeResponse,
+    PbLeaseService, PbLeaseStatus, PbLeaseTimeToLiveRequest, PbLeaseTimeToLiveResponse,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

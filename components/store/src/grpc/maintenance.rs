@@ -6,10 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use etcd_client::proto::{
-    PbAlarmRequest, PbAlarmResponse, PbDefragmentRequest, PbDefragmentResponse,
-    PbDowngradeRequest, PbDowngradeResponse, PbHashKvRequest, PbHashKvResponse, PbHashRequest,
-    PbHashResponse, PbMaintenanceService, PbMoveLeaderRequest, PbMoveLeaderResponse,
-    PbSnapshotRequest, PbSnapshotResponse, PbStatusRequest, PbStatusResponse,
+    PbAlarmRequest, PbAlarmResponse, PbDefragmentRequest, PbDefragmentResponse, PbDowngradeRequest,
+    PbDowngradeResponse, PbHashKvRequest, PbHashKvResponse, PbHashRequest, PbHashResponse,
+    PbMaintenanceService, PbMoveLeaderRequest, PbMoveLeaderResponse, PbSnapshotRequest,
+    PbSnapshotResponse, PbStatusRequest, PbStatusResponse,
 };
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -108,7 +108,10 @@ impl PbMaintenanceService for MaintenanceService {
         }))
     }
 
-    async fn hash(&self, _request: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
+    async fn hash(
+        &self,
+        _request: Request<PbHashRequest>,
+    ) -> Result<Response<PbHashResponse>, Status> {
         Err(Status::unimplemented("kiln-store does not serve Hash yet"))
     }
 
@@ -116,7 +119,9 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<PbHashKvRequest>,
     ) -> Result<Response<PbHashKvResponse>, Status> {
-        Err(Status::unimplemented("kiln-store does not serve HashKV yet"))
+        Err(Status::unimplemented(
+            "kiln-store does not serve HashKV yet",
+        ))
     }
 
     type SnapshotStream =
@@ -126,20 +131,26 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<PbSnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
-        Err(Status::unimplemented("kiln-store does not serve Snapshot yet"))
+        Err(Status::unimplemented(
+            "kiln-store does not serve Snapshot yet",
+        ))
     }
 
     async fn move_leader(
         &self,
         _request: Request<PbMoveLeaderRequest>,
     ) -> Result<Response<PbMoveLeaderResponse>, Status> {
-        Err(Status::unimplemented("kiln-store does not serve MoveLeader yet"))
+        Err(Status::unimplemented(
+            "kiln-store does not serve MoveLeader yet",
+        ))
     }
 
     async fn downgrade(
         &self,
         _request: Request<PbDowngradeRequest>,
     ) -> Result<Response<PbDowngradeResponse>, Status> {
-        Err(Status::unimplemented("kiln-store does not support Downgrade"))
+        Err(Status::unimplemented(
+            "kiln-store does not support Downgrade",
+        ))
     }
 }

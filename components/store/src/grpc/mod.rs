@@ -146,7 +146,11 @@ pub fn routes(ctx: Arc<StoreContext>) -> tonic::service::Routes {
         .add_service(PbKvServer::new(kv::KvService::new(ctx.clone())))
         .add_service(PbWatchServer::new(watch::WatchService::new(ctx.clone())))
         .add_service(PbLeaseServer::new(lease::LeaseService::new(ctx.clone())))
-        .add_service(PbClusterServer::new(cluster::ClusterService::new(ctx.clone())))
-        .add_service(PbMaintenanceServer::new(maintenance::MaintenanceService::new(ctx)));
+        .add_service(PbClusterServer::new(cluster::ClusterService::new(
+            ctx.clone(),
+        )))
+        .add_service(PbMaintenanceServer::new(
+            maintenance::MaintenanceService::new(ctx),
+        ));
     builder.routes()
 }

@@ -142,7 +142,8 @@ impl StreamTask {
                         let mut resp = self.response(c.watch_id, current);
                         resp.created = true;
                         resp.canceled = true;
-                        resp.cancel_reason = crate::etcd_error::EtcdError::WatchIdExists.to_string();
+                        resp.cancel_reason =
+                            crate::etcd_error::EtcdError::WatchIdExists.to_string();
                         return self.send(resp).await;
                     }
                     c.watch_id
@@ -239,7 +240,9 @@ impl StreamTask {
     /// Replays history for watcher `id` up to the current revision.
     async fn catch_up(&mut self, id: i64) -> Result<(), Closed> {
         loop {
-            let Some(w) = self.watchers.get(&id) else { return Ok(()) };
+            let Some(w) = self.watchers.get(&id) else {
+                return Ok(());
+            };
             let current = self.ctx.mvcc.revision();
             if w.next_rev > current {
                 return Ok(());
@@ -274,7 +277,10 @@ impl StreamTask {
                         }
                     }
                 }
-                Ok(HistoryChunk { events, complete_to })
+                Ok(HistoryChunk {
+                    events,
+                    complete_to,
+                })
             })
             .await;
             let chunk = match read {
@@ -289,7 +295,9 @@ impl StreamTask {
                     return Err(Closed);
                 }
             };
-            let Some(w) = self.watchers.get_mut(&id) else { return Ok(()) };
+            let Some(w) = self.watchers.get_mut(&id) else {
+                return Ok(());
+            };
             w.next_rev = chunk.complete_to + 1;
             let events = chunk.events;
             let events: Vec<PbEvent> = events.into_iter().filter(|ev| w.wants(ev)).collect();
@@ -318,7 +326,8 @@ impl StreamTask {
 
 #[tonic::async_trait]
 impl PbWatchService for WatchService {
-    type WatchStream = Pin<Box<dyn Stream<Item = Result<PbWatchResponse, Status>> + Send + 'static>>;
+    type WatchStream =
+        Pin<Box<dyn Stream<Item = Result<PbWatchResponse, Status>> + Send + 'static>>;
 
     async fn watch(
         &self,

@@ -8,13 +8,15 @@ use etcd_client::proto::{
 use rocksdb::{WriteBatch, DB};
 
 use crate::db::{self, CF_LEASES};
+use crate::etcd_error::EtcdError;
 use crate::mvcc::txn::TxnWriter;
 use crate::mvcc::{
     compact, get_lease, lease_keys, write_i64, LeaseRecord, MvccError, RevisionEvents,
     META_REVISION,
 };
-use crate::raft::types::{store_request::Op, store_response::Result as Res, StoreRequest, StoreResponse};
-use crate::etcd_error::EtcdError;
+use crate::raft::types::{
+    store_request::Op, store_response::Result as Res, StoreRequest, StoreResponse,
+};
 
 /// A lease change the in-memory lessor must learn about once the batch is durable.
 #[derive(Debug, Clone, Copy)]

@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn kv_keys_sort_by_key_then_newest_first() {
-        let mut keys = vec![
+        let mut keys = [
             kv_key(b"a", 1),
             kv_key(b"a", 5),
             kv_key(b"a\0", 2),

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use etcd_client::proto::{
-    PbCompare, PbDeleteRequest, PbDeleteResponse, PbEvent, PbKeyValue, PbPutRequest,
-    PbPutResponse, PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp,
-    PbTargetUnion, PbTxnOpRequest, PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
+    PbCompare, PbDeleteRequest, PbDeleteResponse, PbEvent, PbKeyValue, PbPutRequest, PbPutResponse,
+    PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp, PbTargetUnion, PbTxnOpRequest,
+    PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
 };
 use rocksdb::{WriteBatch, DB};
 
@@ -109,8 +109,11 @@ impl<'a> TxnWriter<'a> {
         if self.overlay.is_empty() {
             return Ok(scan.kvs);
         }
-        let mut merged: BTreeMap<Vec<u8>, PbKeyValue> =
-            scan.kvs.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
+        let mut merged: BTreeMap<Vec<u8>, PbKeyValue> = scan
+            .kvs
+            .into_iter()
+            .map(|kv| (kv.key.clone(), kv))
+            .collect();
         for (k, v) in &self.overlay {
             if end.contains(key, k) {
                 match v {
@@ -143,8 +146,7 @@ impl<'a> TxnWriter<'a> {
                 kvs,
             }
         } else {
-            self.view
-                .scan(&req.key, &end, at, range::scan_limit(req))?
+            self.view.scan(&req.key, &end, at, range::scan_limit(req))?
         };
         Ok(range::build_response(req, scan, cur))
     }
@@ -190,7 +192,12 @@ impl<'a> TxnWriter<'a> {
             self.batch
                 .put_cf(lease_cf, keys::lease_key(lease, &req.key), []);
         }
-        self.record(kv.clone(), Version::Put(kv.clone()), prev.clone(), EVENT_PUT);
+        self.record(
+            kv.clone(),
+            Version::Put(kv.clone()),
+            prev.clone(),
+            EVENT_PUT,
+        );
         self.overlay.insert(req.key.clone(), Some(kv));
         Ok(PbPutResponse {
             header: header(rev),
@@ -226,8 +233,11 @@ impl<'a> TxnWriter<'a> {
     fn record(&mut self, kv: PbKeyValue, version: Version, prev: Option<PbKeyValue>, ty: i32) {
         let rev = self.begin_rev + 1;
         let sub = self.changes.len() as u32;
-        self.batch
-            .put_cf(db::cf(self.db, CF_KV), keys::kv_key(&kv.key, rev), version.encode());
+        self.batch.put_cf(
+            db::cf(self.db, CF_KV),
+            keys::kv_key(&kv.key, rev),
+            version.encode(),
+        );
         let stored = PbEvent {
             r#type: ty,
             kv: Some(kv),
@@ -238,7 +248,10 @@ impl<'a> TxnWriter<'a> {
             keys::event_key(rev, sub),
             keys::encode_event(&stored),
         );
-        self.changes.push(PbEvent { prev_kv: prev, ..stored });
+        self.changes.push(PbEvent {
+            prev_kv: prev,
+            ..stored
+        });
     }
 
     /// Evaluates one compare against the state before the transaction, like etcd.
@@ -263,7 +276,11 @@ impl<'a> TxnWriter<'a> {
                 break;
             }
         }
-        let ops = if succeeded { &req.success } else { &req.failure };
+        let ops = if succeeded {
+            &req.success
+        } else {
+            &req.failure
+        };
         let mut responses = Vec::with_capacity(ops.len());
         for op in ops {
             let response = match &op.request {

@@ -5,14 +5,17 @@
 //! never leaves half an entry behind; the last batch of an apply call is fsynced (which syncs
 //! the WAL for all before it) before openraft hears the result.
 
+// openraft's traits fix StorageError as the error type; it is large, and that is theirs to keep.
+#![allow(clippy::result_large_err)]
+
 use std::io::Cursor;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{
-    Entry, EntryPayload, LogId, OptionalSend, Snapshot, SnapshotMeta, StorageError,
-    StorageIOError, StoredMembership,
+    Entry, EntryPayload, LogId, OptionalSend, Snapshot, SnapshotMeta, StorageError, StorageIOError,
+    StoredMembership,
 };
 use rocksdb::{WriteBatch, DB};
 use serde::{Deserialize, Serialize};
@@ -73,7 +76,10 @@ impl StateMachine {
 
     fn read_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
         let db = self.db();
-        match db.get_cf(db::cf(db, CF_SM_META), key).map_err(sm_read_err)? {
+        match db
+            .get_cf(db::cf(db, CF_SM_META), key)
+            .map_err(sm_read_err)?
+        {
             Some(v) => Ok(Some(serde_json::from_slice(&v).map_err(sm_read_err)?)),
             None => Ok(None),
         }
@@ -88,7 +94,11 @@ impl StateMachine {
 }
 
 /// Writes the snapshot files atomically (temp file + rename).
-fn save_snapshot(dir: &std::path::Path, meta: &SnapshotMeta<u64, MemberNode>, data: &[u8]) -> std::io::Result<()> {
+fn save_snapshot(
+    dir: &std::path::Path,
+    meta: &SnapshotMeta<u64, MemberNode>,
+    data: &[u8],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let data_tmp = dir.join("current.snap.tmp");
     let meta_tmp = dir.join("current.meta.json.tmp");
@@ -232,7 +242,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         let db = self.mvcc.db().clone();
         let batch = snapshot::decode_into_batch(&db, &data).map_err(snap_err)?;
-        db.write_opt(batch, &db::sync_write()).map_err(sm_write_err)?;
+        db.write_opt(batch, &db::sync_write())
+            .map_err(sm_write_err)?;
         save_snapshot(&self.snapshot_dir, meta, &data).map_err(snap_err)?;
         self.mvcc.reload().map_err(sm_read_err)?;
         self.revision = self.mvcc.revision();
@@ -249,7 +260,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(sm_read_err(e)),
         };
-        let stored: StoredSnapshotMeta = serde_json::from_slice(&meta_bytes).map_err(sm_read_err)?;
+        let stored: StoredSnapshotMeta =
+            serde_json::from_slice(&meta_bytes).map_err(sm_read_err)?;
         let data = std::fs::read(&data_path).map_err(sm_read_err)?;
         Ok(Some(Snapshot {
             meta: stored.meta,

@@ -63,7 +63,11 @@ pub fn etcdctl(endpoint: &str, extra: &[&str], args: &[&str], stdin: Option<&str
         .arg("--dial-timeout=5s")
         .args(extra)
         .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = KillOnDrop(cmd.spawn().expect("etcdctl runs"));
@@ -148,7 +152,10 @@ impl Drop for KillOnDrop {
 pub async fn wait_port(addr: SocketAddr) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "{addr} never opened");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{addr} never opened"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

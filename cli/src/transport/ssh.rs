@@ -1,0 +1,636 @@
+//! SshTransport: one russh connection per host, multiplexing exec channels.
+//!
+//! - Authentication: the given key file (ed25519, ECDSA, RSA with the best hash the server accepts;
+//!   passphrase-protected keys are not supported yet), else the ssh-agent when SSH_AUTH_SOCK is set,
+//!   else the default identities `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa`, like OpenSSH.
+//! - Host keys: checked against known_hosts (strict by default, `accept-new`, or `insecure`).
+//! - Jump host: a direct-tcpip channel through the bastion carries the host's SSH session.
+//! - Concurrency: sshd allows 10 sessions per connection (MaxSessions); a semaphore keeps at most
+//!   [`MAX_CHANNELS`] channels open so any number of callers can share the connection.
+//! - sudo: commands of non-root users run under `sudo -n` (a password prompt is not supported yet).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use russh::client::{self, Handle};
+use russh::keys::agent::client::AgentClient;
+use russh::keys::agent::AgentIdentity;
+use russh::keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::{ChannelMsg, Sig};
+use tokio::sync::Semaphore;
+
+use super::known_hosts::{self, host_pattern, KnownHosts, Verdict};
+use super::{
+    payload_digest, upload_result, upload_script, ExecOutput, Payload, Result, Target, Transport,
+    TransportError,
+};
+use crate::transport::shell_quote;
+
+/// Channels open at once per connection; sshd's default MaxSessions is 10.
+pub const MAX_CHANNELS: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostKeyPolicy {
+    /// Unknown or changed host keys are refused (OpenSSH's StrictHostKeyChecking=yes).
+    #[default]
+    Strict,
+    /// Unknown keys are appended to known_hosts; changed keys are refused (StrictHostKeyChecking=accept-new).
+    AcceptNew,
+    /// No checking at all; only when explicitly asked for.
+    Insecure,
+}
+
+#[derive(Debug, Clone)]
+pub struct BastionOptions {
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    /// Host name for messages (cluster.yaml `name`).
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+    pub key_file: Option<PathBuf>,
+    pub bastion: Option<BastionOptions>,
+    pub sudo: bool,
+    pub known_hosts: PathBuf,
+    pub host_key_policy: HostKeyPolicy,
+    pub connect_timeout: Duration,
+    pub exec_timeout: Duration,
+}
+
+pub struct SshTransport {
+    target: Target,
+    handle: Handle<HostKeyCheck>,
+    /// Keeps the jump connection alive as long as the tunnelled one.
+    _bastion: Option<Handle<HostKeyCheck>>,
+    channels: Arc<Semaphore>,
+    sudo: bool,
+    exec_timeout: Duration,
+}
+
+impl SshTransport {
+    pub async fn connect(opts: SshOptions) -> Result<Self> {
+        let via = opts
+            .bastion
+            .as_ref()
+            .map(|b| format!("{}@{}:{}", b.user, b.address, b.port));
+        let mut target = Target {
+            host: opts.name.clone(),
+            address: opts.address.clone(),
+            port: opts.port,
+            user: opts.user.clone(),
+            key_file: opts.key_file.clone(),
+            via,
+        };
+        let config = Arc::new(client::Config {
+            // Notice dead hosts (rebooted VM, pulled cable) instead of hanging until the exec timeout.
+            keepalive_interval: Some(Duration::from_secs(15)),
+            keepalive_max: 3,
+            nodelay: true,
+            ..Default::default()
+        });
+        let timeout = opts.connect_timeout;
+        let work = async {
+            let mut bastion_handle = None;
+            let handle = match &opts.bastion {
+                None => {
+                    let tcp = tcp_connect(&target, &opts.address, opts.port).await?;
+                    handshake(
+                        &target,
+                        &opts,
+                        config.clone(),
+                        tcp,
+                        &opts.address,
+                        opts.port,
+                    )
+                    .await?
+                }
+                Some(b) => {
+                    let mut bt = Target {
+                        host: format!("bastion {}", b.address),
+                        address: b.address.clone(),
+                        port: b.port,
+                        user: b.user.clone(),
+                        key_file: b.key_file.clone(),
+                        via: None,
+                    };
+                    let tcp = tcp_connect(&bt, &b.address, b.port).await?;
+                    let mut bh =
+                        handshake(&bt, &opts, config.clone(), tcp, &b.address, b.port).await?;
+                    authenticate(&mut bh, &mut bt, b.key_file.as_deref()).await?;
+                    let ch = bh
+                        .channel_open_direct_tcpip(
+                            opts.address.clone(),
+                            opts.port as u32,
+                            "127.0.0.1",
+                            0,
+                        )
+                        .await
+                        .map_err(|source| TransportError::Ssh {
+                            target: Box::new(bt.clone()),
+                            step: "open tunnel to the host (direct-tcpip)",
+                            source,
+                        })?;
+                    let h = handshake(
+                        &target,
+                        &opts,
+                        config.clone(),
+                        ch.into_stream(),
+                        &opts.address,
+                        opts.port,
+                    )
+                    .await?;
+                    bastion_handle = Some(bh);
+                    h
+                }
+            };
+            let mut handle = handle;
+            authenticate(&mut handle, &mut target, opts.key_file.as_deref()).await?;
+            Ok::<_, TransportError>((handle, bastion_handle))
+        };
+        let (handle, bastion) =
+            tokio::time::timeout(timeout, work)
+                .await
+                .map_err(|_| TransportError::Timeout {
+                    target: Box::new(target.clone()),
+                    step: "connect",
+                    after: timeout,
+                })??;
+        tracing::debug!(host = %target.host, address = %target.address, "ssh connected");
+        Ok(SshTransport {
+            target,
+            handle,
+            _bastion: bastion,
+            channels: Arc::new(Semaphore::new(MAX_CHANNELS)),
+            sudo: opts.sudo,
+            exec_timeout: opts.exec_timeout,
+        })
+    }
+
+    /// Closes the connection (dropping the transport closes it too, less politely).
+    pub async fn close(&self) {
+        let _ = self
+            .handle
+            .disconnect(russh::Disconnect::ByApplication, "", "en")
+            .await;
+    }
+
+    fn ssh_err(&self, step: &'static str) -> impl FnOnce(russh::Error) -> TransportError + '_ {
+        move |source| TransportError::Ssh {
+            target: Box::new(self.target.clone()),
+            step,
+            source,
+        }
+    }
+
+    fn wrap(&self, cmd: &str) -> String {
+        if self.sudo {
+            format!("sudo -n -- sh -c {}", shell_quote(cmd))
+        } else {
+            cmd.to_string()
+        }
+    }
+
+    async fn run_channel(&self, cmd: &str, input: Option<Payload<'_>>) -> Result<ExecOutput> {
+        let _permit = self
+            .channels
+            .acquire()
+            .await
+            .expect("semaphore never closed");
+        let channel = self
+            .handle
+            .channel_open_session()
+            .await
+            .map_err(self.ssh_err("open channel"))?;
+        let (mut read, write) = channel.split();
+        write
+            .exec(true, self.wrap(cmd))
+            .await
+            .map_err(self.ssh_err("exec"))?;
+        // Send stdin while reading output: a command that echoes its input cannot deadlock us.
+        let feed = async {
+            match input {
+                None => {}
+                Some(Payload::Bytes(b)) => write
+                    .data_bytes(b.to_vec())
+                    .await
+                    .map_err(self.ssh_err("send stdin"))?,
+                Some(Payload::File(p)) => {
+                    let f =
+                        tokio::fs::File::open(p)
+                            .await
+                            .map_err(|source| TransportError::Io {
+                                target: Box::new(self.target.clone()),
+                                step: "open upload source",
+                                source,
+                            })?;
+                    write.data(f).await.map_err(self.ssh_err("send file"))?;
+                }
+            }
+            write.eof().await.map_err(self.ssh_err("send eof"))
+        };
+        let collect = async {
+            let mut out = ExecOutput::default();
+            let mut status = None;
+            while let Some(msg) = read.wait().await {
+                match msg {
+                    ChannelMsg::Data { data } => out.stdout.extend_from_slice(&data),
+                    ChannelMsg::ExtendedData { data, ext: 1 } => {
+                        out.stderr.extend_from_slice(&data)
+                    }
+                    ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status as i32),
+                    ChannelMsg::ExitSignal { signal_name, .. } => {
+                        status = Some(128 + signal_number(&signal_name))
+                    }
+                    // `exec(true, …)` does not wait for the reply; a refusal arrives here.
+                    ChannelMsg::Failure => {
+                        return Err(TransportError::Refused {
+                            target: Box::new(self.target.clone()),
+                            step: "exec",
+                            message: "exec request rejected".into(),
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            out.status = status.ok_or_else(|| TransportError::Other {
+                host: self.target.host.clone(),
+                step: "exec",
+                message: "channel closed without an exit status (connection lost?)".into(),
+            })?;
+            Ok(out)
+        };
+        let work = async {
+            let (fed, out) = tokio::join!(feed, collect);
+            let out = out?;
+            // A command that exits before reading all of stdin makes sending fail; its status tells more.
+            if let Err(e) = fed {
+                if out.success() {
+                    return Err(e);
+                }
+            }
+            Ok(out)
+        };
+        let out = tokio::time::timeout(self.exec_timeout, work)
+            .await
+            .map_err(|_| TransportError::Timeout {
+                target: Box::new(self.target.clone()),
+                step: "exec",
+                after: self.exec_timeout,
+            })??;
+        if self.sudo
+            && out.status == 1
+            && String::from_utf8_lossy(&out.stderr).contains("password is required")
+        {
+            return Err(TransportError::SudoPassword {
+                host: self.target.host.clone(),
+                user: self.target.user.clone(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Transport for SshTransport {
+    fn host(&self) -> &str {
+        &self.target.host
+    }
+
+    async fn exec(&self, cmd: &str, stdin: Option<&[u8]>) -> Result<ExecOutput> {
+        self.run_channel(cmd, stdin.map(Payload::Bytes)).await
+    }
+
+    async fn upload(&self, src: Payload<'_>, remote: &str, mode: u32) -> Result<()> {
+        let (sha, len) = payload_digest(src)
+            .await
+            .map_err(|source| TransportError::Io {
+                target: Box::new(self.target.clone()),
+                step: "read upload source",
+                source,
+            })?;
+        let script =
+            upload_script(remote, &sha, mode).map_err(|message| TransportError::Other {
+                host: self.target.host.clone(),
+                step: "upload",
+                message,
+            })?;
+        tracing::debug!(host = %self.target.host, remote, bytes = len, "upload");
+        let out = self.run_channel(&script, Some(src)).await?;
+        upload_result(&self.target.host, remote, out)
+    }
+}
+
+async fn tcp_connect(target: &Target, address: &str, port: u16) -> Result<tokio::net::TcpStream> {
+    let s = tokio::net::TcpStream::connect((address, port))
+        .await
+        .map_err(|source| TransportError::Io {
+            target: Box::new(target.clone()),
+            step: "tcp connect",
+            source,
+        })?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
+/// SSH handshake over `stream`, with host-key checking for `address:port`.
+async fn handshake<S>(
+    target: &Target,
+    opts: &SshOptions,
+    config: Arc<client::Config>,
+    stream: S,
+    address: &str,
+    port: u16,
+) -> Result<Handle<HostKeyCheck>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let failure = Arc::new(Mutex::new(None));
+    let check = HostKeyCheck {
+        address: address.to_string(),
+        port,
+        known_hosts: opts.known_hosts.clone(),
+        policy: opts.host_key_policy,
+        failure: failure.clone(),
+    };
+    match client::connect_stream(config, stream, check).await {
+        Ok(h) => Ok(h),
+        Err(source) => {
+            let t = Box::new(target.clone());
+            let kh = opts.known_hosts.clone();
+            let pattern = host_pattern(address, port);
+            Err(match failure.lock().expect("lock").take() {
+                Some(KeyFailure::Unknown { key, other_types }) => TransportError::UnknownHostKey {
+                    target: t,
+                    pattern,
+                    key_type: key.algorithm().to_string(),
+                    fingerprint: known_hosts::fingerprint(&key),
+                    known_hosts: kh,
+                    other_types,
+                },
+                Some(KeyFailure::Changed { key, line }) => TransportError::HostKeyChanged {
+                    target: t,
+                    pattern,
+                    key_type: key.algorithm().to_string(),
+                    fingerprint: known_hosts::fingerprint(&key),
+                    known_hosts: kh,
+                    line,
+                },
+                Some(KeyFailure::Revoked { key, line }) => TransportError::HostKeyRevoked {
+                    target: t,
+                    fingerprint: known_hosts::fingerprint(&key),
+                    known_hosts: kh,
+                    line,
+                },
+                Some(KeyFailure::Certificate) => TransportError::Refused {
+                    target: t,
+                    step: "host key",
+                    message:
+                        "the server offered a host certificate; kiln checks plain host keys only"
+                            .into(),
+                },
+                Some(KeyFailure::Io(step, source)) => TransportError::KnownHosts {
+                    known_hosts: kh,
+                    step,
+                    source,
+                },
+                None => TransportError::Ssh {
+                    target: t,
+                    step: "ssh handshake",
+                    source,
+                },
+            })
+        }
+    }
+}
+
+async fn authenticate(
+    handle: &mut Handle<HostKeyCheck>,
+    target: &mut Target,
+    key_file: Option<&Path>,
+) -> Result<()> {
+    if let Some(path) = key_file {
+        let key = load_key(target, path)?;
+        return auth_with_key(handle, target, key).await;
+    }
+    if std::env::var_os("SSH_AUTH_SOCK").is_some() {
+        return auth_with_agent(handle, target).await;
+    }
+    let home = crate::config::home_dir();
+    for name in ["id_ed25519", "id_ecdsa", "id_rsa"] {
+        let path = home.join(".ssh").join(name);
+        if path.exists() {
+            target.key_file = Some(path.clone());
+            let key = load_key(target, &path)?;
+            return auth_with_key(handle, target, key).await;
+        }
+    }
+    Err(TransportError::Agent {
+        target: Box::new(target.clone()),
+        message: "no key: set ssh.keyFile in cluster.yaml, start an ssh-agent (SSH_AUTH_SOCK), or create ~/.ssh/id_ed25519"
+            .into(),
+    })
+}
+
+fn load_key(target: &Target, path: &Path) -> Result<PrivateKey> {
+    russh::keys::load_secret_key(path, None).map_err(|e| TransportError::KeyFile {
+        target: Box::new(target.clone()),
+        path: path.to_path_buf(),
+        message: match e {
+            russh::keys::Error::KeyIsEncrypted => "the key is passphrase-protected; load it into an ssh-agent \
+                                                   and leave ssh.keyFile unset (passphrases are not supported yet)"
+                .to_string(),
+            other => other.to_string(),
+        },
+    })
+}
+
+async fn auth_with_key(
+    handle: &mut Handle<HostKeyCheck>,
+    target: &Target,
+    key: PrivateKey,
+) -> Result<()> {
+    let ssh_err = |source| TransportError::Ssh {
+        target: Box::new(target.clone()),
+        step: "authenticate",
+        source,
+    };
+    // RSA needs the hash the server accepts (SHA-2); asking costs a wait for ext-info, so only for RSA.
+    let hash = if key.algorithm().is_rsa() {
+        handle
+            .best_supported_rsa_hash()
+            .await
+            .map_err(ssh_err)?
+            .flatten()
+    } else {
+        None
+    };
+    let res = handle
+        .authenticate_publickey(
+            target.user.clone(),
+            PrivateKeyWithHashAlg::new(Arc::new(key), hash),
+        )
+        .await
+        .map_err(ssh_err)?;
+    if res.success() {
+        Ok(())
+    } else {
+        Err(TransportError::AuthRejected {
+            target: Box::new(target.clone()),
+        })
+    }
+}
+
+async fn auth_with_agent(handle: &mut Handle<HostKeyCheck>, target: &Target) -> Result<()> {
+    let agent_err = |message: String| TransportError::Agent {
+        target: Box::new(target.clone()),
+        message,
+    };
+    let mut agent = AgentClient::connect_env()
+        .await
+        .map_err(|e| agent_err(format!("connect: {e}")))?;
+    let identities = agent
+        .request_identities()
+        .await
+        .map_err(|e| agent_err(format!("list keys: {e}")))?;
+    for id in identities {
+        let AgentIdentity::PublicKey { key, .. } = id else {
+            continue;
+        };
+        let hash = if key.algorithm().is_rsa() {
+            handle
+                .best_supported_rsa_hash()
+                .await
+                .map_err(|source| TransportError::Ssh {
+                    target: Box::new(target.clone()),
+                    step: "authenticate",
+                    source,
+                })?
+                .flatten()
+        } else {
+            None
+        };
+        match handle
+            .authenticate_publickey_with(target.user.clone(), key, hash, &mut agent)
+            .await
+        {
+            Ok(r) if r.success() => return Ok(()),
+            Ok(_) => continue,
+            Err(e) => tracing::debug!(host = %target.host, error = %e, "agent key failed"),
+        }
+    }
+    Err(TransportError::AuthRejected {
+        target: Box::new(target.clone()),
+    })
+}
+
+fn signal_number(sig: &Sig) -> i32 {
+    match sig {
+        Sig::HUP => 1,
+        Sig::INT => 2,
+        Sig::QUIT => 3,
+        Sig::ILL => 4,
+        Sig::ABRT => 6,
+        Sig::FPE => 8,
+        Sig::KILL => 9,
+        Sig::USR1 => 10,
+        Sig::SEGV => 11,
+        Sig::PIPE => 13,
+        Sig::ALRM => 14,
+        Sig::TERM => 15,
+        Sig::Custom(_) => 127,
+    }
+}
+
+enum KeyFailure {
+    Unknown { key: PublicKey, other_types: bool },
+    Changed { key: PublicKey, line: usize },
+    Revoked { key: PublicKey, line: usize },
+    Certificate,
+    Io(&'static str, std::io::Error),
+}
+
+/// accept-new appends from several connections at once; one writer at a time keeps lines whole and
+/// lets the second writer see the first one's entry.
+static KNOWN_HOSTS_WRITE: Mutex<()> = Mutex::new(());
+
+/// The russh client handler: decides whether to trust the server's host key. russh only sees a
+/// yes/no; the reason for a "no" is left in `failure` so the caller can explain it.
+pub struct HostKeyCheck {
+    address: String,
+    port: u16,
+    known_hosts: PathBuf,
+    policy: HostKeyPolicy,
+    failure: Arc<Mutex<Option<KeyFailure>>>,
+}
+
+impl HostKeyCheck {
+    fn decide(&self, key: &PublicKey) -> std::result::Result<(), KeyFailure> {
+        if self.policy == HostKeyPolicy::Insecure {
+            tracing::warn!(host = %self.address, "host key NOT checked (insecure mode)");
+            return Ok(());
+        }
+        let _guard = KNOWN_HOSTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+        let kh = KnownHosts::load(&self.known_hosts).map_err(|e| KeyFailure::Io("read", e))?;
+        for (line, why) in &kh.skipped {
+            tracing::debug!(file = %self.known_hosts.display(), line, why, "known_hosts line ignored");
+        }
+        match kh.check(&self.address, self.port, key) {
+            Verdict::Known => Ok(()),
+            Verdict::Changed { line } => Err(KeyFailure::Changed {
+                key: key.clone(),
+                line,
+            }),
+            Verdict::Revoked { line } => Err(KeyFailure::Revoked {
+                key: key.clone(),
+                line,
+            }),
+            Verdict::Unknown { other_types } if self.policy == HostKeyPolicy::Strict => {
+                Err(KeyFailure::Unknown {
+                    key: key.clone(),
+                    other_types,
+                })
+            }
+            Verdict::Unknown { .. } => {
+                known_hosts::append(&self.known_hosts, &self.address, self.port, key)
+                    .map_err(|e| KeyFailure::Io("add host key", e))?;
+                tracing::info!(
+                    host = %host_pattern(&self.address, self.port),
+                    fingerprint = %known_hosts::fingerprint(key),
+                    file = %self.known_hosts.display(),
+                    "added new host key"
+                );
+                Ok(())
+            }
+        }
+    }
+}
+
+impl client::Handler for HostKeyCheck {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        server_key: &PublicKeyOrCertificate,
+    ) -> std::result::Result<bool, Self::Error> {
+        let verdict = match server_key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => self.decide(key),
+            PublicKeyOrCertificate::Certificate(_) => Err(KeyFailure::Certificate),
+        };
+        match verdict {
+            Ok(()) => Ok(true),
+            Err(f) => {
+                *self.failure.lock().expect("lock") = Some(f);
+                Ok(false)
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The node agent: everything that talks to the API server. It starts with the kubelet but the API server
+//! may be one of the static pods it is starting, so every step retries with bounded backoff and a failure is
+//! logged once per change, not once per attempt.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::KubeletConfig;
+use crate::lease;
+use crate::mirror::MirrorSync;
+use crate::node::{self, HostInfo};
+use crate::runtime::Runtime;
+use crate::static_pods::StaticPods;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error(transparent)]
+    Node(#[from] node::NodeError),
+    #[error(transparent)]
+    Lease(#[from] lease::LeaseError),
+    #[error(transparent)]
+    Mirror(#[from] crate::mirror::MirrorError),
+}
+
+impl AgentError {
+    fn stage(&self) -> &'static str {
+        match self {
+            AgentError::Kubeconfig { .. } => "kubeconfig",
+            AgentError::Node(node::NodeError::Register { .. }) => "register",
+            AgentError::Node(node::NodeError::Status { .. }) => "node-status",
+            AgentError::Lease(_) => "lease",
+            AgentError::Mirror(_) => "mirror-pods",
+        }
+    }
+}
+
+/// What the agent has achieved so far, for tests and health endpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentState {
+    pub node_uid: Option<String>,
+    pub lease_renewals: u64,
+    pub status_updates: u64,
+    pub mirror_syncs: u64,
+    pub last_error: Option<String>,
+}
+
+/// Logs a stage's failure when it differs from the previous one, and its recovery once.
+#[derive(Default)]
+struct FailureLog {
+    last: HashMap<&'static str, String>,
+}
+
+impl FailureLog {
+    fn failed(&mut self, e: &AgentError) {
+        let msg = e.to_string();
+        if self.last.get(e.stage()) != Some(&msg) {
+            tracing::warn!(stage = e.stage(), error = %msg, "API server call failed; retrying");
+            self.last.insert(e.stage(), msg);
+        } else {
+            tracing::debug!(stage = e.stage(), error = %msg, "still failing");
+        }
+    }
+
+    fn ok(&mut self, stage: &'static str) {
+        if self.last.remove(stage).is_some() {
+            tracing::info!(stage, "API server call succeeded again");
+        }
+    }
+}
+
+pub async fn load_client(cfg: &KubeletConfig) -> Result<Client, AgentError> {
+    let err = |message: String| AgentError::Kubeconfig {
+        path: cfg.kubeconfig.display().to_string(),
+        message,
+    };
+    let kc = Kubeconfig::read_from(&cfg.kubeconfig).map_err(|e| err(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Client::try_from(config).map_err(|e| err(e.to_string()))
+}
+
+pub struct NodeAgent {
+    cfg: KubeletConfig,
+    runtime: Arc<dyn Runtime>,
+    static_pods: Arc<StaticPods>,
+    host: HostInfo,
+    state: watch::Sender<AgentState>,
+}
+
+const TICK: Duration = Duration::from_secs(1);
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+
+impl NodeAgent {
+    pub fn new(cfg: KubeletConfig, runtime: Arc<dyn Runtime>, static_pods: Arc<StaticPods>) -> (Self, watch::Receiver<AgentState>) {
+        let (state, rx) = watch::channel(AgentState::default());
+        (
+            NodeAgent {
+                cfg,
+                runtime,
+                static_pods,
+                host: HostInfo::gather(),
+                state,
+            },
+            rx,
+        )
+    }
+
+    async fn status(&self) -> k8s_openapi::api::core::v1::NodeStatus {
+        let err = self.runtime.ready().await.err().map(|e| e.to_string());
+        node::node_status(&self.cfg, &self.host, &self.runtime.version(), err.as_deref())
+    }
+
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let mut client: Option<Client> = None;
+        let mut node_uid: Option<String> = None;
+        let mut mirrors = MirrorSync::default();
+        let mut log = FailureLog::default();
+        let now = Instant::now();
+        let (mut next_lease, mut next_status, mut next_full) = (now, now, now);
+        let mut retry = FIRST_RETRY;
+        loop {
+            let step: Result<(), AgentError> = async {
+                let c = match &client {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = load_client(&self.cfg).await?;
+                        client = Some(c.clone());
+                        c
+                    }
+                };
+                log.ok("kubeconfig");
+                let uid = match &node_uid {
+                    Some(u) => u.clone(),
+                    None => {
+                        let n = node::register(&c, &self.cfg, self.status().await).await?;
+                        let uid = n.metadata.uid.unwrap_or_default();
+                        node_uid = Some(uid.clone());
+                        self.state.send_modify(|s| s.node_uid = Some(uid.clone()));
+                        next_status = Instant::now();
+                        uid
+                    }
+                };
+                log.ok("register");
+                if Instant::now() >= next_lease {
+                    lease::renew(&c, &self.cfg.node_name, &uid, self.cfg.lease_duration_seconds).await?;
+                    next_lease = Instant::now() + self.cfg.lease_renew_interval;
+                    self.state.send_modify(|s| s.lease_renewals += 1);
+                    log.ok("lease");
+                }
+                if Instant::now() >= next_status {
+                    match node::update_status(&c, &self.cfg, self.status().await).await {
+                        Err(node::NodeError::Status {
+                            source: kube::Error::Api(e),
+                            ..
+                        }) if e.code == 404 => {
+                            tracing::warn!(node = %self.cfg.node_name, "node object is gone; registering again");
+                            node_uid = None;
+                            return Ok(());
+                        }
+                        r => r?,
+                    };
+                    next_status = Instant::now() + self.cfg.node_status_update_frequency;
+                    self.state.send_modify(|s| s.status_updates += 1);
+                    log.ok("node-status");
+                }
+                let full = Instant::now() >= next_full;
+                let pods = self.static_pods.pods();
+                let ip = self.cfg.node_ip.to_string();
+                mirrors.sync(&c, &self.cfg.node_name, &uid, &ip, &pods, full).await?;
+                if full {
+                    next_full = Instant::now() + self.cfg.node_status_update_frequency;
+                }
+                self.state.send_modify(|s| s.mirror_syncs += 1);
+                log.ok("mirror-pods");
+                Ok(())
+            }
+            .await;
+            let wait = match step {
+                Ok(()) => {
+                    retry = FIRST_RETRY;
+                    self.state.send_modify(|s| s.last_error = None);
+                    TICK
+                }
+                Err(e) => {
+                    log.failed(&e);
+                    self.state.send_modify(|s| s.last_error = Some(e.to_string()));
+                    let w = retry;
+                    retry = (retry * 2).min(self.cfg.api_retry_max);
+                    w
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The Node object this kubelet registers and keeps current: addresses, capacity, nodeInfo, conditions.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::Client;
+
+use crate::config::KubeletConfig;
+
+pub const KUBELET_VERSION: &str = "v1.33.0-kiln";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("registering node {node}: {source}")]
+    Register {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("updating status of node {node}: {source}")]
+    Status {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+pub fn now() -> Time {
+    Time(to_timestamp(SystemTime::now()))
+}
+
+pub fn to_timestamp(t: SystemTime) -> Timestamp {
+    Timestamp::try_from(t).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Facts about the host that go into NodeSystemInfo.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostInfo {
+    pub os_image: String,
+    pub kernel_version: String,
+    pub machine_id: String,
+    pub boot_id: String,
+    pub system_uuid: String,
+    pub architecture: String,
+}
+
+impl HostInfo {
+    pub fn gather() -> Self {
+        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+        let os_image = read("/etc/os-release")
+            .lines()
+            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+            .map(|v| v.trim_matches('"').to_string())
+            .unwrap_or_else(|| "Linux".into());
+        let uname = nix::sys::utsname::uname().ok();
+        HostInfo {
+            os_image,
+            kernel_version: uname
+                .map(|u| u.release().to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            machine_id: read("/etc/machine-id"),
+            boot_id: read("/proc/sys/kernel/random/boot_id"),
+            system_uuid: read("/sys/class/dmi/id/product_uuid"),
+            architecture: go_arch(std::env::consts::ARCH).into(),
+        }
+    }
+}
+
+/// Kubernetes names architectures the Go way.
+fn go_arch(rust_arch: &str) -> &str {
+    match rust_arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "powerpc64" => "ppc64le",
+        "s390x" => "s390x",
+        other => other,
+    }
+}
+
+fn condition(type_: &str, ready: bool, reason: &str, message: &str, now: &Time) -> NodeCondition {
+    NodeCondition {
+        type_: type_.into(),
+        status: if ready { "True" } else { "False" }.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    }
+}
+
+/// The status this kubelet reports. `runtime_error` is None when the runtime works.
+pub fn node_status(cfg: &KubeletConfig, host: &HostInfo, runtime_version: &str, runtime_error: Option<&str>) -> NodeStatus {
+    let now = now();
+    let mut capacity = BTreeMap::new();
+    capacity.insert("cpu".to_string(), Quantity(cfg.capacity_cpu.clone()));
+    capacity.insert("memory".to_string(), Quantity(cfg.capacity_memory.clone()));
+    capacity.insert("pods".to_string(), Quantity(cfg.max_pods.to_string()));
+    let ready = match runtime_error {
+        None => condition("Ready", true, "KubeletReady", "kubelet is posting ready status", &now),
+        Some(e) => condition("Ready", false, "KubeletNotReady", &format!("container runtime is down: {e}"), &now),
+    };
+    NodeStatus {
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: cfg.node_ip.to_string(),
+            },
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: cfg.node_name.clone(),
+            },
+        ]),
+        allocatable: Some(capacity.clone()),
+        capacity: Some(capacity),
+        conditions: Some(vec![
+            condition("MemoryPressure", false, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &now),
+            condition("DiskPressure", false, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &now),
+            condition("PIDPressure", false, "KubeletHasSufficientPID", "kubelet has sufficient PID available", &now),
+            ready,
+        ]),
+        node_info: Some(NodeSystemInfo {
+            architecture: host.architecture.clone(),
+            boot_id: host.boot_id.clone(),
+            container_runtime_version: runtime_version.into(),
+            kernel_version: host.kernel_version.clone(),
+            kube_proxy_version: String::new(),
+            kubelet_version: KUBELET_VERSION.into(),
+            machine_id: host.machine_id.clone(),
+            operating_system: "linux".into(),
+            os_image: host.os_image.clone(),
+            system_uuid: host.system_uuid.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Keeps conditions' lastTransitionTime where the status did not change, as the kubelet does.
+fn keep_transition_times(new: &mut NodeStatus, old: Option<&NodeStatus>) {
+    let old_conds = old.and_then(|o| o.conditions.as_ref());
+    for c in new.conditions.iter_mut().flatten() {
+        if let Some(prev) = old_conds.and_then(|v| v.iter().find(|p| p.type_ == c.type_)) {
+            if prev.status == c.status && prev.last_transition_time.is_some() {
+                c.last_transition_time = prev.last_transition_time.clone();
+            }
+        }
+    }
+}
+
+pub fn node_object(cfg: &KubeletConfig, status: NodeStatus) -> Node {
+    let mut labels = BTreeMap::new();
+    labels.insert("kubernetes.io/hostname".to_string(), cfg.node_name.clone());
+    labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
+    labels.insert("kubernetes.io/arch".to_string(), go_arch(std::env::consts::ARCH).to_string());
+    Node {
+        metadata: ObjectMeta {
+            name: Some(cfg.node_name.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: None,
+        status: Some(status),
+    }
+}
+
+/// Creates the Node, or takes over the existing one of the same name. Returns the server's copy.
+pub async fn register(client: &Client, cfg: &KubeletConfig, status: NodeStatus) -> Result<Node, NodeError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let err = |source| NodeError::Register {
+        node: cfg.node_name.clone(),
+        source,
+    };
+    match api.create(&PostParams::default(), &node_object(cfg, status)).await {
+        Ok(n) => {
+            tracing::info!(node = %cfg.node_name, "node registered");
+            Ok(n)
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            tracing::info!(node = %cfg.node_name, "node already registered");
+            api.get(&cfg.node_name).await.map_err(err)
+        }
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Posts a fresh status (GET then PUT /status, so it also works without patch support).
+pub async fn update_status(client: &Client, cfg: &KubeletConfig, mut status: NodeStatus) -> Result<Node, NodeError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let err = |source| NodeError::Status {
+        node: cfg.node_name.clone(),
+        source,
+    };
+    let mut node = api.get(&cfg.node_name).await.map_err(err)?;
+    keep_transition_times(&mut status, node.status.as_ref());
+    node.status = Some(status);
+    api.replace_status(&cfg.node_name, &PostParams::default(), &node).await.map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_status_has_addresses_capacity_and_info() {
+        let mut cfg = KubeletConfig::new("cp1", "10.1.0.2".parse().unwrap());
+        cfg.capacity_cpu = "2".into();
+        cfg.capacity_memory = "4Gi".into();
+        let s = node_status(&cfg, &HostInfo::default(), "kiln-host://0.1.0", None);
+        let addrs = s.addresses.unwrap();
+        assert!(addrs.iter().any(|a| a.type_ == "InternalIP" && a.address == "10.1.0.2"));
+        assert!(addrs.iter().any(|a| a.type_ == "Hostname" && a.address == "cp1"));
+        assert_eq!(s.capacity.as_ref().unwrap()["memory"].0, "4Gi");
+        assert_eq!(s.allocatable.as_ref().unwrap()["pods"].0, "110");
+        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_deref()), ("True", Some("KubeletReady")));
+        let info = s.node_info.unwrap();
+        assert_eq!(info.kubelet_version, KUBELET_VERSION);
+        assert_eq!(info.container_runtime_version, "kiln-host://0.1.0");
+    }
+
+    #[test]
+    fn runtime_failure_makes_the_node_not_ready() {
+        let cfg = KubeletConfig::new("cp1", "10.1.0.2".parse().unwrap());
+        let s = node_status(&cfg, &HostInfo::default(), "x", Some("broken"));
+        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.status, "False");
+    }
+}
