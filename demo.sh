@@ -8,7 +8,8 @@ cd "$(dirname "$0")"
 [ "$(id -u)" = 0 ] || { echo "demo.sh: run as root (the lab creates namespaces, mounts and cgroups)"; exit 1; }
 .ci/install-packages
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
-cargo build --workspace --bins
+# --all-targets: the same feature resolution as `cargo test`, so nothing (RocksDB!) is built twice.
+cargo build --workspace --all-targets
 KILN="$CARGO_TARGET_DIR/debug/kiln"
 LAB=${KILN_LAB:-demo}
 

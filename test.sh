@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
-cargo build --workspace --bins
+# --all-targets: the same feature resolution as `cargo test`, so nothing (RocksDB!) is built twice.
+cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast "$@"

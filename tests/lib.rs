@@ -12,7 +12,7 @@ pub fn bin(name: &str) -> PathBuf {
     let p = dir.join(name);
     assert!(
         p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` before the tests (the README's test command does)",
+        "{} is missing: run `cargo build --workspace --all-targets` before the tests (the README's test command does)",
         p.display()
     );
     p

@@ -86,6 +86,8 @@ impl Sshd {
             std::fs::read(d.join("client_ed25519.pub")).unwrap(),
         )
         .unwrap();
+        // Sessions get {d}/bin first on PATH (SetEnv below), where tests put a stand-in `sudo`.
+        std::fs::create_dir_all(d.join("bin")).unwrap();
         // sshd refuses to start without its privilege-separation directory (compiled-in path).
         std::fs::create_dir_all("/run/sshd").unwrap();
         // A port picked by binding :0 may be taken again before sshd binds it; retry a few times.
@@ -98,7 +100,8 @@ impl Sshd {
                     "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_ed25519\n\
                      AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\n\
                      PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
-                     AllowTcpForwarding yes\nLogLevel ERROR\n",
+                     AllowTcpForwarding yes\nLogLevel ERROR\n\
+                     SetEnv PATH={d}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
                     d = d.display()
                 ),
             )
@@ -118,7 +121,10 @@ impl Sshd {
             let _ = child.kill();
             let _ = child.wait();
         }
-        panic!("sshd did not start: {}", std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default());
+        panic!(
+            "sshd did not start: {}",
+            std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default()
+        );
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -150,6 +156,7 @@ impl Sshd {
             host_key_policy: policy,
             connect_timeout: Duration::from_secs(20),
             exec_timeout: Duration::from_secs(60),
+            agent_socket: None,
         }
     }
 
@@ -439,6 +446,7 @@ async fn connect_times_out_on_a_silent_server() {
         host_key_policy: HostKeyPolicy::Strict,
         connect_timeout: Duration::from_secs(1),
         exec_timeout: Duration::from_secs(5),
+        agent_socket: None,
     };
     let err = SshTransport::connect(o)
         .await
@@ -459,4 +467,85 @@ async fn connect_times_out_on_a_silent_server() {
         "{err}"
     );
     hold.abort();
+}
+
+/// Stands in for sudo (not installed here): checks for `-n --`, refuses like sudo does when a `deny`
+/// file exists, and marks the environment so the test sees the command really went through it.
+const FAKE_SUDO: &str = r#"#!/bin/sh
+[ "$1" = "-n" ] || { echo "fake sudo: expected -n" >&2; exit 2; }
+shift
+[ "$1" = "--" ] && shift
+if [ -e "$(dirname "$0")/deny" ]; then echo "sudo: a password is required" >&2; exit 1; fi
+FAKE_SUDO=1 exec "$@"
+"#;
+
+#[tokio::test]
+async fn sudo_wraps_commands_and_a_password_prompt_is_a_clear_error() {
+    let sshd = Sshd::start();
+    let sudo = sshd.path("bin/sudo");
+    std::fs::write(&sudo, FAKE_SUDO).unwrap();
+    std::fs::set_permissions(&sudo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut o = sshd.opts(sshd.trusted_known_hosts(), HostKeyPolicy::Strict);
+    o.sudo = true;
+    let t = SshTransport::connect(o).await.unwrap();
+    assert_eq!(
+        t.run("echo \"$FAKE_SUDO\"; printf '%s\\n' 'it is'")
+            .await
+            .unwrap(),
+        "1\nit is\n"
+    );
+    let target = sshd.path("sudo-upload");
+    t.upload(Payload::Bytes(b"as root"), target.to_str().unwrap(), 0o600)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), b"as root");
+
+    std::fs::write(sshd.path("bin/deny"), b"").unwrap();
+    let err = t.run("true").await.unwrap_err();
+    assert!(matches!(err, TransportError::SudoPassword { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("node1: sudo -n refused for user root"),
+        "{err}"
+    );
+}
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_ssh_agent_is_used_without_a_key_file() {
+    let sshd = Sshd::start();
+    let sock = sshd.path("agent.sock");
+    let _agent = Agent(
+        Command::new("ssh-agent")
+            .args(["-D", "-a"])
+            .arg(&sock)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start ssh-agent"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "ssh-agent socket did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = Command::new("ssh-add")
+        .arg(sshd.path("client_ed25519"))
+        .env("SSH_AUTH_SOCK", &sock)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "ssh-add failed");
+    let mut o = sshd.opts(sshd.trusted_known_hosts(), HostKeyPolicy::Strict);
+    o.key_file = None;
+    o.agent_socket = Some(sock);
+    let t = SshTransport::connect(o).await.unwrap();
+    assert_eq!(t.run("echo via-agent").await.unwrap(), "via-agent\n");
 }

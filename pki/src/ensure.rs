@@ -24,7 +24,7 @@ pub enum EnsureError {
         present: PathBuf,
         missing: PathBuf,
     },
-    #[error("{name}: its CA {ca} is missing while the certificate exists; refusing to issue a mismatched tree")]
+    #[error("{name} exists but its CA {ca} is missing; refusing to create a new CA that would not match it")]
     MissingCa { name: String, ca: String },
 }
 
@@ -98,6 +98,16 @@ pub fn ensure_tree(dir: &Path, params: &TreeParams) -> Result<EnsureReport, Ensu
             Presence::Neither => {
                 let pair = match spec.ca {
                     None => {
+                        // A new CA would not match certificates the old one issued: refuse instead.
+                        if let Some(leaf) = CERT_TREE
+                            .iter()
+                            .find(|l| l.ca == Some(spec.name) && dir.join(l.cert_file()).exists())
+                        {
+                            return Err(EnsureError::MissingCa {
+                                name: leaf.name.into(),
+                                ca: spec.name.into(),
+                            });
+                        }
                         let (ca, pair) =
                             CertAuthority::generate(spec.common_name(params), &params.validity)
                                 .map_err(issue_err)?;

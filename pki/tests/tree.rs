@@ -82,6 +82,17 @@ fn half_present_pair_is_an_error() {
     assert!(err.contains("store-peer"), "{err}");
 }
 
+#[test]
+fn a_lost_ca_is_not_silently_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    ensure_tree(dir.path(), &params()).unwrap();
+    fs::remove_file(dir.path().join("store/ca.crt")).unwrap();
+    fs::remove_file(dir.path().join("store/ca.key")).unwrap();
+    let err = ensure_tree(dir.path(), &params()).unwrap_err().to_string();
+    assert!(err.contains("store-ca is missing"), "{err}");
+    assert!(!dir.path().join("store/ca.crt").exists());
+}
+
 fn verify_chain(leaf: &Path, ca: &Path) {
     let leaf_der = der(leaf);
     let ca_der = der(ca);

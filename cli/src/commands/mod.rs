@@ -1,6 +1,7 @@
 //! The command line, defined once as data (clap derive), and the dispatch from parsed arguments to the
 //! library. `main.rs` only calls [`main`].
 
+mod cluster;
 mod lab;
 
 use clap::{Parser, Subcommand};
@@ -13,7 +14,7 @@ use clap::{Parser, Subcommand};
 )]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `debug` or `kiln=trace`.
-    #[arg(long, global = true, env = "KILN_LOG", default_value = "info")]
+    #[arg(long, global = true, env = "KILN_LOG", default_value = "info,kube_client=off")]
     pub log: String,
     #[command(subcommand)]
     pub command: Command,
@@ -24,6 +25,27 @@ pub enum Command {
     /// A local cluster of real hosts (namespaces, sshd, containerd) on this machine.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Bring up the first control plane: preflight, PKI, push, static pods, kubelet, wait until Ready.
+    Init {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+        /// Checks to report as warnings instead of errors (names as printed, or `all`).
+        #[arg(long, value_delimiter = ',')]
+        ignore_preflight_errors: Vec<String>,
+        /// Seconds to wait for the control plane and the node.
+        #[arg(long, default_value_t = 180)]
+        wait_timeout: u64,
+    },
+    /// Undo everything kiln did on every host of the cluster, and verify nothing is left.
+    Reset {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+    },
+    /// Print the cluster's admin kubeconfig.
+    Kubeconfig {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+    },
 }
 
 /// Parse, run, and turn the outcome into a process exit code.
@@ -32,6 +54,13 @@ pub fn main() -> i32 {
     init_tracing(&cli.log);
     let result = match cli.command {
         Command::Lab(c) => lab::run(c),
+        Command::Init {
+            cluster,
+            ignore_preflight_errors,
+            wait_timeout,
+        } => cluster::init(cluster, ignore_preflight_errors, wait_timeout),
+        Command::Reset { cluster } => cluster::reset(cluster),
+        Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
     };
     match result {
         Ok(code) => code,

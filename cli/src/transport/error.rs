@@ -87,41 +87,34 @@ pub enum TransportError {
     },
 
     #[error(
-        "{target}: host key verification failed: {key_type} key {fingerprint} of {pattern} is not in {}{others}; \
+        "{target}: host key verification failed: {} key {} of {} is not in {}{others}; \
          check it and add it with `ssh-keyscan -p {port} {address} >> {}`, or pass --accept-new-host-keys",
-        known_hosts.display(), known_hosts.display(),
+        key.key_type, key.fingerprint, key.pattern, key.known_hosts.display(), key.known_hosts.display(),
         port = target.port, address = target.address,
         others = if *other_types { " (only keys of other types are known for this host)" } else { "" }
     )]
     UnknownHostKey {
         target: Box<Target>,
-        pattern: String,
-        key_type: String,
-        fingerprint: String,
-        known_hosts: PathBuf,
+        key: Box<HostKey>,
         other_types: bool,
     },
 
     #[error(
-        "{target}: REMOTE HOST KEY HAS CHANGED! {pattern} now offers {key_type} key {fingerprint}, \
-         but {}:{line} records a different one. Someone could be intercepting the connection, or the host \
-         was reinstalled; refusing to connect. If the change is expected, remove line {line} of {}",
-        known_hosts.display(), known_hosts.display()
+        "{target}: REMOTE HOST KEY HAS CHANGED! {} now offers {} key {}, but {}:{line} records a \
+         different one. Someone could be intercepting the connection, or the host was reinstalled; \
+         refusing to connect. If the change is expected, remove line {line} of {}",
+        key.pattern, key.key_type, key.fingerprint, key.known_hosts.display(), key.known_hosts.display()
     )]
     HostKeyChanged {
         target: Box<Target>,
-        pattern: String,
-        key_type: String,
-        fingerprint: String,
-        known_hosts: PathBuf,
+        key: Box<HostKey>,
         line: usize,
     },
 
-    #[error("{target}: host key {fingerprint} is marked @revoked at {}:{line}", known_hosts.display())]
+    #[error("{target}: host key {} is marked @revoked at {}:{line}", key.fingerprint, key.known_hosts.display())]
     HostKeyRevoked {
         target: Box<Target>,
-        fingerprint: String,
-        known_hosts: PathBuf,
+        key: Box<HostKey>,
         line: usize,
     },
 
@@ -161,6 +154,17 @@ pub enum TransportError {
     },
 }
 
+/// The host key a server offered, for host-key errors (boxed: keeps `TransportError` small).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostKey {
+    /// How known_hosts names the host: `host` or `[host]:port`.
+    pub pattern: String,
+    pub key_type: String,
+    /// `SHA256:…`
+    pub fingerprint: String,
+    pub known_hosts: PathBuf,
+}
+
 pub type Result<T, E = TransportError> = std::result::Result<T, E>;
 
 #[cfg(test)]
@@ -187,10 +191,12 @@ mod tests {
         );
         let e = TransportError::UnknownHostKey {
             target: target(),
-            pattern: "[10.0.0.11]:2222".into(),
-            key_type: "ssh-ed25519".into(),
-            fingerprint: "SHA256:abc".into(),
-            known_hosts: "/root/.ssh/known_hosts".into(),
+            key: Box::new(HostKey {
+                pattern: "[10.0.0.11]:2222".into(),
+                key_type: "ssh-ed25519".into(),
+                fingerprint: "SHA256:abc".into(),
+                known_hosts: "/root/.ssh/known_hosts".into(),
+            }),
             other_types: false,
         };
         let s = e.to_string();

@@ -6,6 +6,7 @@
 //! mode, and are renamed into place (readers never see half a file; a failed upload leaves nothing).
 
 mod error;
+mod host_key_check;
 pub mod known_hosts;
 mod local;
 mod ssh;
@@ -21,9 +22,10 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::OnceCell;
 
 use crate::config::{ClusterFile, Host};
-pub use error::{Result, Target, TransportError};
+pub use error::{HostKey, Result, Target, TransportError};
+pub use host_key_check::HostKeyPolicy;
 pub use local::LocalTransport;
-pub use ssh::{BastionOptions, HostKeyPolicy, SshOptions, SshTransport, MAX_CHANNELS};
+pub use ssh::{BastionOptions, SshOptions, SshTransport, MAX_CHANNELS};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecOutput {
@@ -270,6 +272,7 @@ pub fn ssh_options(cluster: &ClusterFile, host: &Host, opts: &ConnectOptions) ->
         host_key_policy: opts.host_key_policy,
         connect_timeout: opts.connect_timeout,
         exec_timeout: opts.exec_timeout,
+        agent_socket: std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from),
     }
 }
 
@@ -289,12 +292,15 @@ pub async fn connect(
     ))
 }
 
+/// Per host name: its transport once connected (the cell makes concurrent first uses share one attempt).
+type OpenTransports = HashMap<String, Arc<OnceCell<Arc<dyn Transport>>>>;
+
 /// One transport per host, opened on first use and shared by every phase: a single multiplexed SSH
 /// connection per host (its channels bounded by [`MAX_CHANNELS`]).
 pub struct Connections {
     cluster: ClusterFile,
     opts: ConnectOptions,
-    open: std::sync::Mutex<HashMap<String, Arc<OnceCell<Arc<dyn Transport>>>>>,
+    open: std::sync::Mutex<OpenTransports>,
 }
 
 impl Connections {

@@ -10,18 +10,18 @@
 //! - sudo: commands of non-root users run under `sudo -n` (a password prompt is not supported yet).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use russh::client::{self, Handle};
 use russh::keys::agent::client::AgentClient;
 use russh::keys::agent::AgentIdentity;
-use russh::keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::keys::{PrivateKey, PrivateKeyWithHashAlg};
 use russh::{ChannelMsg, Sig};
 use tokio::sync::Semaphore;
 
-use super::known_hosts::{self, host_pattern, KnownHosts, Verdict};
+use super::host_key_check::{host_key_error, HostKeyCheck, HostKeyPolicy};
 use super::{
     payload_digest, upload_result, upload_script, ExecOutput, Payload, Result, Target, Transport,
     TransportError,
@@ -30,17 +30,6 @@ use crate::transport::shell_quote;
 
 /// Channels open at once per connection; sshd's default MaxSessions is 10.
 pub const MAX_CHANNELS: usize = 8;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HostKeyPolicy {
-    /// Unknown or changed host keys are refused (OpenSSH's StrictHostKeyChecking=yes).
-    #[default]
-    Strict,
-    /// Unknown keys are appended to known_hosts; changed keys are refused (StrictHostKeyChecking=accept-new).
-    AcceptNew,
-    /// No checking at all; only when explicitly asked for.
-    Insecure,
-}
 
 #[derive(Debug, Clone)]
 pub struct BastionOptions {
@@ -64,6 +53,8 @@ pub struct SshOptions {
     pub host_key_policy: HostKeyPolicy,
     pub connect_timeout: Duration,
     pub exec_timeout: Duration,
+    /// ssh-agent socket (normally $SSH_AUTH_SOCK), used when no key file is given.
+    pub agent_socket: Option<PathBuf>,
 }
 
 pub struct SshTransport {
@@ -125,7 +116,13 @@ impl SshTransport {
                     let tcp = tcp_connect(&bt, &b.address, b.port).await?;
                     let mut bh =
                         handshake(&bt, &opts, config.clone(), tcp, &b.address, b.port).await?;
-                    authenticate(&mut bh, &mut bt, b.key_file.as_deref()).await?;
+                    authenticate(
+                        &mut bh,
+                        &mut bt,
+                        b.key_file.as_deref(),
+                        opts.agent_socket.as_deref(),
+                    )
+                    .await?;
                     let ch = bh
                         .channel_open_direct_tcpip(
                             opts.address.clone(),
@@ -153,7 +150,13 @@ impl SshTransport {
                 }
             };
             let mut handle = handle;
-            authenticate(&mut handle, &mut target, opts.key_file.as_deref()).await?;
+            authenticate(
+                &mut handle,
+                &mut target,
+                opts.key_file.as_deref(),
+                opts.agent_socket.as_deref(),
+            )
+            .await?;
             Ok::<_, TransportError>((handle, bastion_handle))
         };
         let (handle, bastion) =
@@ -353,76 +356,34 @@ async fn handshake<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let failure = Arc::new(Mutex::new(None));
-    let check = HostKeyCheck {
-        address: address.to_string(),
-        port,
-        known_hosts: opts.known_hosts.clone(),
-        policy: opts.host_key_policy,
-        failure: failure.clone(),
-    };
-    match client::connect_stream(config, stream, check).await {
-        Ok(h) => Ok(h),
-        Err(source) => {
-            let t = Box::new(target.clone());
-            let kh = opts.known_hosts.clone();
-            let pattern = host_pattern(address, port);
-            Err(match failure.lock().expect("lock").take() {
-                Some(KeyFailure::Unknown { key, other_types }) => TransportError::UnknownHostKey {
-                    target: t,
-                    pattern,
-                    key_type: key.algorithm().to_string(),
-                    fingerprint: known_hosts::fingerprint(&key),
-                    known_hosts: kh,
-                    other_types,
-                },
-                Some(KeyFailure::Changed { key, line }) => TransportError::HostKeyChanged {
-                    target: t,
-                    pattern,
-                    key_type: key.algorithm().to_string(),
-                    fingerprint: known_hosts::fingerprint(&key),
-                    known_hosts: kh,
-                    line,
-                },
-                Some(KeyFailure::Revoked { key, line }) => TransportError::HostKeyRevoked {
-                    target: t,
-                    fingerprint: known_hosts::fingerprint(&key),
-                    known_hosts: kh,
-                    line,
-                },
-                Some(KeyFailure::Certificate) => TransportError::Refused {
-                    target: t,
-                    step: "host key",
-                    message:
-                        "the server offered a host certificate; kiln checks plain host keys only"
-                            .into(),
-                },
-                Some(KeyFailure::Io(step, source)) => TransportError::KnownHosts {
-                    known_hosts: kh,
-                    step,
-                    source,
-                },
-                None => TransportError::Ssh {
-                    target: t,
+    let check = HostKeyCheck::new(address, port, &opts.known_hosts, opts.host_key_policy);
+    let failure = check.failure();
+    client::connect_stream(config, stream, check)
+        .await
+        .map_err(|source| {
+            let refused = failure.lock().expect("lock").take();
+            host_key_error(refused, target, &opts.known_hosts, address, port).unwrap_or_else(|| {
+                TransportError::Ssh {
+                    target: Box::new(target.clone()),
                     step: "ssh handshake",
                     source,
-                },
+                }
             })
-        }
-    }
+        })
 }
 
 async fn authenticate(
     handle: &mut Handle<HostKeyCheck>,
     target: &mut Target,
     key_file: Option<&Path>,
+    agent_socket: Option<&Path>,
 ) -> Result<()> {
     if let Some(path) = key_file {
         let key = load_key(target, path)?;
         return auth_with_key(handle, target, key).await;
     }
-    if std::env::var_os("SSH_AUTH_SOCK").is_some() {
-        return auth_with_agent(handle, target).await;
+    if let Some(sock) = agent_socket {
+        return auth_with_agent(handle, target, sock).await;
     }
     let home = crate::config::home_dir();
     for name in ["id_ed25519", "id_ecdsa", "id_rsa"] {
@@ -489,14 +450,18 @@ async fn auth_with_key(
     }
 }
 
-async fn auth_with_agent(handle: &mut Handle<HostKeyCheck>, target: &Target) -> Result<()> {
+async fn auth_with_agent(
+    handle: &mut Handle<HostKeyCheck>,
+    target: &Target,
+    sock: &Path,
+) -> Result<()> {
     let agent_err = |message: String| TransportError::Agent {
         target: Box::new(target.clone()),
         message,
     };
-    let mut agent = AgentClient::connect_env()
+    let mut agent = AgentClient::connect_uds(sock)
         .await
-        .map_err(|e| agent_err(format!("connect: {e}")))?;
+        .map_err(|e| agent_err(format!("connect to {}: {e}", sock.display())))?;
     let identities = agent
         .request_identities()
         .await
@@ -547,90 +512,5 @@ fn signal_number(sig: &Sig) -> i32 {
         Sig::ALRM => 14,
         Sig::TERM => 15,
         Sig::Custom(_) => 127,
-    }
-}
-
-enum KeyFailure {
-    Unknown { key: PublicKey, other_types: bool },
-    Changed { key: PublicKey, line: usize },
-    Revoked { key: PublicKey, line: usize },
-    Certificate,
-    Io(&'static str, std::io::Error),
-}
-
-/// accept-new appends from several connections at once; one writer at a time keeps lines whole and
-/// lets the second writer see the first one's entry.
-static KNOWN_HOSTS_WRITE: Mutex<()> = Mutex::new(());
-
-/// The russh client handler: decides whether to trust the server's host key. russh only sees a
-/// yes/no; the reason for a "no" is left in `failure` so the caller can explain it.
-pub struct HostKeyCheck {
-    address: String,
-    port: u16,
-    known_hosts: PathBuf,
-    policy: HostKeyPolicy,
-    failure: Arc<Mutex<Option<KeyFailure>>>,
-}
-
-impl HostKeyCheck {
-    fn decide(&self, key: &PublicKey) -> std::result::Result<(), KeyFailure> {
-        if self.policy == HostKeyPolicy::Insecure {
-            tracing::warn!(host = %self.address, "host key NOT checked (insecure mode)");
-            return Ok(());
-        }
-        let _guard = KNOWN_HOSTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
-        let kh = KnownHosts::load(&self.known_hosts).map_err(|e| KeyFailure::Io("read", e))?;
-        for (line, why) in &kh.skipped {
-            tracing::debug!(file = %self.known_hosts.display(), line, why, "known_hosts line ignored");
-        }
-        match kh.check(&self.address, self.port, key) {
-            Verdict::Known => Ok(()),
-            Verdict::Changed { line } => Err(KeyFailure::Changed {
-                key: key.clone(),
-                line,
-            }),
-            Verdict::Revoked { line } => Err(KeyFailure::Revoked {
-                key: key.clone(),
-                line,
-            }),
-            Verdict::Unknown { other_types } if self.policy == HostKeyPolicy::Strict => {
-                Err(KeyFailure::Unknown {
-                    key: key.clone(),
-                    other_types,
-                })
-            }
-            Verdict::Unknown { .. } => {
-                known_hosts::append(&self.known_hosts, &self.address, self.port, key)
-                    .map_err(|e| KeyFailure::Io("add host key", e))?;
-                tracing::info!(
-                    host = %host_pattern(&self.address, self.port),
-                    fingerprint = %known_hosts::fingerprint(key),
-                    file = %self.known_hosts.display(),
-                    "added new host key"
-                );
-                Ok(())
-            }
-        }
-    }
-}
-
-impl client::Handler for HostKeyCheck {
-    type Error = russh::Error;
-
-    async fn check_server_key(
-        &mut self,
-        server_key: &PublicKeyOrCertificate,
-    ) -> std::result::Result<bool, Self::Error> {
-        let verdict = match server_key {
-            PublicKeyOrCertificate::PublicKey { key, .. } => self.decide(key),
-            PublicKeyOrCertificate::Certificate(_) => Err(KeyFailure::Certificate),
-        };
-        match verdict {
-            Ok(()) => Ok(true),
-            Err(f) => {
-                *self.failure.lock().expect("lock") = Some(f);
-                Ok(false)
-            }
-        }
     }
 }

@@ -107,6 +107,7 @@ const KUBELET_RULES: &[(&str, &str, &[&str])] = &[
     ("", "nodes/status", &["get", "update", "patch"]),
     ("", "pods", &["get", "list", "watch", "create", "delete"]),
     ("", "pods/status", &["get", "update", "patch"]),
+    ("", "events", &["create", "update", "patch"]),
 ];
 
 /// The decision; `Err` carries nothing: the caller renders the Forbidden status from the attributes.

@@ -1,6 +1,7 @@
 //! PATCH bodies: JSON merge patch (RFC 7386) and strategic merge patch. The strategic merge knows the
 //! built-in kinds' merge keys by field name (containers by `name`, conditions by `type`, ...), which is
 //! what kubectl's and the kubelet's patches rely on; other lists are replaced as in a merge patch.
+//! JSON patch (RFC 6902) operations apply in order; any failure rejects the whole patch.
 
 use serde_json::{Map, Value};
 
@@ -8,6 +9,7 @@ use serde_json::{Map, Value};
 pub enum PatchType {
     Merge,
     Strategic,
+    Json,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -24,12 +26,16 @@ impl PatchType {
         match base {
             "application/merge-patch+json" => Ok(PatchType::Merge),
             "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            "application/json-patch+json" => Ok(PatchType::Json),
             other => Err(PatchError::Unsupported(other.to_string())),
         }
     }
 }
 
 pub fn apply(kind: PatchType, target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    if kind == PatchType::Json {
+        return json_patch(target, patch);
+    }
     if !patch.is_object() {
         return Err(PatchError::Invalid("a patch must be a JSON object".into()));
     }
@@ -37,6 +43,7 @@ pub fn apply(kind: PatchType, target: &Value, patch: &Value) -> Result<Value, Pa
     match kind {
         PatchType::Merge => merge(&mut out, patch),
         PatchType::Strategic => strategic(&mut out, patch)?,
+        PatchType::Json => {}
     }
     Ok(out)
 }
@@ -189,6 +196,139 @@ fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) -> Result<(
     Ok(())
 }
 
+/// RFC 6901 pointer → unescaped tokens.
+fn tokens(pointer: &str) -> Result<Vec<String>, PatchError> {
+    if pointer.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rest = pointer
+        .strip_prefix('/')
+        .ok_or_else(|| PatchError::Invalid(format!("invalid JSON pointer {pointer:?}")))?;
+    Ok(rest
+        .split('/')
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect())
+}
+
+fn invalid(msg: String) -> PatchError {
+    PatchError::Invalid(msg)
+}
+
+/// The container addressed by all but the last token, and that last token.
+fn parent<'a>(doc: &'a mut Value, path: &str) -> Result<(&'a mut Value, String), PatchError> {
+    let mut toks = tokens(path)?;
+    let last = toks
+        .pop()
+        .ok_or_else(|| invalid("the root cannot be the target of this operation".into()))?;
+    let mut cur = doc;
+    for t in &toks {
+        cur = match cur {
+            Value::Object(m) => m.get_mut(t),
+            Value::Array(a) => t.parse::<usize>().ok().and_then(move |i| a.get_mut(i)),
+            _ => None,
+        }
+        .ok_or_else(|| invalid(format!("path {path:?} does not exist")))?;
+    }
+    Ok((cur, last))
+}
+
+fn get_at(doc: &Value, path: &str) -> Result<Value, PatchError> {
+    let escaped = tokens(path)?
+        .iter()
+        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
+        .collect::<String>();
+    doc.pointer(&escaped)
+        .cloned()
+        .ok_or_else(|| invalid(format!("path {path:?} does not exist")))
+}
+
+fn add_at(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
+    if path.is_empty() {
+        *doc = value;
+        return Ok(());
+    }
+    let (container, last) = parent(doc, path)?;
+    match container {
+        Value::Object(m) => {
+            m.insert(last, value);
+        }
+        Value::Array(a) => {
+            let i = if last == "-" {
+                a.len()
+            } else {
+                last.parse::<usize>()
+                    .ok()
+                    .filter(|i| *i <= a.len())
+                    .ok_or_else(|| invalid(format!("array index out of range in {path:?}")))?
+            };
+            a.insert(i, value);
+        }
+        _ => return Err(invalid(format!("path {path:?} does not exist"))),
+    }
+    Ok(())
+}
+
+fn remove_at(doc: &mut Value, path: &str) -> Result<Value, PatchError> {
+    let (container, last) = parent(doc, path)?;
+    let removed = match container {
+        Value::Object(m) => m.remove(&last),
+        Value::Array(a) => last
+            .parse::<usize>()
+            .ok()
+            .filter(|i| *i < a.len())
+            .map(|i| a.remove(i)),
+        _ => None,
+    };
+    removed.ok_or_else(|| invalid(format!("path {path:?} does not exist")))
+}
+
+fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    let ops = patch
+        .as_array()
+        .ok_or_else(|| invalid("a JSON patch must be a list of operations".into()))?;
+    let mut doc = target.clone();
+    for op in ops {
+        let path = op["path"]
+            .as_str()
+            .ok_or_else(|| invalid("operation without a path".into()))?;
+        let from = || {
+            op["from"]
+                .as_str()
+                .ok_or_else(|| invalid("operation without from".into()))
+        };
+        let value = || {
+            op.get("value")
+                .cloned()
+                .ok_or_else(|| invalid("operation without value".into()))
+        };
+        match op["op"].as_str().unwrap_or("") {
+            "add" => add_at(&mut doc, path, value()?)?,
+            "remove" => {
+                remove_at(&mut doc, path)?;
+            }
+            "replace" => {
+                remove_at(&mut doc, path)?;
+                add_at(&mut doc, path, value()?)?;
+            }
+            "move" => {
+                let v = remove_at(&mut doc, from()?)?;
+                add_at(&mut doc, path, v)?;
+            }
+            "copy" => {
+                let v = get_at(&doc, from()?)?;
+                add_at(&mut doc, path, v)?;
+            }
+            "test" => {
+                if get_at(&doc, path)? != value()? {
+                    return Err(invalid(format!("test failed at {path:?}")));
+                }
+            }
+            other => return Err(invalid(format!("unknown operation {other:?}"))),
+        }
+    }
+    Ok(doc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,7 +389,26 @@ mod tests {
     }
 
     #[test]
-    fn json_patch_is_reported_unsupported() {
-        assert!(PatchType::from_content_type("application/json-patch+json").is_err());
+    fn json_patch_operations() {
+        let t = json!({"metadata": {"labels": {"a/b": "1"}}, "spec": {"l": [1, 2]}});
+        let p = json!([
+            {"op": "test", "path": "/metadata/labels/a~1b", "value": "1"},
+            {"op": "add", "path": "/spec/l/-", "value": 3},
+            {"op": "replace", "path": "/spec/l/0", "value": 0},
+            {"op": "remove", "path": "/metadata/labels/a~1b"},
+            {"op": "copy", "from": "/spec/l", "path": "/spec/m"},
+        ]);
+        let out = apply(PatchType::Json, &t, &p).unwrap();
+        assert_eq!(
+            out,
+            json!({"metadata": {"labels": {}}, "spec": {"l": [0, 2, 3], "m": [0, 2, 3]}})
+        );
+        let bad = json!([{"op": "remove", "path": "/nope"}]);
+        assert!(apply(PatchType::Json, &t, &bad).is_err());
+    }
+
+    #[test]
+    fn apply_patch_is_reported_unsupported() {
+        assert!(PatchType::from_content_type("application/apply-patch+yaml").is_err());
     }
 }

@@ -17,7 +17,7 @@ use crate::auth::{user_from_certificate, Identity};
 use crate::config::Options;
 use crate::handlers::{router, AppState};
 use crate::metrics::Metrics;
-use crate::registry::lifecycle::{prepare_create, to_stored};
+use crate::registry::lifecycle::{prepare_create, to_stored, FieldValidation};
 use crate::registry::resources::{DEFAULT_NAMESPACES, NAMESPACES};
 use crate::registry::Registry;
 use crate::storage::{Store, StoreError};
@@ -101,6 +101,7 @@ pub async fn ensure_default_namespaces(store: &Store) -> Result<(), ServerError>
             &NAMESPACES,
             None,
             serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+            FieldValidation::Strict,
         )
         .map_err(|e| ServerError::Bootstrap {
             name: name.to_string(),

@@ -26,6 +26,42 @@ pub enum StoreError {
     Conflict,
     #[error("store response is missing its header")]
     NoHeader,
+    /// A read at a revision older than the last compaction.
+    #[error("required revision has been compacted")]
+    Compacted,
+}
+
+/// etcd reports reads below the compaction point as an OutOfRange gRPC status.
+fn classify(e: etcd_client::Error) -> StoreError {
+    if e.to_string()
+        .contains("required revision has been compacted")
+    {
+        StoreError::Compacted
+    } else {
+        StoreError::Etcd(e)
+    }
+}
+
+/// The end of the key range `[prefix, end)` that holds every key starting with `prefix`.
+pub fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+/// One page of a range read.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub items: Vec<Versioned>,
+    /// The revision the page was read at (the list's resourceVersion).
+    pub revision: i64,
+    /// More keys follow the last item.
+    pub more: bool,
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -122,6 +158,43 @@ impl Store {
             })
             .collect();
         Ok((items, revision))
+    }
+
+    /// Up to `limit` keys from `start` (inclusive) to the end of `prefix`, at `revision` (0 = now).
+    pub async fn list_page(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: i64,
+        limit: i64,
+    ) -> Result<Page> {
+        let mut options = GetOptions::new()
+            .with_range(prefix_end(prefix))
+            .with_limit(limit);
+        if revision > 0 {
+            options = options.with_revision(revision);
+        }
+        let resp = self
+            .client
+            .kv_client()
+            .get(start, Some(options))
+            .await
+            .map_err(classify)?;
+        let revision = resp.header().ok_or(StoreError::NoHeader)?.revision();
+        let items = resp
+            .kvs()
+            .iter()
+            .map(|kv| Versioned {
+                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                value: kv.value().to_vec(),
+                mod_revision: kv.mod_revision(),
+            })
+            .collect();
+        Ok(Page {
+            items,
+            revision,
+            more: resp.more(),
+        })
     }
 
     /// Creates `key` only if it does not exist; returns the new mod revision.
@@ -252,5 +325,16 @@ impl StoreWatch {
                 .collect();
             return Ok(Some(events));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_increments_last_byte() {
+        assert_eq!(prefix_end("/registry/pods/"), b"/registry/pods0".to_vec());
+        assert_eq!(prefix_end(""), vec![0]);
     }
 }

@@ -295,3 +295,73 @@ async fn node_registers_and_keeps_its_lease() {
     assert_eq!(err.code, 403);
     tokio::time::sleep(Duration::from_millis(0)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_with_limit_and_continue() {
+    let c = Cluster::start().await;
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    for i in 0..5 {
+        let tier = if i % 2 == 0 { "even" } else { "odd" };
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("p{i}"), json!({"tier": tier})),
+        )
+        .await
+        .unwrap();
+    }
+    let mut names = Vec::new();
+    let mut lp = ListParams::default().limit(2);
+    let mut pages = 0;
+    let mut revision = None;
+    loop {
+        let page = pods.list(&lp).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        // Every page is read at the first page's revision.
+        let rv = page.metadata.resource_version.clone();
+        assert_eq!(*revision.get_or_insert(rv.clone()), rv);
+        names.extend(page.items.into_iter().map(|p| p.metadata.name.unwrap()));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => {
+                lp = ListParams::default().limit(2).continue_token(&token)
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(names, ["p0", "p1", "p2", "p3", "p4"]);
+    assert_eq!(pages, 3);
+
+    let even = pods
+        .list(&ListParams::default().labels("tier=even").limit(2))
+        .await
+        .unwrap();
+    assert_eq!(even.items.len(), 2);
+    assert!(even.metadata.continue_.is_some());
+
+    let out = c
+        .kubectl_ok(&["get", "pods", "--chunk-size=2", "-o", "name"])
+        .await;
+    assert_eq!(out.lines().count(), 5, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_over_mutual_tls() {
+    let c = Cluster::start_opts(&[], true).await;
+    assert!(c.etcd.endpoint.starts_with("https://"));
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "kube-system");
+    pods.create(&PostParams::default(), &pod("over-tls", json!({})))
+        .await
+        .unwrap();
+    let mut etcd = c.etcd.client().await;
+    let stored = etcd
+        .get("/registry/pods/kube-system/over-tls", None)
+        .await
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(stored.kvs()[0].value()).unwrap();
+    assert_eq!(value["metadata"]["name"], "over-tls");
+    assert!(
+        value["metadata"].get("resourceVersion").is_none(),
+        "resourceVersion is the key's revision, not stored"
+    );
+    assert_eq!(c.kubectl_ok(&["get", "--raw", "/readyz"]).await, "ok");
+}

@@ -229,3 +229,26 @@ async fn kubectl_errors_are_upstream_shaped() {
     assert!(!ok);
     assert!(err.contains("namespaces \"missing\" not found"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_rejects_unknown_fields() {
+    let c = Cluster::start().await;
+    let p = c.dir.path().join("typo.yaml");
+    std::fs::write(
+        &p,
+        pod("typo", None, "a").replace("    image:", "    imagee: x\n    image:"),
+    )
+    .unwrap();
+    let (ok, _, err) = c
+        .kubectl(&c.admin_kubeconfig, &["apply", "-f", p.to_str().unwrap()])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("unknown field \"spec.containers[0].imagee\""),
+        "{err}"
+    );
+    let (ok, _, _) = c
+        .kubectl(&c.admin_kubeconfig, &["get", "pod", "typo"])
+        .await;
+    assert!(!ok, "nothing is stored from a rejected request");
+}

@@ -100,7 +100,11 @@ const TICK: Duration = Duration::from_secs(1);
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 
 impl NodeAgent {
-    pub fn new(cfg: KubeletConfig, runtime: Arc<dyn Runtime>, static_pods: Arc<StaticPods>) -> (Self, watch::Receiver<AgentState>) {
+    pub fn new(
+        cfg: KubeletConfig,
+        runtime: Arc<dyn Runtime>,
+        static_pods: Arc<StaticPods>,
+    ) -> (Self, watch::Receiver<AgentState>) {
         let (state, rx) = watch::channel(AgentState::default());
         (
             NodeAgent {
@@ -116,7 +120,12 @@ impl NodeAgent {
 
     async fn status(&self) -> k8s_openapi::api::core::v1::NodeStatus {
         let err = self.runtime.ready().await.err().map(|e| e.to_string());
-        node::node_status(&self.cfg, &self.host, &self.runtime.version(), err.as_deref())
+        node::node_status(
+            &self.cfg,
+            &self.host,
+            &self.runtime.version(),
+            err.as_deref(),
+        )
     }
 
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
@@ -128,7 +137,7 @@ impl NodeAgent {
         let (mut next_lease, mut next_status, mut next_full) = (now, now, now);
         let mut retry = FIRST_RETRY;
         loop {
-            let step: Result<(), AgentError> = async {
+            let step = async {
                 let c = match &client {
                     Some(c) => c.clone(),
                     None => {
@@ -151,7 +160,13 @@ impl NodeAgent {
                 };
                 log.ok("register");
                 if Instant::now() >= next_lease {
-                    lease::renew(&c, &self.cfg.node_name, &uid, self.cfg.lease_duration_seconds).await?;
+                    lease::renew(
+                        &c,
+                        &self.cfg.node_name,
+                        &uid,
+                        self.cfg.lease_duration_seconds,
+                    )
+                    .await?;
                     next_lease = Instant::now() + self.cfg.lease_renew_interval;
                     self.state.send_modify(|s| s.lease_renewals += 1);
                     log.ok("lease");
@@ -164,7 +179,7 @@ impl NodeAgent {
                         }) if e.code == 404 => {
                             tracing::warn!(node = %self.cfg.node_name, "node object is gone; registering again");
                             node_uid = None;
-                            return Ok(());
+                            return Ok::<(), AgentError>(());
                         }
                         r => r?,
                     };
@@ -175,15 +190,21 @@ impl NodeAgent {
                 let full = Instant::now() >= next_full;
                 let pods = self.static_pods.pods();
                 let ip = self.cfg.node_ip.to_string();
-                mirrors.sync(&c, &self.cfg.node_name, &uid, &ip, &pods, full).await?;
+                mirrors
+                    .sync(&c, &self.cfg.node_name, &uid, &ip, &pods, full)
+                    .await?;
                 if full {
                     next_full = Instant::now() + self.cfg.node_status_update_frequency;
                 }
                 self.state.send_modify(|s| s.mirror_syncs += 1);
                 log.ok("mirror-pods");
-                Ok(())
-            }
-            .await;
+                Ok::<(), AgentError>(())
+            };
+            // A request hanging on an unresponsive server must not delay shutdown.
+            let step: Result<(), AgentError> = tokio::select! {
+                r = step => r,
+                _ = shutdown.wait_for(|s| *s) => return,
+            };
             let wait = match step {
                 Ok(()) => {
                     retry = FIRST_RETRY;
@@ -192,7 +213,8 @@ impl NodeAgent {
                 }
                 Err(e) => {
                     log.failed(&e);
-                    self.state.send_modify(|s| s.last_error = Some(e.to_string()));
+                    self.state
+                        .send_modify(|s| s.last_error = Some(e.to_string()));
                     let w = retry;
                     retry = (retry * 2).min(self.cfg.api_retry_max);
                     w

@@ -14,7 +14,11 @@ pub enum ConfigError {
 
 /// Command-line flags of `kiln-kubelet`, named like the kubelet's.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "kiln-kubelet", version, about = "kiln's node agent: static pods, node registration, mirror pods")]
+#[command(
+    name = "kiln-kubelet",
+    version,
+    about = "kiln's node agent: static pods, node registration, mirror pods"
+)]
 pub struct Flags {
     /// Kubeconfig with the node's client certificate (CN=system:node:<name>, O=system:nodes).
     #[arg(long, default_value = "/etc/kiln/kubelet.conf")]
@@ -111,7 +115,10 @@ impl KubeletConfig {
             });
         }
         for (flag, v) in [
-            ("node-status-update-frequency", flags.node_status_update_frequency),
+            (
+                "node-status-update-frequency",
+                flags.node_status_update_frequency,
+            ),
             ("file-check-frequency", flags.file_check_frequency),
         ] {
             if v == 0 {
@@ -159,7 +166,11 @@ fn default_memory() -> String {
     let kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
         s.lines()
             .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
     });
     format!("{}Ki", kib.unwrap_or(0))
 }
@@ -177,4 +188,51 @@ fn detect_node_ip(node_name: &str) -> IpAddr {
         .or_else(|| resolved.iter().find(|ip| !ip.is_loopback()))
         .copied()
         .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_resolve_into_config() {
+        let f = Flags::parse_from([
+            "kiln-kubelet",
+            "--kubeconfig=/tmp/k.conf",
+            "--pod-manifest-path=/tmp/m",
+            "--hostname-override=CP1",
+            "--node-ip=10.1.0.2",
+            "--node-status-update-frequency=5",
+            "--max-pods=20",
+            "--capacity-cpu=2",
+            "--capacity-memory=4Gi",
+        ]);
+        let c = KubeletConfig::from_flags(f).unwrap();
+        assert_eq!(c.node_name, "cp1");
+        assert_eq!(c.node_ip.to_string(), "10.1.0.2");
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(5));
+        assert_eq!(
+            (
+                c.max_pods,
+                c.capacity_cpu.as_str(),
+                c.capacity_memory.as_str()
+            ),
+            (20, "2", "4Gi")
+        );
+        assert_eq!(c.pod_log_dir, PathBuf::from("/var/log/pods"));
+        assert_eq!(c.backoff_base, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn zero_frequency_is_rejected() {
+        let f = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--node-status-update-frequency=0",
+        ]);
+        assert!(KubeletConfig::from_flags(f)
+            .unwrap_err()
+            .to_string()
+            .contains("node-status-update-frequency"));
+    }
 }

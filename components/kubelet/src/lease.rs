@@ -31,7 +31,12 @@ pub fn node_owner(node_name: &str, node_uid: &str) -> OwnerReference {
 }
 
 /// Creates the lease or renews it (GET + PUT, so the server's resourceVersion guards a concurrent writer).
-pub async fn renew(client: &Client, node_name: &str, node_uid: &str, duration_seconds: i32) -> Result<Lease, LeaseError> {
+pub async fn renew(
+    client: &Client,
+    node_name: &str,
+    node_uid: &str,
+    duration_seconds: i32,
+) -> Result<Lease, LeaseError> {
     let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
     let err = |source| LeaseError::Renew {
         namespace: LEASE_NAMESPACE,
@@ -45,7 +50,9 @@ pub async fn renew(client: &Client, node_name: &str, node_uid: &str, duration_se
             spec.holder_identity = Some(node_name.into());
             spec.lease_duration_seconds = Some(duration_seconds);
             spec.renew_time = Some(now);
-            api.replace(node_name, &PostParams::default(), &lease).await.map_err(err)
+            api.replace(node_name, &PostParams::default(), &lease)
+                .await
+                .map_err(err)
         }
         None => {
             let lease = Lease {
@@ -62,7 +69,9 @@ pub async fn renew(client: &Client, node_name: &str, node_uid: &str, duration_se
                     ..Default::default()
                 }),
             };
-            api.create(&PostParams::default(), &lease).await.map_err(err)
+            api.create(&PostParams::default(), &lease)
+                .await
+                .map_err(err)
         }
     }
 }

@@ -77,9 +77,17 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
         cfg.node_ip,
     ));
     let dyn_runtime: Arc<dyn Runtime> = runtime.clone();
-    let static_pods = Arc::new(StaticPods::new(&cfg.pod_manifest_path, &cfg.node_name, dyn_runtime.clone()));
+    let static_pods = Arc::new(StaticPods::new(
+        &cfg.pod_manifest_path,
+        &cfg.node_name,
+        dyn_runtime.clone(),
+    ));
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let pods_task = tokio::spawn(static_pods.clone().run(cfg.file_check_frequency, shutdown_rx.clone()));
+    let pods_task = tokio::spawn(
+        static_pods
+            .clone()
+            .run(cfg.file_check_frequency, shutdown_rx.clone()),
+    );
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
     let agent_task = tokio::spawn(agent.run(shutdown_rx));
     Ok(KubeletHandle {

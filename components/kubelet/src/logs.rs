@@ -7,7 +7,14 @@ pub fn pod_log_dir(root: &Path, namespace: &str, name: &str, uid: &str) -> PathB
     root.join(format!("{namespace}_{name}_{uid}"))
 }
 
-pub fn container_log_path(root: &Path, namespace: &str, name: &str, uid: &str, container: &str, restart: i32) -> PathBuf {
+pub fn container_log_path(
+    root: &Path,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    container: &str,
+    restart: i32,
+) -> PathBuf {
     pod_log_dir(root, namespace, name, uid)
         .join(container)
         .join(format!("{restart}.log"))
@@ -20,7 +27,14 @@ mod tests {
     #[test]
     fn layout_matches_the_kubelet() {
         assert_eq!(
-            container_log_path(Path::new("/var/log/pods"), "kube-system", "store-cp1", "abc", "store", 2),
+            container_log_path(
+                Path::new("/var/log/pods"),
+                "kube-system",
+                "store-cp1",
+                "abc",
+                "store",
+                2
+            ),
             PathBuf::from("/var/log/pods/kube-system_store-cp1_abc/store/2.log")
         );
     }

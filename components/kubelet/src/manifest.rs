@@ -37,14 +37,22 @@ pub fn config_hash(bytes: &[u8], node_name: &str) -> String {
 }
 
 /// Parses a manifest's bytes into the static pod this node runs.
-pub fn static_pod_from_bytes(bytes: &[u8], path: &Path, node_name: &str) -> Result<Pod, ManifestError> {
+pub fn static_pod_from_bytes(
+    bytes: &[u8],
+    path: &Path,
+    node_name: &str,
+) -> Result<Pod, ManifestError> {
     let shown = path.display().to_string();
-    let value: serde_json::Value = serde_norway::from_slice(bytes).map_err(|e| ManifestError::Parse {
-        path: shown.clone(),
-        message: e.to_string(),
-    })?;
+    let value: serde_json::Value =
+        serde_norway::from_slice(bytes).map_err(|e| ManifestError::Parse {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    let api_version = value.get("apiVersion").and_then(|k| k.as_str()).unwrap_or("");
+    let api_version = value
+        .get("apiVersion")
+        .and_then(|k| k.as_str())
+        .unwrap_or("");
     if kind != "Pod" || api_version != "v1" {
         return Err(ManifestError::Invalid {
             path: shown,
@@ -55,10 +63,15 @@ pub fn static_pod_from_bytes(bytes: &[u8], path: &Path, node_name: &str) -> Resu
         path: shown.clone(),
         message: e.to_string(),
     })?;
-    let name = pod.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| ManifestError::Invalid {
-        path: shown.clone(),
-        message: "metadata.name is required".into(),
-    })?;
+    let name = pod
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ManifestError::Invalid {
+            path: shown.clone(),
+            message: "metadata.name is required".into(),
+        })?;
     if pod.spec.as_ref().is_none_or(|s| s.containers.is_empty()) {
         return Err(ManifestError::Invalid {
             path: shown,
@@ -111,7 +124,8 @@ mod tests {
 
     #[test]
     fn static_pod_is_named_annotated_and_bound() {
-        let pod = static_pod_from_bytes(MANIFEST.as_bytes(), Path::new("store.yaml"), "cp1").unwrap();
+        let pod =
+            static_pod_from_bytes(MANIFEST.as_bytes(), Path::new("store.yaml"), "cp1").unwrap();
         assert_eq!(pod.metadata.name.as_deref(), Some("store-cp1"));
         assert_eq!(pod.metadata.namespace.as_deref(), Some("kube-system"));
         let hash = config_hash(MANIFEST.as_bytes(), "cp1");
@@ -132,7 +146,9 @@ mod tests {
 
     #[test]
     fn rejects_non_pods() {
-        let err = static_pod_from_bytes(b"apiVersion: v1\nkind: Service\n", Path::new("s.yaml"), "n").unwrap_err();
+        let err =
+            static_pod_from_bytes(b"apiVersion: v1\nkind: Service\n", Path::new("s.yaml"), "n")
+                .unwrap_err();
         assert!(err.to_string().contains("kind Pod"), "{err}");
         assert!(static_pod_from_bytes(b": :", Path::new("b.yaml"), "n").is_err());
     }

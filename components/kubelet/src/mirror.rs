@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{
-    ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus as ApiContainerStatus, Pod, PodCondition, PodIP, PodStatus as ApiPodStatus,
+    ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus as ApiContainerStatus, Pod, PodCondition, PodIP,
+    PodStatus as ApiPodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -36,11 +37,19 @@ fn key(pod: &Pod) -> String {
 }
 
 pub fn config_hash(pod: &Pod) -> Option<&str> {
-    pod.metadata.annotations.as_ref()?.get(CONFIG_HASH).map(String::as_str)
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(CONFIG_HASH)
+        .map(String::as_str)
 }
 
 fn mirror_hash(pod: &Pod) -> Option<&str> {
-    pod.metadata.annotations.as_ref()?.get(CONFIG_MIRROR).map(String::as_str)
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(CONFIG_MIRROR)
+        .map(String::as_str)
 }
 
 /// The object to POST for a static pod: its spec and labels, mirror annotation, owned by the node.
@@ -112,7 +121,9 @@ pub fn phase(rt: &PodStatus) -> &'static str {
     if cs.is_empty() || cs.iter().any(|c| never_ran(&c)) {
         return "Pending";
     }
-    let all_terminated = cs.iter().all(|c| matches!(c.state, ContainerState::Terminated(_)));
+    let all_terminated = cs
+        .iter()
+        .all(|c| matches!(c.state, ContainerState::Terminated(_)));
     if !all_terminated {
         // Waiting to restart after a crash: kubectl shows Running with CrashLoopBackOff.
         return "Running";
@@ -169,7 +180,9 @@ pub fn mirror_status(rt: &PodStatus, node_ip: &str) -> ApiPodStatus {
         ]),
         container_statuses: Some(statuses),
         host_ip: Some(node_ip.into()),
-        host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP { ip: node_ip.into() }]),
+        host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP {
+            ip: node_ip.into(),
+        }]),
         pod_ip: Some(node_ip.into()),
         pod_ips: Some(vec![PodIP { ip: node_ip.into() }]),
         start_time: Some(started),
@@ -216,10 +229,14 @@ impl MirrorSync {
             if !full && self.posted.get(&rt.uid) == Some(&fp) {
                 continue;
             }
-            self.sync_one(client, pod, node_name, node_uid, status).await?;
+            self.sync_one(client, pod, node_name, node_uid, status)
+                .await?;
             self.posted.insert(rt.uid.clone(), fp);
         }
-        let live: Vec<&str> = static_pods.iter().filter_map(|(p, _)| config_hash(p)).collect();
+        let live: Vec<&str> = static_pods
+            .iter()
+            .filter_map(|(p, _)| config_hash(p))
+            .collect();
         self.posted.retain(|uid, _| live.contains(&uid.as_str()));
         if full {
             self.delete_orphans(client, node_name, static_pods).await?;
@@ -235,7 +252,11 @@ impl MirrorSync {
         node_uid: &str,
         status: ApiPodStatus,
     ) -> Result<(), MirrorError> {
-        let ns = static_pod.metadata.namespace.as_deref().unwrap_or("kube-system");
+        let ns = static_pod
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or("kube-system");
         let name = static_pod.metadata.name.as_deref().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let err = |source| MirrorError::Api {
@@ -262,19 +283,27 @@ impl MirrorSync {
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(e) => return Err(err(e)),
                 }
-                api.create(&PostParams::default(), &mirror_pod(static_pod, node_name, node_uid))
-                    .await
-                    .map_err(err)?
+                api.create(
+                    &PostParams::default(),
+                    &mirror_pod(static_pod, node_name, node_uid),
+                )
+                .await
+                .map_err(err)?
             }
             None => {
                 tracing::info!(pod = %key(static_pod), "creating mirror pod");
-                api.create(&PostParams::default(), &mirror_pod(static_pod, node_name, node_uid))
-                    .await
-                    .map_err(err)?
+                api.create(
+                    &PostParams::default(),
+                    &mirror_pod(static_pod, node_name, node_uid),
+                )
+                .await
+                .map_err(err)?
             }
         };
         mirror.status = Some(status);
-        api.replace_status(name, &PostParams::default(), &mirror).await.map_err(err)?;
+        api.replace_status(name, &PostParams::default(), &mirror)
+            .await
+            .map_err(err)?;
         Ok(())
     }
 
@@ -304,9 +333,15 @@ impl MirrorSync {
                 grace_period_seconds: Some(0),
                 ..Default::default()
             };
-            if let Err(e) = napi.delete(p.metadata.name.as_deref().unwrap_or_default(), &dp).await {
+            if let Err(e) = napi
+                .delete(p.metadata.name.as_deref().unwrap_or_default(), &dp)
+                .await
+            {
                 if !matches!(&e, kube::Error::Api(r) if r.code == 404) {
-                    return Err(MirrorError::Api { pod: key(&p), source: e });
+                    return Err(MirrorError::Api {
+                        pod: key(&p),
+                        source: e,
+                    });
                 }
             }
         }
@@ -362,8 +397,14 @@ mod tests {
         };
         assert_eq!(phase(&rt(vec![(running.clone(), None)])), "Running");
         assert_eq!(phase(&rt(vec![(crash.clone(), Some(term(1)))])), "Running");
-        assert_eq!(phase(&rt(vec![(ContainerState::Terminated(term(0)), None)])), "Succeeded");
-        assert_eq!(phase(&rt(vec![(ContainerState::Terminated(term(2)), None)])), "Failed");
+        assert_eq!(
+            phase(&rt(vec![(ContainerState::Terminated(term(0)), None)])),
+            "Succeeded"
+        );
+        assert_eq!(
+            phase(&rt(vec![(ContainerState::Terminated(term(2)), None)])),
+            "Failed"
+        );
         let creating = ContainerState::Waiting {
             reason: "ContainerCreating".into(),
             message: None,
@@ -387,8 +428,22 @@ mod tests {
         let c = &s.container_statuses.as_ref().unwrap()[0];
         assert_eq!(c.restart_count, 2);
         assert!(c.ready);
-        assert_eq!(c.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
-        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(
+            c.last_state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            1
+        );
+        let ready = s
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
         assert_eq!(ready.status, "True");
     }
 
@@ -404,6 +459,9 @@ mod tests {
         assert!(m.metadata.uid.is_none());
         assert_eq!(mirror_hash(&m), config_hash(&pod));
         let o = &m.metadata.owner_references.unwrap()[0];
-        assert_eq!((o.kind.as_str(), o.name.as_str(), o.uid.as_str()), ("Node", "n1", "node-uid"));
+        assert_eq!(
+            (o.kind.as_str(), o.name.as_str(), o.uid.as_str()),
+            ("Node", "n1", "node-uid")
+        );
     }
 }

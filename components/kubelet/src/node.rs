@@ -51,7 +51,11 @@ pub struct HostInfo {
 
 impl HostInfo {
     pub fn gather() -> Self {
-        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
         let os_image = read("/etc/os-release")
             .lines()
             .find_map(|l| l.strip_prefix("PRETTY_NAME="))
@@ -95,15 +99,32 @@ fn condition(type_: &str, ready: bool, reason: &str, message: &str, now: &Time) 
 }
 
 /// The status this kubelet reports. `runtime_error` is None when the runtime works.
-pub fn node_status(cfg: &KubeletConfig, host: &HostInfo, runtime_version: &str, runtime_error: Option<&str>) -> NodeStatus {
+pub fn node_status(
+    cfg: &KubeletConfig,
+    host: &HostInfo,
+    runtime_version: &str,
+    runtime_error: Option<&str>,
+) -> NodeStatus {
     let now = now();
     let mut capacity = BTreeMap::new();
     capacity.insert("cpu".to_string(), Quantity(cfg.capacity_cpu.clone()));
     capacity.insert("memory".to_string(), Quantity(cfg.capacity_memory.clone()));
     capacity.insert("pods".to_string(), Quantity(cfg.max_pods.to_string()));
     let ready = match runtime_error {
-        None => condition("Ready", true, "KubeletReady", "kubelet is posting ready status", &now),
-        Some(e) => condition("Ready", false, "KubeletNotReady", &format!("container runtime is down: {e}"), &now),
+        None => condition(
+            "Ready",
+            true,
+            "KubeletReady",
+            "kubelet is posting ready status",
+            &now,
+        ),
+        Some(e) => condition(
+            "Ready",
+            false,
+            "KubeletNotReady",
+            &format!("container runtime is down: {e}"),
+            &now,
+        ),
     };
     NodeStatus {
         addresses: Some(vec![
@@ -119,9 +140,27 @@ pub fn node_status(cfg: &KubeletConfig, host: &HostInfo, runtime_version: &str, 
         allocatable: Some(capacity.clone()),
         capacity: Some(capacity),
         conditions: Some(vec![
-            condition("MemoryPressure", false, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &now),
-            condition("DiskPressure", false, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &now),
-            condition("PIDPressure", false, "KubeletHasSufficientPID", "kubelet has sufficient PID available", &now),
+            condition(
+                "MemoryPressure",
+                false,
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+                &now,
+            ),
+            condition(
+                "DiskPressure",
+                false,
+                "KubeletHasNoDiskPressure",
+                "kubelet has no disk pressure",
+                &now,
+            ),
+            condition(
+                "PIDPressure",
+                false,
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+                &now,
+            ),
             ready,
         ]),
         node_info: Some(NodeSystemInfo {
@@ -157,7 +196,10 @@ pub fn node_object(cfg: &KubeletConfig, status: NodeStatus) -> Node {
     let mut labels = BTreeMap::new();
     labels.insert("kubernetes.io/hostname".to_string(), cfg.node_name.clone());
     labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
-    labels.insert("kubernetes.io/arch".to_string(), go_arch(std::env::consts::ARCH).to_string());
+    labels.insert(
+        "kubernetes.io/arch".to_string(),
+        go_arch(std::env::consts::ARCH).to_string(),
+    );
     Node {
         metadata: ObjectMeta {
             name: Some(cfg.node_name.clone()),
@@ -170,13 +212,20 @@ pub fn node_object(cfg: &KubeletConfig, status: NodeStatus) -> Node {
 }
 
 /// Creates the Node, or takes over the existing one of the same name. Returns the server's copy.
-pub async fn register(client: &Client, cfg: &KubeletConfig, status: NodeStatus) -> Result<Node, NodeError> {
+pub async fn register(
+    client: &Client,
+    cfg: &KubeletConfig,
+    status: NodeStatus,
+) -> Result<Node, NodeError> {
     let api: Api<Node> = Api::all(client.clone());
     let err = |source| NodeError::Register {
         node: cfg.node_name.clone(),
         source,
     };
-    match api.create(&PostParams::default(), &node_object(cfg, status)).await {
+    match api
+        .create(&PostParams::default(), &node_object(cfg, status))
+        .await
+    {
         Ok(n) => {
             tracing::info!(node = %cfg.node_name, "node registered");
             Ok(n)
@@ -190,7 +239,11 @@ pub async fn register(client: &Client, cfg: &KubeletConfig, status: NodeStatus) 
 }
 
 /// Posts a fresh status (GET then PUT /status, so it also works without patch support).
-pub async fn update_status(client: &Client, cfg: &KubeletConfig, mut status: NodeStatus) -> Result<Node, NodeError> {
+pub async fn update_status(
+    client: &Client,
+    cfg: &KubeletConfig,
+    mut status: NodeStatus,
+) -> Result<Node, NodeError> {
     let api: Api<Node> = Api::all(client.clone());
     let err = |source| NodeError::Status {
         node: cfg.node_name.clone(),
@@ -199,7 +252,9 @@ pub async fn update_status(client: &Client, cfg: &KubeletConfig, mut status: Nod
     let mut node = api.get(&cfg.node_name).await.map_err(err)?;
     keep_transition_times(&mut status, node.status.as_ref());
     node.status = Some(status);
-    api.replace_status(&cfg.node_name, &PostParams::default(), &node).await.map_err(err)
+    api.replace_status(&cfg.node_name, &PostParams::default(), &node)
+        .await
+        .map_err(err)
 }
 
 #[cfg(test)]
@@ -213,12 +268,24 @@ mod tests {
         cfg.capacity_memory = "4Gi".into();
         let s = node_status(&cfg, &HostInfo::default(), "kiln-host://0.1.0", None);
         let addrs = s.addresses.unwrap();
-        assert!(addrs.iter().any(|a| a.type_ == "InternalIP" && a.address == "10.1.0.2"));
-        assert!(addrs.iter().any(|a| a.type_ == "Hostname" && a.address == "cp1"));
+        assert!(addrs
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address == "10.1.0.2"));
+        assert!(addrs
+            .iter()
+            .any(|a| a.type_ == "Hostname" && a.address == "cp1"));
         assert_eq!(s.capacity.as_ref().unwrap()["memory"].0, "4Gi");
         assert_eq!(s.allocatable.as_ref().unwrap()["pods"].0, "110");
-        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
-        assert_eq!((ready.status.as_str(), ready.reason.as_deref()), ("True", Some("KubeletReady")));
+        let ready = s
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("True", Some("KubeletReady"))
+        );
         let info = s.node_info.unwrap();
         assert_eq!(info.kubelet_version, KUBELET_VERSION);
         assert_eq!(info.container_runtime_version, "kiln-host://0.1.0");
@@ -228,7 +295,12 @@ mod tests {
     fn runtime_failure_makes_the_node_not_ready() {
         let cfg = KubeletConfig::new("cp1", "10.1.0.2".parse().unwrap());
         let s = node_status(&cfg, &HostInfo::default(), "x", Some("broken"));
-        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        let ready = s
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
         assert_eq!(ready.status, "False");
     }
 }

@@ -70,7 +70,10 @@ impl StaticPods {
     }
 
     fn clear_error(&self, path: &Path) {
-        self.errors.lock().unwrap_or_else(|p| p.into_inner()).remove(path);
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(path);
     }
 
     fn read_dir(&self) -> Vec<PathBuf> {
@@ -78,7 +81,10 @@ impl StaticPods {
             // A missing directory means no static pods (a worker), not an error worth repeating.
             return Vec::new();
         };
-        let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_manifest_file(p)).collect();
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_manifest_file(p))
+            .collect();
         files.sort();
         files
     }
@@ -89,7 +95,11 @@ impl StaticPods {
         let mut entries = self.entries.lock().await;
         let files = self.read_dir();
         // Removed files stop their pods.
-        let gone: Vec<PathBuf> = entries.keys().filter(|p| !files.contains(p)).cloned().collect();
+        let gone: Vec<PathBuf> = entries
+            .keys()
+            .filter(|p| !files.contains(p))
+            .cloned()
+            .collect();
         for path in gone {
             if let Some(e) = entries.remove(&path) {
                 self.stop(&e).await;
@@ -129,8 +139,11 @@ impl StaticPods {
             };
             entries.insert(path, Entry { pod, uid, running });
         }
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) =
-            entries.values().filter(|e| e.running).map(|e| e.pod.clone()).collect();
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = entries
+            .values()
+            .filter(|e| e.running)
+            .map(|e| e.pod.clone())
+            .collect();
         if !report.is_empty() {
             tracing::info!(?report, "static pods changed");
         }
@@ -147,10 +160,18 @@ impl StaticPods {
 
     /// The running static pods with their runtime status.
     pub fn pods(&self) -> Vec<(Pod, Option<PodStatus>)> {
-        let pods = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let pods = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         pods.into_iter()
             .map(|p| {
-                let st = p.metadata.uid.as_deref().and_then(|u| self.runtime.pod_status(u));
+                let st = p
+                    .metadata
+                    .uid
+                    .as_deref()
+                    .and_then(|u| self.runtime.pod_status(u));
                 (p, st)
             })
             .collect()
@@ -173,6 +194,9 @@ impl StaticPods {
         for (_, e) in std::mem::take(&mut *entries) {
             self.stop(&e).await;
         }
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 }

@@ -62,8 +62,15 @@ async fn add_edit_remove_start_restart_stop() {
     let (uid2, _) = eventually(10, "web restarted", || async { pid_of(&sp, "web-node-a") }).await;
     assert_ne!(uid1, uid2);
     assert_eq!(rt.pod_uids(), vec![uid2.clone()]);
-    let log2 = dir.path().join(format!("logs/kube-system_web-node-a_{uid2}/main/0.log"));
-    eventually(10, "v2 log", || async { std::fs::read_to_string(&log2).ok().filter(|t| t.contains("v2")) }).await;
+    let log2 = dir
+        .path()
+        .join(format!("logs/kube-system_web-node-a_{uid2}/main/0.log"));
+    eventually(10, "v2 log", || async {
+        std::fs::read_to_string(&log2)
+            .ok()
+            .filter(|t| t.contains("v2"))
+    })
+    .await;
 
     // A broken edit keeps the running pod (a half-written file must not take the control plane down).
     std::fs::write(&file, "apiVersion: v1\nkind: Pod\nmetadata: [").unwrap();
@@ -93,8 +100,15 @@ async fn kubelet_runs_static_pods_without_an_api_server() {
     cfg.backoff_base = Duration::from_millis(100);
     let kubelet = kiln_kubelet::run(cfg).await.unwrap();
 
-    std::fs::write(manifests.join("api.yaml"), pod_yaml("api", "Always", "sleep 1000", 1)).unwrap();
-    let (_, pid) = eventually(15, "static pod running", || async { pid_of(&kubelet.static_pods, "api-node-b") }).await;
+    std::fs::write(
+        manifests.join("api.yaml"),
+        pod_yaml("api", "Always", "sleep 1000", 1),
+    )
+    .unwrap();
+    let (_, pid) = eventually(15, "static pod running", || async {
+        pid_of(&kubelet.static_pods, "api-node-b")
+    })
+    .await;
     let mut state = kubelet.agent_state.clone();
     let err = eventually(15, "agent reports the missing kubeconfig", || {
         let e = state.borrow_and_update().last_error.clone();
@@ -106,10 +120,20 @@ async fn kubelet_runs_static_pods_without_an_api_server() {
 
     // A file removed while the loop runs stops its pod.
     std::fs::remove_file(manifests.join("api.yaml")).unwrap();
-    eventually(15, "pod stopped", || async { process_gone(pid).then_some(()) }).await;
+    eventually(15, "pod stopped", || async {
+        process_gone(pid).then_some(())
+    })
+    .await;
 
-    std::fs::write(manifests.join("again.yaml"), pod_yaml("again", "Always", "sleep 1000", 1)).unwrap();
-    let (_, pid) = eventually(15, "second pod running", || async { pid_of(&kubelet.static_pods, "again-node-b") }).await;
+    std::fs::write(
+        manifests.join("again.yaml"),
+        pod_yaml("again", "Always", "sleep 1000", 1),
+    )
+    .unwrap();
+    let (_, pid) = eventually(15, "second pod running", || async {
+        pid_of(&kubelet.static_pods, "again-node-b")
+    })
+    .await;
     kubelet.shutdown().await;
     assert!(process_gone(pid), "shutdown left the pod running");
 }

@@ -12,11 +12,10 @@ use super::{json_response, parse_json, AppState, Target};
 use crate::patch::{self, PatchType};
 use crate::registry::lifecycle::{
     from_stored, name_of, now_rfc3339, prepare_create, prepare_update, same_object, to_stored,
-    UpdateScope,
+    FieldValidation, UpdateScope,
 };
 use crate::registry::resources::NAMESPACES;
 use crate::registry::ResourceSpec;
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::storage::{StoreError, Versioned};
 
@@ -28,6 +27,10 @@ pub fn store_error(e: StoreError) -> ApiError {
         StoreError::Etcd(e) => ApiError::unavailable(format!("storage unavailable: {e}")),
         other => ApiError::internal(other.to_string()),
     }
+}
+
+fn field_validation(query: &HashMap<String, String>) -> FieldValidation {
+    FieldValidation::from_query(query.get("fieldValidation").map(String::as_str))
 }
 
 fn is_dry_run(query: &HashMap<String, String>) -> bool {
@@ -89,73 +92,6 @@ pub async fn get(
     Ok(respond(target.spec, headers, query, StatusCode::OK, &obj))
 }
 
-pub struct Selectors {
-    pub labels: LabelSelector,
-    pub fields: FieldSelector,
-}
-
-impl Selectors {
-    pub fn from_query(
-        spec: &ResourceSpec,
-        query: &HashMap<String, String>,
-    ) -> Result<Self, ApiError> {
-        let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields =
-            FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), spec)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        Ok(Selectors { labels, fields })
-    }
-
-    pub fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches(obj) && self.fields.matches(obj)
-    }
-}
-
-/// Every matching object and the list's resourceVersion (the store revision it was read at).
-pub async fn list_objects(
-    state: &AppState,
-    target: &Target,
-    selectors: &Selectors,
-) -> Result<(Vec<Value>, i64), ApiError> {
-    let prefix = target.spec.key_prefix(target.namespace.as_deref());
-    let (items, revision) = state.store.list(&prefix).await.map_err(store_error)?;
-    let mut objects = Vec::with_capacity(items.len());
-    for item in items {
-        let obj = from_stored(&item.value, item.mod_revision)?;
-        if selectors.matches(&obj) {
-            objects.push(obj);
-        }
-    }
-    Ok((objects, revision))
-}
-
-pub async fn list(
-    state: &AppState,
-    target: &Target,
-    headers: &HeaderMap,
-    query: &HashMap<String, String>,
-) -> Result<Response, ApiError> {
-    let spec = target.spec;
-    let selectors = Selectors::from_query(spec, query)?;
-    // `limit` is honoured by returning everything in one page, which the API allows.
-    let (objects, revision) = list_objects(state, target, &selectors).await?;
-    let rv = revision.to_string();
-    if table::wants_table(headers) {
-        let t = table::table(spec, &objects, Some(&rv), Include::from_query(query));
-        return Ok(json_response(StatusCode::OK, &t));
-    }
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "kind": spec.list_kind,
-            "apiVersion": spec.api_version(),
-            "metadata": {"resourceVersion": rv},
-            "items": objects,
-        }),
-    ))
-}
-
 pub async fn create(
     state: &AppState,
     target: &Target,
@@ -170,7 +106,12 @@ pub async fn create(
             spec.plural,
         ));
     }
-    let mut obj = prepare_create(spec, target.namespace.as_deref(), parse_json(body)?)?;
+    let mut obj = prepare_create(
+        spec,
+        target.namespace.as_deref(),
+        parse_json(body)?,
+        field_validation(query),
+    )?;
     if let Some(ns) = target.namespace.as_deref() {
         // NamespaceLifecycle admission: namespaced objects need a live namespace.
         match state
@@ -248,6 +189,7 @@ async fn guaranteed_update(
             target.namespace.as_deref(),
             &old,
             candidate,
+            field_validation(query),
         )?;
         if same_object(&old, &new) {
             return Ok(old);

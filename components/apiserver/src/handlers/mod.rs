@@ -4,6 +4,7 @@
 pub mod crud;
 pub mod discovery;
 pub mod health;
+pub mod list;
 pub mod path;
 pub mod table;
 pub mod watch;
@@ -216,7 +217,7 @@ async fn serve_resource(
     let headers: &HeaderMap = &parts.headers;
     match verb {
         "get" => crud::get(&state, &target, headers, &query).await,
-        "list" => crud::list(&state, &target, headers, &query).await,
+        "list" => list::list(&state, &target, headers, &query).await,
         "watch" => watch::watch(state.clone(), target, headers, &query).await,
         "create" => crud::create(&state, &target, &query, &read_body(body).await?).await,
         "update" => crud::update(&state, &target, &query, &read_body(body).await?).await,

@@ -10,7 +10,8 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::crud::{list_objects, store_error, Selectors};
+use super::crud::store_error;
+use super::list::{list_objects, Selectors};
 use super::table::{self, Include};
 use super::{Shared, Target};
 use crate::registry::lifecycle::from_stored;

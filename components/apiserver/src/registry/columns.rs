@@ -261,6 +261,108 @@ pub fn node_runtime(obj: &Value, _: i64) -> Value {
     or_none(str_at(obj, "/status/nodeInfo/containerRuntimeVersion"))
 }
 
+// ---- configmaps, secrets, serviceaccounts ----
+
+fn len_of(obj: &Value, pointer: &str) -> usize {
+    match obj.pointer(pointer) {
+        Some(Value::Object(m)) => m.len(),
+        Some(Value::Array(a)) => a.len(),
+        _ => 0,
+    }
+}
+
+pub fn data_count(obj: &Value, _: i64) -> Value {
+    json!(len_of(obj, "/data") + len_of(obj, "/binaryData"))
+}
+
+pub fn secret_type(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/type"))
+}
+
+pub fn secret_data_count(obj: &Value, _: i64) -> Value {
+    json!(len_of(obj, "/data"))
+}
+
+pub fn sa_secrets(obj: &Value, _: i64) -> Value {
+    json!(len_of(obj, "/secrets"))
+}
+
+// ---- events ----
+
+/// The newest of the times an event carries, as upstream's printer picks it.
+fn event_time(obj: &Value, first: bool) -> Option<i64> {
+    let candidates: &[&str] = if first {
+        &["/firstTimestamp", "/eventTime"]
+    } else {
+        &["/series/lastObservedTime", "/lastTimestamp", "/eventTime"]
+    };
+    candidates.iter().find_map(|p| {
+        let s = obj.pointer(p)?.as_str()?;
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+            .ok()
+            .map(|t| t.unix_timestamp())
+    })
+}
+
+pub fn event_last_seen(obj: &Value, now: i64) -> Value {
+    match event_time(obj, false) {
+        Some(t) => json!(human_duration(now - t)),
+        None => json!("<unknown>"),
+    }
+}
+
+pub fn event_first_seen(obj: &Value, now: i64) -> Value {
+    match event_time(obj, true) {
+        Some(t) => json!(human_duration(now - t)),
+        None => json!("<unknown>"),
+    }
+}
+
+pub fn event_type(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/type"))
+}
+
+pub fn event_reason(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/reason"))
+}
+
+pub fn event_object(obj: &Value, _: i64) -> Value {
+    let kind = str_at(obj, "/involvedObject/kind").to_lowercase();
+    json!(format!("{kind}/{}", str_at(obj, "/involvedObject/name")))
+}
+
+pub fn event_subobject(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/involvedObject/fieldPath"))
+}
+
+pub fn event_source(obj: &Value, _: i64) -> Value {
+    let component = str_at(obj, "/source/component");
+    let component = if component.is_empty() {
+        str_at(obj, "/reportingComponent")
+    } else {
+        component
+    };
+    let host = str_at(obj, "/source/host");
+    json!(if host.is_empty() {
+        component.to_string()
+    } else {
+        format!("{component}, {host}")
+    })
+}
+
+pub fn event_message(obj: &Value, _: i64) -> Value {
+    json!(str_at(obj, "/message").trim())
+}
+
+pub fn event_count(obj: &Value, _: i64) -> Value {
+    let count = obj
+        .pointer("/series/count")
+        .or_else(|| obj.pointer("/count"))
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    json!(count)
+}
+
 // ---- leases ----
 
 pub fn lease_holder(obj: &Value, _: i64) -> Value {

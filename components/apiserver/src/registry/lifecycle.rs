@@ -141,9 +141,80 @@ pub fn check_identity(
     Ok(())
 }
 
-fn decode(spec: &ResourceSpec, obj: Value) -> Result<Value, ApiError> {
-    (spec.decode)(obj)
-        .map_err(|e| ApiError::bad_request(format!("error decoding {}: {e}", spec.kind)))
+/// `fieldValidation`: what to do with fields the kind's schema does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently (the typed decode does).
+    Ignore,
+    /// Reject the request with 400, as `kubectl apply`'s default `--validate=strict` asks.
+    Strict,
+}
+
+impl FieldValidation {
+    pub fn from_query(value: Option<&str>) -> Self {
+        match value {
+            Some("Strict") => FieldValidation::Strict,
+            _ => FieldValidation::Ignore,
+        }
+    }
+}
+
+/// Paths set in `input` that the typed decode dropped: fields the kind's schema does not know.
+pub fn unknown_fields(input: &Value, decoded: &Value) -> Vec<String> {
+    fn walk(input: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+        match (input, decoded) {
+            (Value::Object(i), Value::Object(d)) => {
+                for (k, v) in i {
+                    if v.is_null() {
+                        continue;
+                    }
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    match d.get(k) {
+                        None => out.push(p),
+                        Some(dv) => walk(v, dv, &p, out),
+                    }
+                }
+            }
+            (Value::Array(i), Value::Array(d)) => {
+                for (n, (iv, dv)) in i.iter().zip(d).enumerate() {
+                    walk(iv, dv, &format!("{path}[{n}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(input, decoded, "", &mut out);
+    out
+}
+
+fn decode(spec: &ResourceSpec, obj: Value, validation: FieldValidation) -> Result<Value, ApiError> {
+    let cannot = |why: String| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: {why}",
+            kind = spec.kind,
+            v = spec.version
+        ))
+    };
+    let decoded = (spec.decode)(obj.clone()).map_err(cannot)?;
+    if validation == FieldValidation::Strict {
+        let unknown = unknown_fields(&obj, &decoded);
+        if !unknown.is_empty() {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(cannot(format!(
+                "strict decoding error: {}",
+                list.join(", ")
+            )));
+        }
+    }
+    Ok(decoded)
 }
 
 fn validate(spec: &ResourceSpec, obj: &Value) -> Result<(), ApiError> {
@@ -169,6 +240,7 @@ pub fn prepare_create(
     spec: &ResourceSpec,
     namespace: Option<&str>,
     mut obj: Value,
+    validation: FieldValidation,
 ) -> Result<Value, ApiError> {
     check_identity(spec, namespace, &mut obj)?;
     let meta = &mut obj["metadata"];
@@ -207,7 +279,7 @@ pub fn prepare_create(
         meta["generation"] = json!(1);
     }
     (spec.defaults)(&mut obj);
-    let obj = decode(spec, obj)?;
+    let obj = decode(spec, obj, validation)?;
     validate(spec, &obj)?;
     Ok(obj)
 }
@@ -228,6 +300,7 @@ pub fn prepare_update(
     namespace: Option<&str>,
     old: &Value,
     mut new: Value,
+    validation: FieldValidation,
 ) -> Result<Value, ApiError> {
     check_identity(spec, namespace, &mut new)?;
     let name = name_of(old).to_string();
@@ -281,7 +354,7 @@ pub fn prepare_update(
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
-    let new = decode(spec, new)?;
+    let new = decode(spec, new, validation)?;
     validate(spec, &new)?;
     Ok(new)
 }
@@ -327,7 +400,8 @@ mod tests {
 
     #[test]
     fn create_sets_server_metadata() {
-        let p = prepare_create(&PODS, Some("default"), pod("web")).unwrap();
+        let p =
+            prepare_create(&PODS, Some("default"), pod("web"), FieldValidation::Strict).unwrap();
         assert_eq!(p["metadata"]["namespace"], "default");
         assert_eq!(p["metadata"]["generation"], 1);
         assert_eq!(p["metadata"]["uid"].as_str().unwrap().len(), 36);
@@ -340,46 +414,102 @@ mod tests {
 
     #[test]
     fn create_rejects_bad_names_and_namespace_mismatch() {
-        let e = prepare_create(&PODS, Some("default"), pod("Web")).unwrap_err();
+        let e = prepare_create(&PODS, Some("default"), pod("Web"), FieldValidation::Strict)
+            .unwrap_err();
         assert_eq!(e.code, 422);
         let mut p = pod("web");
         p["metadata"]["namespace"] = json!("other");
         assert_eq!(
-            prepare_create(&PODS, Some("default"), p).unwrap_err().code,
+            prepare_create(&PODS, Some("default"), p, FieldValidation::Strict)
+                .unwrap_err()
+                .code,
             400
         );
         let ns = json!({"metadata": {"name": "a.b"}});
-        assert_eq!(prepare_create(&NAMESPACES, None, ns).unwrap_err().code, 422);
+        assert_eq!(
+            prepare_create(&NAMESPACES, None, ns, FieldValidation::Strict)
+                .unwrap_err()
+                .code,
+            422
+        );
     }
 
     #[test]
     fn generate_name_fills_name() {
         let p = json!({"metadata": {"generateName": "web-"},
                        "spec": {"containers": [{"name": "c", "image": "i"}]}});
-        let p = prepare_create(&PODS, Some("default"), p).unwrap();
+        let p = prepare_create(&PODS, Some("default"), p, FieldValidation::Strict).unwrap();
         assert_eq!(name_of(&p).len(), "web-".len() + 5);
     }
 
     #[test]
     fn main_update_keeps_status_and_bumps_generation() {
-        let mut old = prepare_create(&PODS, Some("default"), pod("web")).unwrap();
+        let mut old =
+            prepare_create(&PODS, Some("default"), pod("web"), FieldValidation::Strict).unwrap();
         old["status"]["phase"] = json!("Running");
         let mut new = old.clone();
         new["status"]["phase"] = json!("Failed");
         new["spec"]["containers"][0]["image"] = json!("busybox:2");
-        let out = prepare_update(&PODS, UpdateScope::Main, Some("default"), &old, new).unwrap();
+        let out = prepare_update(
+            &PODS,
+            UpdateScope::Main,
+            Some("default"),
+            &old,
+            new,
+            FieldValidation::Strict,
+        )
+        .unwrap();
         assert_eq!(out["status"]["phase"], "Running");
         assert_eq!(out["metadata"]["generation"], 2);
     }
 
     #[test]
     fn status_update_changes_only_status() {
-        let old = prepare_create(&NODES, None, json!({"metadata": {"name": "n1"}})).unwrap();
+        let old = prepare_create(
+            &NODES,
+            None,
+            json!({"metadata": {"name": "n1"}}),
+            FieldValidation::Strict,
+        )
+        .unwrap();
         let mut new = old.clone();
         new["metadata"]["labels"] = json!({"x": "y"});
         new["status"] = json!({"phase": "Running"});
-        let out = prepare_update(&NODES, UpdateScope::Status, None, &old, new).unwrap();
+        let out = prepare_update(
+            &NODES,
+            UpdateScope::Status,
+            None,
+            &old,
+            new,
+            FieldValidation::Strict,
+        )
+        .unwrap();
         assert_eq!(out["status"]["phase"], "Running");
         assert!(out["metadata"]["labels"].is_null());
+    }
+
+    #[test]
+    fn strict_validation_names_unknown_fields() {
+        let mut p = pod("web");
+        p["spec"]["containers"][0]["imagee"] = json!("typo");
+        p["spec"]["bogus"] = json!(1);
+        let e =
+            prepare_create(&PODS, Some("default"), p.clone(), FieldValidation::Strict).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.bogus\", unknown field \"spec.containers[0].imagee\""
+        );
+        let ok = prepare_create(&PODS, Some("default"), p, FieldValidation::Ignore).unwrap();
+        assert!(ok["spec"].get("bogus").is_none());
+    }
+
+    #[test]
+    fn defaults_and_maps_are_not_unknown() {
+        let mut p = pod("web");
+        p["metadata"]["labels"] = json!({"a": "b"});
+        p["spec"]["nodeSelector"] = json!({"x": "y"});
+        p["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {}}]);
+        prepare_create(&PODS, Some("default"), p, FieldValidation::Strict).unwrap();
     }
 }

@@ -2,7 +2,7 @@
 //! (plus column cells in `columns.rs` when kubectl shows extra columns).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 use serde_json::{json, Value};
 
 use super::columns::{self as c, col};
@@ -235,8 +235,267 @@ pub static LEASES: ResourceSpec = ResourceSpec {
     graceful_delete: None,
 };
 
+pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "configmaps",
+    singular: "configmap",
+    kind: "ConfigMap",
+    list_kind: "ConfigMapList",
+    namespaced: true,
+    short_names: &["cm"],
+    categories: &[],
+    verbs: ALL_VERBS,
+    status_subresource: false,
+    generation: false,
+    name_is_label: false,
+    table: &[
+        NAME_COL,
+        col(
+            "Data",
+            "string",
+            "",
+            "Number of keys in the config map",
+            0,
+            c::data_count,
+        ),
+        AGE_COL,
+    ],
+    fields: &[],
+    decode: typed::<ConfigMap>,
+    defaults: no_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
+pub static SECRETS: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    singular: "secret",
+    kind: "Secret",
+    list_kind: "SecretList",
+    namespaced: true,
+    short_names: &[],
+    categories: &[],
+    verbs: ALL_VERBS,
+    status_subresource: false,
+    generation: false,
+    name_is_label: false,
+    table: &[
+        NAME_COL,
+        col(
+            "Type",
+            "string",
+            "",
+            "The type of the secret",
+            0,
+            c::secret_type,
+        ),
+        col(
+            "Data",
+            "string",
+            "",
+            "The number of entries in the secret",
+            0,
+            c::secret_data_count,
+        ),
+        AGE_COL,
+    ],
+    fields: &[SelectableField {
+        name: "type",
+        pointer: "/type",
+    }],
+    decode: typed::<Secret>,
+    defaults: secret_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
+pub static SERVICE_ACCOUNTS: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "serviceaccounts",
+    singular: "serviceaccount",
+    kind: "ServiceAccount",
+    list_kind: "ServiceAccountList",
+    namespaced: true,
+    short_names: &["sa"],
+    categories: &[],
+    verbs: ALL_VERBS,
+    status_subresource: false,
+    generation: false,
+    name_is_label: false,
+    table: &[
+        NAME_COL,
+        col("Secrets", "string", "", "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount.", 0, c::sa_secrets),
+        AGE_COL,
+    ],
+    fields: &[],
+    decode: typed::<ServiceAccount>,
+    defaults: no_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
+pub static EVENTS: ResourceSpec = ResourceSpec {
+    group: "",
+    version: "v1",
+    plural: "events",
+    singular: "event",
+    kind: "Event",
+    list_kind: "EventList",
+    namespaced: true,
+    short_names: &["ev"],
+    categories: &[],
+    verbs: ALL_VERBS,
+    status_subresource: false,
+    generation: false,
+    name_is_label: false,
+    table: &[
+        col(
+            "Last Seen",
+            "string",
+            "",
+            "Time when last occurrence of the event was seen",
+            0,
+            c::event_last_seen,
+        ),
+        col("Type", "string", "", "Type of this event", 0, c::event_type),
+        col(
+            "Reason",
+            "string",
+            "",
+            "Why the action was taken",
+            0,
+            c::event_reason,
+        ),
+        col(
+            "Object",
+            "string",
+            "",
+            "The object this Event is about",
+            0,
+            c::event_object,
+        ),
+        col(
+            "Subobject",
+            "string",
+            "",
+            "The subobject this Event is about",
+            1,
+            c::event_subobject,
+        ),
+        col(
+            "Source",
+            "string",
+            "",
+            "The component reporting this event",
+            1,
+            c::event_source,
+        ),
+        col(
+            "Message",
+            "string",
+            "",
+            "A human-readable description of the status of this operation",
+            0,
+            c::event_message,
+        ),
+        col(
+            "First Seen",
+            "string",
+            "",
+            "Time when first occurrence of the event was seen",
+            1,
+            c::event_first_seen,
+        ),
+        col(
+            "Count",
+            "string",
+            "",
+            "The number of times this event has occurred",
+            1,
+            c::event_count,
+        ),
+        col(
+            "Name",
+            "string",
+            "name",
+            "Name must be unique within a namespace.",
+            1,
+            c::name,
+        ),
+    ],
+    fields: &[
+        SelectableField {
+            name: "involvedObject.kind",
+            pointer: "/involvedObject/kind",
+        },
+        SelectableField {
+            name: "involvedObject.namespace",
+            pointer: "/involvedObject/namespace",
+        },
+        SelectableField {
+            name: "involvedObject.name",
+            pointer: "/involvedObject/name",
+        },
+        SelectableField {
+            name: "involvedObject.uid",
+            pointer: "/involvedObject/uid",
+        },
+        SelectableField {
+            name: "involvedObject.apiVersion",
+            pointer: "/involvedObject/apiVersion",
+        },
+        SelectableField {
+            name: "involvedObject.resourceVersion",
+            pointer: "/involvedObject/resourceVersion",
+        },
+        SelectableField {
+            name: "involvedObject.fieldPath",
+            pointer: "/involvedObject/fieldPath",
+        },
+        SelectableField {
+            name: "reason",
+            pointer: "/reason",
+        },
+        SelectableField {
+            name: "reportingComponent",
+            pointer: "/reportingComponent",
+        },
+        SelectableField {
+            name: "source",
+            pointer: "/source/component",
+        },
+        SelectableField {
+            name: "type",
+            pointer: "/type",
+        },
+    ],
+    decode: typed::<Event>,
+    defaults: no_defaults,
+    validate: no_validation,
+    graceful_delete: None,
+};
+
 /// Every served resource; discovery lists them in this order.
-pub static ALL: &[&ResourceSpec] = &[&NAMESPACES, &NODES, &PODS, &LEASES];
+pub static ALL: &[&ResourceSpec] = &[
+    &NAMESPACES,
+    &NODES,
+    &PODS,
+    &CONFIGMAPS,
+    &SECRETS,
+    &SERVICE_ACCOUNTS,
+    &EVENTS,
+    &LEASES,
+];
+
+fn secret_defaults(obj: &mut Value) {
+    if obj["type"].as_str().unwrap_or("").is_empty() {
+        obj["type"] = json!("Opaque");
+    }
+}
 
 fn namespace_defaults(obj: &mut Value) {
     let name = obj["metadata"]["name"].clone();

@@ -36,13 +36,28 @@ pub fn store_binary() -> String {
 pub struct Etcd {
     child: Child,
     pub endpoint: String,
+    options: Option<etcd_client::ConnectOptions>,
     _dir: tempfile::TempDir,
+}
+
+/// Files for a store that serves TLS and requires client certificates.
+pub struct StoreTls {
+    pub ca: String,
+    pub server_cert: String,
+    pub server_key: String,
+    pub client_cert: String,
+    pub client_key: String,
 }
 
 impl Etcd {
     pub async fn start() -> Etcd {
+        Self::start_with(None).await
+    }
+
+    pub async fn start_with(tls: Option<&StoreTls>) -> Etcd {
         let dir = tempfile::tempdir().expect("tempdir");
-        let client = format!("http://127.0.0.1:{}", free_port());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", free_port());
         let peer = format!("http://127.0.0.1:{}", free_port());
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
         let mut cmd = Command::new(store_binary());
@@ -52,6 +67,12 @@ impl Etcd {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
             });
+        }
+        if let Some(tls) = tls {
+            cmd.args(["--cert-file", &tls.server_cert])
+                .args(["--key-file", &tls.server_key])
+                .args(["--trusted-ca-file", &tls.ca])
+                .arg("--client-cert-auth");
         }
         let child = cmd
             .args(["--name", "default"])
@@ -69,18 +90,33 @@ impl Etcd {
         let etcd = Etcd {
             child,
             endpoint: client,
+            options: tls.map(|t| {
+                etcd_client::ConnectOptions::new().with_tls(
+                    etcd_client::TlsOptions::new()
+                        .ca_certificate(etcd_client::Certificate::from_pem(
+                            std::fs::read(&t.ca).unwrap(),
+                        ))
+                        .identity(etcd_client::Identity::from_pem(
+                            std::fs::read(&t.client_cert).unwrap(),
+                            std::fs::read(&t.client_key).unwrap(),
+                        )),
+                )
+            }),
             _dir: dir,
         };
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            if let Ok(mut c) = etcd_client::Client::connect([&etcd.endpoint], None).await {
+            if let Ok(mut c) =
+                etcd_client::Client::connect([&etcd.endpoint], etcd.options.clone()).await
+            {
                 if c.get("health", None).await.is_ok() {
                     break;
                 }
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "etcd did not come up"
+                "{} did not come up",
+                store_binary()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -88,7 +124,7 @@ impl Etcd {
     }
 
     pub async fn client(&self) -> etcd_client::Client {
-        etcd_client::Client::connect([&self.endpoint], None)
+        etcd_client::Client::connect([&self.endpoint], self.options.clone())
             .await
             .expect("etcd client")
     }
@@ -137,6 +173,11 @@ impl Pki {
     }
 
     pub fn serving(&self) -> Pair {
+        self.serving_as("kube-apiserver")
+    }
+
+    /// A serving certificate for 127.0.0.1 / localhost.
+    pub fn serving_as(&self, cn: &str) -> Pair {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
         params
@@ -145,7 +186,11 @@ impl Pki {
         params
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        // etcd also dials itself (its gRPC gateway) with its serving certificate.
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Pair {
             cert: cert.pem(),
@@ -191,7 +236,11 @@ impl Cluster {
     }
 
     pub async fn start_with(extra_flags: &[&str]) -> Cluster {
-        let etcd = Etcd::start().await;
+        Self::start_opts(extra_flags, false).await
+    }
+
+    /// `store_tls`: the store serves TLS and requires the apiserver's client certificate.
+    pub async fn start_opts(extra_flags: &[&str], store_tls: bool) -> Cluster {
         let pki = Pki::new();
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, content: &str| {
@@ -203,6 +252,26 @@ impl Cluster {
         let serving = pki.serving();
         let cert = write("apiserver.crt", &serving.cert);
         let key = write("apiserver.key", &serving.key);
+        let mut store_flags = Vec::new();
+        let etcd = if store_tls {
+            let server = pki.serving_as("kiln-store");
+            let client = pki.client("kube-apiserver-etcd-client", &[]);
+            let tls = StoreTls {
+                ca: ca.clone(),
+                server_cert: write("store-server.crt", &server.cert),
+                server_key: write("store-server.key", &server.key),
+                client_cert: write("apiserver-store-client.crt", &client.cert),
+                client_key: write("apiserver-store-client.key", &client.key),
+            };
+            store_flags = vec![
+                format!("--etcd-cafile={}", tls.ca),
+                format!("--etcd-certfile={}", tls.client_cert),
+                format!("--etcd-keyfile={}", tls.client_key),
+            ];
+            Etcd::start_with(Some(&tls)).await
+        } else {
+            Etcd::start().await
+        };
         let mut args = vec![
             "kiln-apiserver".to_string(),
             format!("--etcd-servers={}", etcd.endpoint),
@@ -212,6 +281,7 @@ impl Cluster {
             format!("--tls-private-key-file={key}"),
             format!("--client-ca-file={ca}"),
         ];
+        args.extend(store_flags);
         args.extend(extra_flags.iter().map(|s| s.to_string()));
         let server = kiln_apiserver::start(kiln_apiserver::Options::parse_from(args))
             .await

@@ -37,7 +37,13 @@ pub struct HostRuntime {
 }
 
 impl HostRuntime {
-    pub fn new(log_root: impl Into<PathBuf>, backoff_base: Duration, backoff_max: Duration, node_name: &str, node_ip: IpAddr) -> Self {
+    pub fn new(
+        log_root: impl Into<PathBuf>,
+        backoff_base: Duration,
+        backoff_max: Duration,
+        node_name: &str,
+        node_ip: IpAddr,
+    ) -> Self {
         HostRuntime {
             log_root: log_root.into(),
             backoff: Backoff {
@@ -54,7 +60,12 @@ impl HostRuntime {
         self.pods.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn env_for(&self, pod: &Pod, c: &Container, key: &str) -> Result<Vec<(String, String)>, RuntimeError> {
+    fn env_for(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        key: &str,
+    ) -> Result<Vec<(String, String)>, RuntimeError> {
         let meta = &pod.metadata;
         let mut env = vec![
             ("PATH".to_string(), DEFAULT_PATH.to_string()),
@@ -75,7 +86,10 @@ impl HostRuntime {
                         _ => {
                             return Err(RuntimeError::InvalidSpec {
                                 pod: key.into(),
-                                message: format!("env {}: only fieldRef valueFrom is supported by {HANDLER}", e.name),
+                                message: format!(
+                                    "env {}: only fieldRef valueFrom is supported by {HANDLER}",
+                                    e.name
+                                ),
                             })
                         }
                     }
@@ -117,11 +131,20 @@ impl Runtime for HostRuntime {
 
     async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
         let key = pod_key(pod);
-        let invalid = |message: String| RuntimeError::InvalidSpec { pod: key.clone(), message };
-        let uid = pod.metadata.uid.clone().ok_or_else(|| invalid("no metadata.uid".into()))?;
+        let invalid = |message: String| RuntimeError::InvalidSpec {
+            pod: key.clone(),
+            message,
+        };
+        let uid = pod
+            .metadata
+            .uid
+            .clone()
+            .ok_or_else(|| invalid("no metadata.uid".into()))?;
         let spec = pod.spec.as_ref().ok_or_else(|| invalid("no spec".into()))?;
         if spec.init_containers.as_ref().is_some_and(|v| !v.is_empty()) {
-            return Err(invalid(format!("initContainers are not supported by {HANDLER} yet")));
+            return Err(invalid(format!(
+                "initContainers are not supported by {HANDLER} yet"
+            )));
         }
         if self.pods().contains_key(&uid) {
             return Err(RuntimeError::AlreadyRunning(key));
@@ -136,9 +159,18 @@ impl Runtime for HostRuntime {
         // Validate every container before starting any, so a bad spec starts nothing.
         let mut procs = Vec::new();
         for c in &spec.containers {
-            let argv: Vec<String> = c.command.iter().flatten().chain(c.args.iter().flatten()).cloned().collect();
+            let argv: Vec<String> = c
+                .command
+                .iter()
+                .flatten()
+                .chain(c.args.iter().flatten())
+                .cloned()
+                .collect();
             if argv.is_empty() {
-                return Err(invalid(format!("container {}: {HANDLER} needs a command (images are not used)", c.name)));
+                return Err(invalid(format!(
+                    "container {}: {HANDLER} needs a command (images are not used)",
+                    c.name
+                )));
             }
             procs.push(ProcessSpec {
                 pod_key: key.clone(),
@@ -166,7 +198,11 @@ impl Runtime for HostRuntime {
                 },
                 last_termination: None,
             }));
-            tasks.push(tokio::spawn(supervisor::supervise(p, status.clone(), stop_rx.clone())));
+            tasks.push(tokio::spawn(supervisor::supervise(
+                p,
+                status.clone(),
+                stop_rx.clone(),
+            )));
             containers.push(status);
         }
         let grace = spec
@@ -188,7 +224,10 @@ impl Runtime for HostRuntime {
     }
 
     async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
-        let pod = self.pods().remove(uid).ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
+        let pod = self
+            .pods()
+            .remove(uid)
+            .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
         let grace = grace.unwrap_or(pod.grace);
         let _ = pod.stop.send(Some(grace));
         // Supervisors finish within grace + their final SIGKILL wait; bound it anyway.

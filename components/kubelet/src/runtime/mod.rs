@@ -21,7 +21,10 @@ pub enum RuntimeError {
     #[error("pod {0} is not running")]
     NotFound(String),
     #[error("runtime {handler} is not ready: {message}")]
-    NotReady { handler: &'static str, message: String },
+    NotReady {
+        handler: &'static str,
+        message: String,
+    },
 }
 
 /// Why and how a container run ended.
@@ -38,8 +41,14 @@ pub struct Terminated {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContainerState {
-    Waiting { reason: String, message: Option<String> },
-    Running { pid: u32, started_at: SystemTime },
+    Waiting {
+        reason: String,
+        message: Option<String>,
+    },
+    Running {
+        pid: u32,
+        started_at: SystemTime,
+    },
     Terminated(Terminated),
 }
 

@@ -94,11 +94,19 @@ fn spawn(spec: &ProcessSpec, restart: i32) -> std::io::Result<tokio::process::Ch
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        .current_dir(spec.working_dir.clone().unwrap_or_else(|| PathBuf::from("/")));
+        .current_dir(
+            spec.working_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/")),
+        );
     // Its own session and process group, so stopping the container reaches every process it forked.
     // SAFETY: setsid is async-signal-safe and touches nothing of the parent.
     unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
     }
     cmd.spawn()
 }
@@ -153,8 +161,16 @@ pub async fn supervise(spec: ProcessSpec, status: SharedStatus, mut stop: StopSi
                 let pid = child.id().unwrap_or(0);
                 tracing::info!(pod = %spec.pod_key, container = %spec.container, pid, restart, "container started");
                 set_state(&status, |s| {
-                    s.container_id = format!("kiln-host://{}-{}-{}", spec.pod_key.replace('/', "-"), spec.container, restart);
-                    s.state = ContainerState::Running { pid, started_at: started };
+                    s.container_id = format!(
+                        "kiln-host://{}-{}-{}",
+                        spec.pod_key.replace('/', "-"),
+                        spec.container,
+                        restart
+                    );
+                    s.state = ContainerState::Running {
+                        pid,
+                        started_at: started,
+                    };
                 });
                 let outcome = tokio::select! {
                     r = child.wait() => Ok(r),
@@ -164,12 +180,21 @@ pub async fn supervise(spec: ProcessSpec, status: SharedStatus, mut stop: StopSi
                     Ok(r) => r,
                     Err(grace) => {
                         terminate(&spec, &mut child, pid, grace).await;
-                        let (code, signal) = child.try_wait().ok().flatten().map(exit_info).unwrap_or((137, Some(9)));
+                        let (code, signal) = child
+                            .try_wait()
+                            .ok()
+                            .flatten()
+                            .map(exit_info)
+                            .unwrap_or((137, Some(9)));
                         set_state(&status, |s| {
                             s.state = ContainerState::Terminated(Terminated {
                                 exit_code: code,
                                 signal,
-                                reason: if code == 0 { "Completed".into() } else { "Error".into() },
+                                reason: if code == 0 {
+                                    "Completed".into()
+                                } else {
+                                    "Error".into()
+                                },
                                 message: None,
                                 started_at: Some(started),
                                 finished_at: SystemTime::now(),
@@ -185,7 +210,11 @@ pub async fn supervise(spec: ProcessSpec, status: SharedStatus, mut stop: StopSi
                 Terminated {
                     exit_code: code,
                     signal,
-                    reason: if code == 0 { "Completed".into() } else { "Error".into() },
+                    reason: if code == 0 {
+                        "Completed".into()
+                    } else {
+                        "Error".into()
+                    },
                     message: None,
                     started_at: Some(started),
                     finished_at: SystemTime::now(),
@@ -207,7 +236,11 @@ pub async fn supervise(spec: ProcessSpec, status: SharedStatus, mut stop: StopSi
             s.last_termination = Some(ended);
             s.state = ContainerState::Waiting {
                 reason: "CrashLoopBackOff".into(),
-                message: Some(format!("back-off {}s restarting failed container={}", delay.as_secs(), spec.container)),
+                message: Some(format!(
+                    "back-off {}s restarting failed container={}",
+                    delay.as_secs(),
+                    spec.container
+                )),
             };
         });
         tokio::select! {
@@ -219,7 +252,12 @@ pub async fn supervise(spec: ProcessSpec, status: SharedStatus, mut stop: StopSi
     }
 }
 
-async fn terminate(spec: &ProcessSpec, child: &mut tokio::process::Child, pid: u32, grace: Duration) {
+async fn terminate(
+    spec: &ProcessSpec,
+    child: &mut tokio::process::Child,
+    pid: u32,
+    grace: Duration,
+) {
     tracing::info!(pod = %spec.pod_key, container = %spec.container, pid, grace_secs = grace.as_secs(), "stopping container");
     signal_group(pid, Signal::SIGTERM);
     if tokio::time::timeout(grace, child.wait()).await.is_err() {

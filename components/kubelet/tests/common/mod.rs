@@ -43,7 +43,8 @@ pub fn pod_yaml(name: &str, restart_policy: &str, script: &str, grace: u32) -> S
 }
 
 pub fn pod(name: &str, uid: &str, restart_policy: &str, script: &str, grace: u32) -> Pod {
-    let mut p: Pod = serde_norway::from_str(&pod_yaml(name, restart_policy, script, grace)).unwrap();
+    let mut p: Pod =
+        serde_norway::from_str(&pod_yaml(name, restart_policy, script, grace)).unwrap();
     p.metadata.uid = Some(uid.to_string());
     p
 }

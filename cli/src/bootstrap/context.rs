@@ -1,0 +1,120 @@
+//! Everything a phase needs: the cluster, one connection per host, the local state directory and where the
+//! component binaries to push are.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::ClusterFile;
+use crate::transport::{ConnectOptions, Connections, Transport};
+
+use super::phases::Outcome;
+use super::{BootstrapError, Selector};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub connect: ConnectOptions,
+    /// Folder holding kiln-store, kiln-apiserver, kiln-kubelet to push (default: beside the kiln binary).
+    pub bin_dir: Option<PathBuf>,
+    pub ignore_preflight_errors: Vec<String>,
+    /// How long to wait for the control plane and nodes.
+    pub wait_timeout: Duration,
+    pub json: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            connect: ConnectOptions::default(),
+            bin_dir: None,
+            ignore_preflight_errors: vec![],
+            wait_timeout: Duration::from_secs(180),
+            json: false,
+        }
+    }
+}
+
+pub struct Context {
+    pub cluster: ClusterFile,
+    pub conns: Connections,
+    pub state_dir: PathBuf,
+    pub bin_dir: PathBuf,
+    pub opts: Options,
+}
+
+impl Context {
+    pub fn new(cluster: ClusterFile, opts: Options) -> Result<Context, BootstrapError> {
+        let state_dir = cluster.state_dir();
+        let bin_dir = match &opts.bin_dir {
+            Some(d) => d.clone(),
+            None => std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+                .unwrap_or_else(|| PathBuf::from("/usr/local/bin")),
+        };
+        Ok(Context {
+            conns: Connections::new(cluster.clone(), opts.connect.clone()),
+            cluster,
+            state_dir,
+            bin_dir,
+            opts,
+        })
+    }
+
+    /// Host names for a selector; `None` stands for the operator's machine.
+    pub fn select(&self, s: &Selector) -> Result<Vec<Option<String>>, BootstrapError> {
+        let cfg = &self.cluster.config;
+        let names: Vec<Option<String>> = match s {
+            Selector::Local => vec![None],
+            Selector::FirstController => cfg.controllers().take(1).map(|h| Some(h.name.clone())).collect(),
+            Selector::Controllers => cfg.controllers().map(|h| Some(h.name.clone())).collect(),
+            Selector::Workers => cfg.workers().filter(|h| !h.is_controller()).map(|h| Some(h.name.clone())).collect(),
+            Selector::All => cfg.spec.hosts.iter().map(|h| Some(h.name.clone())).collect(),
+        };
+        Ok(names)
+    }
+
+    pub async fn transport(&self, host: &str) -> Result<std::sync::Arc<dyn Transport>, BootstrapError> {
+        Ok(self.conns.get(host).await?)
+    }
+
+    pub fn host(&self, name: &str) -> &crate::config::Host {
+        self.cluster.config.host(name).expect("selected hosts come from the config")
+    }
+
+    pub fn first_controller(&self) -> &crate::config::Host {
+        self.cluster.config.controllers().next().expect("validated config has a controller")
+    }
+
+    pub fn pki_dir(&self, node: &str) -> PathBuf {
+        self.state_dir.join("pki").join(node)
+    }
+
+    pub fn admin_conf(&self) -> PathBuf {
+        self.state_dir.join("admin.conf")
+    }
+
+    pub fn say(&self, line: &str) {
+        if !self.opts.json {
+            println!("{line}");
+        }
+    }
+
+    pub fn report(&self, phase: &str, host: &str, outcome: &Outcome, took: Duration) {
+        if self.opts.json {
+            println!(
+                "{}",
+                serde_json::json!({"phase": phase, "host": host, "result": outcome.kind(), "detail": outcome.detail(), "seconds": took.as_secs_f64()})
+            );
+        } else {
+            println!("[{host:>8}] {phase:<20} {:<7} {:>6.2}s  {}", outcome.kind(), took.as_secs_f64(), outcome.detail());
+        }
+    }
+
+    pub fn report_failure(&self, phase: &str, host: &str, e: &BootstrapError) {
+        if self.opts.json {
+            println!("{}", serde_json::json!({"phase": phase, "host": host, "result": "failed", "error": e.to_string()}));
+        } else {
+            println!("[{host:>8}] {phase:<20} FAILED");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The bootstrapper: playbooks (ordered phases with host selectors, as data) run over the hosts of one
+//! cluster.yaml. `init` brings up the first control plane, `reset` undoes everything kiln did on a host.
+//! Every phase looks at the host's state first and skips what is done, so a re-run converges.
+
+mod context;
+mod error;
+mod phases;
+mod playbook;
+mod render;
+mod reset;
+
+pub use context::{Context, Options};
+pub use error::BootstrapError;
+pub use playbook::{Playbook, Selector};
+
+use std::time::Instant;
+
+/// Run a playbook: phases in order; within a phase, its hosts in parallel.
+pub async fn run(ctx: &Context, playbook: &Playbook) -> Result<(), BootstrapError> {
+    let total = Instant::now();
+    for phase in &playbook.phases {
+        let hosts = ctx.select(&phase.hosts)?;
+        let started = Instant::now();
+        let results = futures::future::join_all(
+            hosts
+                .iter()
+                .map(|h| phases::run_phase(ctx, &phase.name, h.as_deref())),
+        )
+        .await;
+        for (h, r) in hosts.iter().zip(results) {
+            let who = h.as_deref().unwrap_or("local");
+            match r {
+                Ok(outcome) => ctx.report(&phase.name, who, &outcome, started.elapsed()),
+                Err(e) => {
+                    ctx.report_failure(&phase.name, who, &e);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    ctx.say(&format!(
+        "{} finished in {:.1}s",
+        playbook.name,
+        total.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! `kiln reset`: undo everything kiln did on a host — static pods, the kubelet, files, data — and verify.
+//! Processes are stopped by the PIDs kiln recorded or by their executable being one of kiln's own
+//! binaries in /usr/local/bin: never anything else.
+
+use crate::transport::Transport;
+
+use super::phases::{Outcome, MANIFESTS, REMOTE_BIN, SUPERVISOR_PID, UNIT};
+use super::{BootstrapError, Context};
+
+/// What kiln writes on a host; reset removes exactly these, and verify-clean checks them.
+const PATHS: &[&str] = &[
+    "/etc/kiln",
+    "/var/lib/kiln",
+    "/var/log/kiln",
+    "/var/log/pods",
+    "/run/kiln",
+    UNIT,
+    "/usr/local/bin/kiln-store",
+    "/usr/local/bin/kiln-apiserver",
+    "/usr/local/bin/kiln-kubelet",
+    "/usr/local/bin/kiln-scheduler",
+    "/usr/local/bin/kiln-controller-manager",
+    "/usr/local/bin/kiln-proxy",
+];
+
+/// Paths of kiln that exist, one per line; an empty mount point counts as absent (it was there before).
+fn present_script() -> String {
+    format!(
+        "for p in {}; do [ -e $p ] || continue; if mountpoint -q $p 2>/dev/null && [ -z \"$(ls -A $p)\" ]; then continue; fi; echo $p; done; true",
+        PATHS.join(" ")
+    )
+}
+
+/// PIDs (one per line) of processes running one of kiln's binaries, found through /proc/PID/exe.
+fn kiln_pids_script() -> String {
+    format!(
+        "for p in /proc/[0-9]*; do e=$(readlink $p/exe 2>/dev/null) || continue; \
+         case \"$e\" in {REMOTE_BIN}/kiln-*) echo \"${{p#/proc/}} $e\";; esac; done"
+    )
+}
+
+pub async fn run_phase(ctx: &Context, name: &str, host: &str) -> Result<Outcome, BootstrapError> {
+    let t = ctx.transport(host).await?;
+    match name {
+        "stop-static-pods" => stop_static_pods(&*t).await,
+        "stop-kubelet" => stop_kubelet(&*t).await,
+        "remove-files" => remove_files(&*t).await,
+        "verify-clean" => verify_clean(&*t).await,
+        other => Err(BootstrapError::UnknownPhase {
+            phase: other.to_string(),
+            known: super::phases::PHASES.join(", "),
+        }),
+    }
+}
+
+/// Remove the manifests so the kubelet stops the control plane gracefully (like kubeadm reset).
+async fn stop_static_pods(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+    let had = t.run(&format!("ls {MANIFESTS} 2>/dev/null | wc -l")).await?;
+    if had.trim() == "0" {
+        return Ok(Outcome::Skipped("no static pods".into()));
+    }
+    t.run(&format!("rm -f {MANIFESTS}/*")).await?;
+    // Wait (bounded) for the kubelet to stop them; what is left is killed in stop-kubelet.
+    let script = format!(
+        "for i in $(seq 60); do n=0; for p in /proc/[0-9]*; do e=$(readlink $p/exe 2>/dev/null) || continue; \
+         case \"$e\" in {REMOTE_BIN}/kiln-kubelet) ;; {REMOTE_BIN}/kiln-*) n=$((n+1));; esac; done; \
+         [ $n = 0 ] && exit 0; sleep 0.5; done; exit 1"
+    );
+    let stopped = t.exec(&script, None).await?.success();
+    Ok(Outcome::Done(if stopped {
+        "static pods stopped by the kubelet".into()
+    } else {
+        "manifests removed; leftovers are killed with the kubelet".into()
+    }))
+}
+
+pub async fn stop_supervisor(t: &dyn Transport) -> Result<(), BootstrapError> {
+    // The supervisor is the leader of its own session (setsid): signal its whole process group.
+    t.run(&format!(
+        "p=$(cat {SUPERVISOR_PID} 2>/dev/null) || exit 0; kill -TERM -- -$p 2>/dev/null; \
+         for i in $(seq 50); do kill -0 $p 2>/dev/null || break; sleep 0.1; done; kill -KILL -- -$p 2>/dev/null; \
+         rm -f {SUPERVISOR_PID}; true"
+    ))
+    .await?;
+    Ok(())
+}
+
+async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+    let mut did = vec![];
+    if t.exec(&format!("test -f {UNIT}"), None).await?.success() {
+        t.run("systemctl disable --now kiln-kubelet 2>/dev/null; true").await?;
+        did.push("systemd unit stopped");
+    }
+    if t.exec(&format!("test -f {SUPERVISOR_PID}"), None).await?.success() {
+        stop_supervisor(t).await?;
+        did.push("supervisor stopped");
+    }
+    // Anything still running one of kiln's binaries was started by kiln: TERM, then KILL.
+    let pids = t.run(&kiln_pids_script()).await?;
+    let pids: Vec<&str> = pids.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    if !pids.is_empty() {
+        let list = pids.join(" ");
+        t.run(&format!(
+            "kill -TERM {list} 2>/dev/null; for i in $(seq 50); do alive=0; for p in {list}; do kill -0 $p 2>/dev/null && alive=1; done; \
+             [ $alive = 0 ] && break; sleep 0.1; done; kill -KILL {list} 2>/dev/null; true"
+        ))
+        .await?;
+        did.push("kiln processes stopped");
+    }
+    Ok(if did.is_empty() {
+        Outcome::Skipped("nothing running".into())
+    } else {
+        Outcome::Done(did.join(", "))
+    })
+}
+
+async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+    let present = t.run(&present_script()).await?;
+    if present.trim().is_empty() {
+        return Ok(Outcome::Skipped("nothing to remove".into()));
+    }
+    // A data dir may be a mount point (its own disk, or a lab host's private dir): empty it, keep it.
+    t.run(&format!(
+        "for p in {}; do if mountpoint -q $p 2>/dev/null; then find $p -mindepth 1 -delete; else rm -rf $p; fi; done",
+        PATHS.join(" ")
+    ))
+    .await?;
+    if t.exec("test -d /run/systemd/system", None).await?.success() {
+        t.run("systemctl daemon-reload").await?;
+    }
+    Ok(Outcome::Done(format!("removed {}", present.split_whitespace().collect::<Vec<_>>().join(", "))))
+}
+
+/// The residue scan: no kiln file, directory or process is left.
+async fn verify_clean(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+    let files = t.run(&present_script()).await?;
+    let procs = t.run(&kiln_pids_script()).await?;
+    let residue: Vec<String> = files
+        .lines()
+        .map(str::to_string)
+        .map(|l| format!("file {l}"))
+        .chain(procs.lines().map(|l| format!("process {l}")))
+        .collect();
+    if residue.is_empty() {
+        Ok(Outcome::Done("clean".into()))
+    } else {
+        Err(BootstrapError::Residue {
+            host: t.host().to_string(),
+            residue: residue.join("\n"),
+        })
+    }
+}
