@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# kiln's main job on a fresh machine (root): install what is missing, build, bring up a lab of real hosts and
-# show them working over SSH. Later issues grow this into the full walkthrough (init, join, an app served).
+# kiln's main job on a fresh machine (root): install what is missing, build, bring up a lab of real hosts,
+# bootstrap the control plane on host1 over SSH with `kiln init`, and show it with the real kubectl.
+# Later issues grow this into the full walkthrough (join the workers, an app served behind a NodePort).
 #   ./demo.sh            run the demo and leave the lab up to explore
 #   ./demo.sh --down     tear the demo lab down afterwards
 set -euo pipefail
@@ -21,7 +22,15 @@ for h in host1 host2 host3; do
 done
 echo "== the lab's cluster.yaml"
 cat "/tmp/kiln-lab/$LAB/cluster.yaml"
+echo "== kiln init: preflight, PKI, push binaries and manifests over SSH, start the control plane"
+"$KILN" lab run --name "$LAB" -- "$KILN" init -f "/tmp/kiln-lab/$LAB/cluster.yaml"
+ADMIN="/tmp/kiln-lab/$LAB/$LAB.kiln/admin.conf"
+echo "== kubectl get nodes -o wide; kubectl get pods -A"
+"$KILN" lab run --name "$LAB" -- kubectl --kubeconfig "$ADMIN" get nodes -o wide
+"$KILN" lab run --name "$LAB" -- kubectl --kubeconfig "$ADMIN" get pods -A
 echo
-echo "explore:   $KILN lab shell --name $LAB      (then: ssh -F /tmp/kiln-lab/$LAB/ssh_config host1)"
+echo "explore:   $KILN lab shell --name $LAB"
+echo "           (then: kubectl --kubeconfig $ADMIN get pods -A;  ssh -F /tmp/kiln-lab/$LAB/ssh_config host1)"
+echo "reset:     $KILN lab run --name $LAB -- $KILN reset -f /tmp/kiln-lab/$LAB/cluster.yaml"
 echo "tear down: $KILN lab down --name $LAB"
 if [ "${1:-}" = "--down" ]; then "$KILN" lab down --name "$LAB"; fi

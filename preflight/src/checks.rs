@@ -184,7 +184,7 @@ pub fn run_checks(facts: &Facts, role: Role, ignore: &[String]) -> Vec<Finding> 
             })
         })
         .collect();
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }
 

@@ -65,24 +65,47 @@ impl Context {
         let cfg = &self.cluster.config;
         let names: Vec<Option<String>> = match s {
             Selector::Local => vec![None],
-            Selector::FirstController => cfg.controllers().take(1).map(|h| Some(h.name.clone())).collect(),
+            Selector::FirstController => cfg
+                .controllers()
+                .take(1)
+                .map(|h| Some(h.name.clone()))
+                .collect(),
             Selector::Controllers => cfg.controllers().map(|h| Some(h.name.clone())).collect(),
-            Selector::Workers => cfg.workers().filter(|h| !h.is_controller()).map(|h| Some(h.name.clone())).collect(),
-            Selector::All => cfg.spec.hosts.iter().map(|h| Some(h.name.clone())).collect(),
+            Selector::Workers => cfg
+                .workers()
+                .filter(|h| !h.is_controller())
+                .map(|h| Some(h.name.clone()))
+                .collect(),
+            Selector::All => cfg
+                .spec
+                .hosts
+                .iter()
+                .map(|h| Some(h.name.clone()))
+                .collect(),
         };
         Ok(names)
     }
 
-    pub async fn transport(&self, host: &str) -> Result<std::sync::Arc<dyn Transport>, BootstrapError> {
+    pub async fn transport(
+        &self,
+        host: &str,
+    ) -> Result<std::sync::Arc<dyn Transport>, BootstrapError> {
         Ok(self.conns.get(host).await?)
     }
 
     pub fn host(&self, name: &str) -> &crate::config::Host {
-        self.cluster.config.host(name).expect("selected hosts come from the config")
+        self.cluster
+            .config
+            .host(name)
+            .expect("selected hosts come from the config")
     }
 
     pub fn first_controller(&self) -> &crate::config::Host {
-        self.cluster.config.controllers().next().expect("validated config has a controller")
+        self.cluster
+            .config
+            .controllers()
+            .next()
+            .expect("validated config has a controller")
     }
 
     pub fn pki_dir(&self, node: &str) -> PathBuf {
@@ -106,13 +129,21 @@ impl Context {
                 serde_json::json!({"phase": phase, "host": host, "result": outcome.kind(), "detail": outcome.detail(), "seconds": took.as_secs_f64()})
             );
         } else {
-            println!("[{host:>8}] {phase:<20} {:<7} {:>6.2}s  {}", outcome.kind(), took.as_secs_f64(), outcome.detail());
+            println!(
+                "[{host:>8}] {phase:<20} {:<7} {:>6.2}s  {}",
+                outcome.kind(),
+                took.as_secs_f64(),
+                outcome.detail()
+            );
         }
     }
 
     pub fn report_failure(&self, phase: &str, host: &str, e: &BootstrapError) {
         if self.opts.json {
-            println!("{}", serde_json::json!({"phase": phase, "host": host, "result": "failed", "error": e.to_string()}));
+            println!(
+                "{}",
+                serde_json::json!({"phase": phase, "host": host, "result": "failed", "error": e.to_string()})
+            );
         } else {
             println!("[{host:>8}] {phase:<20} FAILED");
         }

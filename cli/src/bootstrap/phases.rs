@@ -23,6 +23,7 @@ pub const PHASES: &[&str] = &[
     "kubelet-start",
     "wait-control-plane",
     "wait-node-ready",
+    "wait-static-pods",
     "stop-static-pods",
     "stop-kubelet",
     "remove-files",
@@ -58,10 +59,15 @@ impl Outcome {
     }
 }
 
-pub async fn run_phase(ctx: &Context, name: &str, host: Option<&str>) -> Result<Outcome, BootstrapError> {
+pub async fn run_phase(
+    ctx: &Context,
+    name: &str,
+    host: Option<&str>,
+) -> Result<Outcome, BootstrapError> {
     let need_host = |h: Option<&str>| {
-        h.map(str::to_string)
-            .ok_or_else(|| BootstrapError::phase(name, "local", "this phase runs on hosts, not locally"))
+        h.map(str::to_string).ok_or_else(|| {
+            BootstrapError::phase(name, "local", "this phase runs on hosts, not locally")
+        })
     };
     match name {
         "preflight" => preflight(ctx, &need_host(host)?).await,
@@ -72,6 +78,7 @@ pub async fn run_phase(ctx: &Context, name: &str, host: Option<&str>) -> Result<
         "kubelet-start" => kubelet_start(ctx, &need_host(host)?).await,
         "wait-control-plane" => wait_control_plane(ctx).await,
         "wait-node-ready" => wait_node_ready(ctx, &need_host(host)?).await,
+        "wait-static-pods" => wait_static_pods(ctx, &need_host(host)?).await,
         other => super::reset::run_phase(ctx, other, &need_host(host)?).await,
     }
 }
@@ -103,9 +110,16 @@ async fn preflight(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError>
         ip_forward: Some(part(2).to_string()).filter(|s| !s.is_empty()),
         bridge_nf_call_iptables: Some(part(3).to_string()).filter(|s| !s.is_empty()),
         num_cpu: part(4).parse().unwrap_or(0),
-        mem_total_kib: part(5).split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0),
+        mem_total_kib: part(5)
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
         listening: kiln_preflight::parse_listening_ports(&format!("header\n{tcp}")),
-        kiln_components: part(7).lines().map(|l| l.trim_end_matches(".yaml").to_string()).collect(),
+        kiln_components: part(7)
+            .lines()
+            .map(|l| l.trim_end_matches(".yaml").to_string())
+            .collect(),
         non_empty_dirs: part(8).lines().map(str::to_string).collect(),
     };
     let role = if ctx.host(host).is_controller() {
@@ -119,7 +133,10 @@ async fn preflight(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError>
         .filter(|f| f.severity == kiln_preflight::Severity::Error)
         .map(|f| format!("  [ERROR {}]: {}", f.check, f.message))
         .collect();
-    for w in findings.iter().filter(|f| f.severity == kiln_preflight::Severity::Warning) {
+    for w in findings
+        .iter()
+        .filter(|f| f.severity == kiln_preflight::Severity::Warning)
+    {
         tracing::warn!(host, check = w.check, "{}", w.message);
     }
     if !errors.is_empty() {
@@ -128,7 +145,10 @@ async fn preflight(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError>
             findings: errors.join("\n"),
         });
     }
-    Ok(Outcome::Done(format!("{} checks passed", kiln_preflight::CHECKS.len() - findings.len())))
+    Ok(Outcome::Done(format!(
+        "{} checks passed",
+        kiln_preflight::CHECKS.len() - findings.len()
+    )))
 }
 
 fn service_ip(ctx: &Context) -> IpAddr {
@@ -154,7 +174,11 @@ fn certs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     let mut created = vec![];
     for h in ctx.cluster.config.controllers() {
         let dir = ctx.pki_dir(&h.name);
-        std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io { what: "creating", path: dir.clone(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io {
+            what: "creating",
+            path: dir.clone(),
+            source,
+        })?;
         set_private(&ctx.state_dir)?;
         if h.name != first {
             // One cluster CA: every controller's tree is issued from the first controller's.
@@ -178,20 +202,40 @@ fn certs(ctx: &Context) -> Result<Outcome, BootstrapError> {
 /// The state directory holds the CA key: only its owner may enter it.
 fn set_private(dir: &Path) -> Result<(), BootstrapError> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|source| BootstrapError::Io { what: "securing", path: dir.to_path_buf(), source })
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
+        BootstrapError::Io {
+            what: "securing",
+            path: dir.to_path_buf(),
+            source,
+        }
+    })
 }
 
 fn copy_cas(from: &Path, to: &Path) -> Result<(), BootstrapError> {
-    for f in ["ca.crt", "ca.key", "store/ca.crt", "store/ca.key", "sa.key", "sa.pub"] {
+    for f in [
+        "ca.crt",
+        "ca.key",
+        "store/ca.crt",
+        "store/ca.key",
+        "sa.key",
+        "sa.pub",
+    ] {
         let (src, dst) = (from.join(f), to.join(f));
         if dst.exists() || !src.exists() {
             continue;
         }
-        let data = std::fs::read(&src).map_err(|source| BootstrapError::Io { what: "reading", path: src.clone(), source })?;
+        let data = std::fs::read(&src).map_err(|source| BootstrapError::Io {
+            what: "reading",
+            path: src.clone(),
+            source,
+        })?;
         let mode = if f.ends_with(".key") { 0o600 } else { 0o644 };
         if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p).map_err(|source| BootstrapError::Io { what: "creating", path: p.to_path_buf(), source })?;
+            std::fs::create_dir_all(p).map_err(|source| BootstrapError::Io {
+                what: "creating",
+                path: p.to_path_buf(),
+                source,
+            })?;
         }
         kiln_pki::files::write_atomic(&dst, &data, mode).map_err(pki_err)?;
     }
@@ -211,13 +255,28 @@ fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     let name = &ctx.cluster.config.metadata.name;
     let v = validity(ctx);
     let mut made = vec![];
-    if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, &kiln_pki::KubeconfigKind::Admin, name, &server, &v).map_err(pki_err)? {
+    if kiln_pki::ensure_kubeconfig(
+        &ctx.state_dir,
+        &ca,
+        &kiln_pki::KubeconfigKind::Admin,
+        name,
+        &server,
+        &v,
+    )
+    .map_err(pki_err)?
+    {
         made.push("admin.conf".to_string());
     }
     for h in ctx.cluster.config.controllers() {
         let dir = kubeconfig_dir(ctx, &h.name);
-        std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io { what: "creating", path: dir.clone(), source })?;
-        let kind = kiln_pki::KubeconfigKind::Kubelet { node_name: h.name.clone() };
+        std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io {
+            what: "creating",
+            path: dir.clone(),
+            source,
+        })?;
+        let kind = kiln_pki::KubeconfigKind::Kubelet {
+            node_name: h.name.clone(),
+        };
         if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v).map_err(pki_err)? {
             made.push(format!("{}/kubelet.conf", h.name));
         }
@@ -230,9 +289,17 @@ fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
 }
 
 fn sha256_file(path: &Path) -> Result<String, BootstrapError> {
-    let mut f = std::fs::File::open(path).map_err(|source| BootstrapError::Io { what: "reading", path: path.to_path_buf(), source })?;
+    let mut f = std::fs::File::open(path).map_err(|source| BootstrapError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(|source| BootstrapError::Io { what: "reading", path: path.to_path_buf(), source })?;
+    std::io::copy(&mut f, &mut h).map_err(|source| BootstrapError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(hex::encode(h.finalize()))
 }
 
@@ -244,10 +311,19 @@ pub struct Install {
 }
 
 /// Upload the files whose content differs on the host (one round trip to compare, then parallel uploads).
-pub async fn install_files(ctx: &Context, host: &str, files: &[Install]) -> Result<Vec<String>, BootstrapError> {
+pub async fn install_files(
+    ctx: &Context,
+    host: &str,
+    files: &[Install],
+) -> Result<Vec<String>, BootstrapError> {
     let t = ctx.transport(host).await?;
     let list: Vec<String> = files.iter().map(|f| shell_quote(&f.remote)).collect();
-    let out = t.exec(&format!("sha256sum {} 2>/dev/null; true", list.join(" ")), None).await?;
+    let out = t
+        .exec(
+            &format!("sha256sum {} 2>/dev/null; true", list.join(" ")),
+            None,
+        )
+        .await?;
     let remote: BTreeMap<String, String> = out
         .stdout_str()
         .lines()
@@ -289,25 +365,56 @@ async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     for b in CONTROL_PLANE_BINARIES {
         let local = ctx.bin_dir.join(b);
         if !local.exists() {
-            return Err(BootstrapError::phase("push", host, format!("{} not found (build it, or pass --bin-dir)", local.display())));
+            return Err(BootstrapError::phase(
+                "push",
+                host,
+                format!(
+                    "{} not found (build it, or pass --bin-dir)",
+                    local.display()
+                ),
+            ));
         }
-        files.push(Install { local, remote: format!("{REMOTE_BIN}/{b}"), mode: 0o755 });
+        files.push(Install {
+            local,
+            remote: format!("{REMOTE_BIN}/{b}"),
+            mode: 0o755,
+        });
     }
     let pki = ctx.pki_dir(host);
     let mut pki_files = vec![];
     walk(&pki, &mut pki_files);
     for p in pki_files {
-        let rel = p.strip_prefix(&pki).expect("under pki").to_string_lossy().into_owned();
+        let rel = p
+            .strip_prefix(&pki)
+            .expect("under pki")
+            .to_string_lossy()
+            .into_owned();
         let mode = if rel.ends_with(".key") { 0o600 } else { 0o644 };
-        files.push(Install { local: p, remote: format!("{KILN_ETC}/pki/{rel}"), mode });
+        files.push(Install {
+            local: p,
+            remote: format!("{KILN_ETC}/pki/{rel}"),
+            mode,
+        });
     }
-    files.push(Install { local: kubeconfig_dir(ctx, host).join("kubelet.conf"), remote: format!("{KILN_ETC}/kubelet.conf"), mode: 0o600 });
-    files.push(Install { local: ctx.admin_conf(), remote: format!("{KILN_ETC}/admin.conf"), mode: 0o600 });
+    files.push(Install {
+        local: kubeconfig_dir(ctx, host).join("kubelet.conf"),
+        remote: format!("{KILN_ETC}/kubelet.conf"),
+        mode: 0o600,
+    });
+    files.push(Install {
+        local: ctx.admin_conf(),
+        remote: format!("{KILN_ETC}/admin.conf"),
+        mode: 0o600,
+    });
     let changed = install_files(ctx, host, &files).await?;
     Ok(if changed.is_empty() {
         Outcome::Skipped(format!("{} files up to date", files.len()))
     } else {
-        Outcome::Done(format!("{} of {} files installed", changed.len(), files.len()))
+        Outcome::Done(format!(
+            "{} of {} files installed",
+            changed.len(),
+            files.len()
+        ))
     })
 }
 
@@ -331,15 +438,29 @@ async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapEr
     c.insert("node_ip", &ip);
     c.insert("initial_cluster", &initial_cluster);
     c.insert("initial_cluster_state", "new");
-    c.insert("quota_backend_bytes", &cfg.spec.store.quota_backend_bytes.unwrap_or(0));
-    c.insert("service_cidr", &cfg.spec.networking.service_cidr.to_string());
+    c.insert(
+        "quota_backend_bytes",
+        &cfg.spec.store.quota_backend_bytes.unwrap_or(0),
+    );
+    c.insert(
+        "service_cidr",
+        &cfg.spec.networking.service_cidr.to_string(),
+    );
     let staging = ctx.state_dir.join("rendered").join(host);
-    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io { what: "creating", path: staging.clone(), source })?;
+    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
+        what: "creating",
+        path: staging.clone(),
+        source,
+    })?;
     let mut files = vec![];
     for m in ["kiln-store.yaml", "kiln-apiserver.yaml"] {
         let local = staging.join(m);
         kiln_pki::files::write_atomic(&local, render(m, &c)?.as_bytes(), 0o600).map_err(pki_err)?;
-        files.push(Install { local, remote: format!("{MANIFESTS}/{m}"), mode: 0o600 });
+        files.push(Install {
+            local,
+            remote: format!("{MANIFESTS}/{m}"),
+            mode: 0o600,
+        });
     }
     let changed = install_files(ctx, host, &files).await?;
     Ok(if changed.is_empty() {
@@ -369,17 +490,52 @@ async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapEr
     t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;
     if systemd {
         let local = staging.join("kiln-kubelet.service");
-        kiln_pki::files::write_atomic(&local, render("kiln-kubelet.service", &c)?.as_bytes(), 0o644).map_err(pki_err)?;
-        let changed = install_files(ctx, host, &[Install { local, remote: UNIT.into(), mode: 0o644 }]).await?;
-        let verb = if changed.is_empty() { "start" } else { "restart" };
+        kiln_pki::files::write_atomic(
+            &local,
+            render("kiln-kubelet.service", &c)?.as_bytes(),
+            0o644,
+        )
+        .map_err(pki_err)?;
+        let changed = install_files(
+            ctx,
+            host,
+            &[Install {
+                local,
+                remote: UNIT.into(),
+                mode: 0o644,
+            }],
+        )
+        .await?;
+        let verb = if changed.is_empty() {
+            "start"
+        } else {
+            "restart"
+        };
         t.run(&format!("systemctl daemon-reload && systemctl enable kiln-kubelet && systemctl {verb} kiln-kubelet")).await?;
         return Ok(Outcome::Done(format!("systemd unit kiln-kubelet ({verb})")));
     }
     let local = staging.join("kubelet-supervisor.sh");
-    kiln_pki::files::write_atomic(&local, render("kubelet-supervisor.sh", &c)?.as_bytes(), 0o644).map_err(pki_err)?;
-    let changed = install_files(ctx, host, &[Install { local, remote: SUPERVISOR.into(), mode: 0o755 }]).await?;
+    kiln_pki::files::write_atomic(
+        &local,
+        render("kubelet-supervisor.sh", &c)?.as_bytes(),
+        0o644,
+    )
+    .map_err(pki_err)?;
+    let changed = install_files(
+        ctx,
+        host,
+        &[Install {
+            local,
+            remote: SUPERVISOR.into(),
+            mode: 0o755,
+        }],
+    )
+    .await?;
     let running = t
-        .exec(&format!("kill -0 \"$(cat {SUPERVISOR_PID} 2>/dev/null)\" 2>/dev/null"), None)
+        .exec(
+            &format!("kill -0 \"$(cat {SUPERVISOR_PID} 2>/dev/null)\" 2>/dev/null"),
+            None,
+        )
         .await?
         .success();
     if running && changed.is_empty() {
@@ -389,13 +545,19 @@ async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapEr
         super::reset::stop_supervisor(&*t).await?;
     }
     // setsid + closed stdio: the supervisor outlives this SSH session.
-    t.run(&format!("setsid /bin/sh {SUPERVISOR} </dev/null >/dev/null 2>&1 &")).await?;
-    Ok(Outcome::Done("kubelet supervisor started (no systemd on this host)".into()))
+    t.run(&format!(
+        "setsid /bin/sh {SUPERVISOR} </dev/null >/dev/null 2>&1 &"
+    ))
+    .await?;
+    Ok(Outcome::Done(
+        "kubelet supervisor started (no systemd on this host)".into(),
+    ))
 }
 
 async fn admin_client(ctx: &Context) -> Result<kube::Client, BootstrapError> {
     let path = ctx.admin_conf();
-    let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| BootstrapError::phase("wait", "local", format!("{}: {e}", path.display())))?;
+    let kc = kube::config::Kubeconfig::read_from(&path)
+        .map_err(|e| BootstrapError::phase("wait", "local", format!("{}: {e}", path.display())))?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| BootstrapError::phase("wait", "local", format!("{}: {e}", path.display())))?;
@@ -422,7 +584,11 @@ where
         }
         if start.elapsed() > ctx.opts.wait_timeout {
             return Err(BootstrapError::Timeout {
-                what: if last.is_empty() { what.to_string() } else { format!("{what} (last error: {last})") },
+                what: if last.is_empty() {
+                    what.to_string()
+                } else {
+                    format!("{what} (last error: {last})")
+                },
                 seconds: ctx.opts.wait_timeout.as_secs(),
             });
         }
@@ -436,7 +602,9 @@ async fn wait_control_plane(ctx: &Context) -> Result<Outcome, BootstrapError> {
     poll(ctx, "the API server to be ready (/readyz)", || {
         let client = client.clone();
         async move {
-            let req = http::Request::get("/readyz").body(vec![]).map_err(|e| e.to_string())?;
+            let req = http::Request::get("/readyz")
+                .body(vec![])
+                .map_err(|e| e.to_string())?;
             match client.request_text(req).await {
                 Ok(body) if body.trim() == "ok" => Ok(Some(())),
                 Ok(body) => Err(body),
@@ -445,7 +613,10 @@ async fn wait_control_plane(ctx: &Context) -> Result<Outcome, BootstrapError> {
         }
     })
     .await?;
-    Ok(Outcome::Done(format!("API server ready after {:.1}s", start.elapsed().as_secs_f64())))
+    Ok(Outcome::Done(format!(
+        "API server ready after {:.1}s",
+        start.elapsed().as_secs_f64()
+    )))
 }
 
 async fn wait_node_ready(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
@@ -468,4 +639,56 @@ async fn wait_node_ready(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
     })
     .await?;
     Ok(Outcome::Done("Ready".into()))
+}
+
+/// The control plane's mirror pods (one per static manifest on the host) are Running and Ready.
+async fn wait_static_pods(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    use k8s_openapi::api::core::v1::Pod;
+    let t = ctx.transport(host).await?;
+    let manifests: Vec<String> = t
+        .run(&format!("ls {MANIFESTS} 2>/dev/null; true"))
+        .await?
+        .lines()
+        .filter_map(|l| l.strip_suffix(".yaml").map(|n| format!("{n}-{host}")))
+        .collect();
+    let client = admin_client(ctx).await?;
+    let pods: kube::Api<Pod> = kube::Api::all(client);
+    let want = manifests.clone();
+    poll(
+        ctx,
+        &format!("static pods {} to be Ready", want.join(", ")),
+        || {
+            let pods = pods.clone();
+            let want = want.clone();
+            let host = host.to_string();
+            async move {
+                let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={host}"));
+                let list = pods.list(&lp).await.map_err(|e| e.to_string())?;
+                let ready = |p: &Pod| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+                };
+                let missing: Vec<&String> = want
+                    .iter()
+                    .filter(|w| {
+                        !list
+                            .items
+                            .iter()
+                            .any(|p| p.metadata.name.as_deref() == Some(w.as_str()) && ready(p))
+                    })
+                    .collect();
+                if missing.is_empty() {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("not Ready yet: {missing:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(Outcome::Done(format!("{} Ready", manifests.join(", "))))
 }

@@ -84,7 +84,7 @@ mod tests {
         }
         let init = Playbook::load("init", None).unwrap();
         assert_eq!(init.phases[0].name, "preflight");
-        assert_eq!(init.phases.last().unwrap().name, "wait-node-ready");
+        assert_eq!(init.phases.last().unwrap().name, "wait-static-pods");
     }
 
     #[test]

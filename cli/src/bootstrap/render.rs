@@ -3,24 +3,41 @@
 use super::BootstrapError;
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("kiln-store.yaml", include_str!("../../../templates/kiln-store.yaml")),
-    ("kiln-apiserver.yaml", include_str!("../../../templates/kiln-apiserver.yaml")),
-    ("kubelet-supervisor.sh", include_str!("../../../templates/kubelet-supervisor.sh")),
-    ("kiln-kubelet.service", include_str!("../../../templates/kiln-kubelet.service")),
+    (
+        "kiln-store.yaml",
+        include_str!("../../../templates/kiln-store.yaml"),
+    ),
+    (
+        "kiln-apiserver.yaml",
+        include_str!("../../../templates/kiln-apiserver.yaml"),
+    ),
+    (
+        "kubelet-supervisor.sh",
+        include_str!("../../../templates/kubelet-supervisor.sh"),
+    ),
+    (
+        "kiln-kubelet.service",
+        include_str!("../../../templates/kiln-kubelet.service"),
+    ),
 ];
 
 pub fn render(name: &str, ctx: &tera::Context) -> Result<String, BootstrapError> {
-    let (_, text) = TEMPLATES.iter().find(|(n, _)| *n == name).ok_or_else(|| BootstrapError::Template {
-        template: name.into(),
-        message: "no such template".into(),
-    })?;
+    let (_, text) =
+        TEMPLATES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| BootstrapError::Template {
+                template: name.into(),
+                message: "no such template".into(),
+            })?;
     let mut t = tera::Tera::default();
     // Manifests and scripts are not HTML: never escape.
     t.autoescape_on(vec![]);
-    t.add_raw_template(name, text).map_err(|e| BootstrapError::Template {
-        template: name.into(),
-        message: format!("{e:?}"),
-    })?;
+    t.add_raw_template(name, text)
+        .map_err(|e| BootstrapError::Template {
+            template: name.into(),
+            message: format!("{e:?}"),
+        })?;
     t.render(name, ctx).map_err(|e| BootstrapError::Template {
         template: name.into(),
         message: format!("{e:?}"),
@@ -44,7 +61,8 @@ mod tests {
         let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
         assert_eq!(v["kind"], "Pod");
         assert_eq!(v["spec"]["runtimeClassName"], "kiln-host");
-        let cmd: Vec<String> = serde_json::from_value(v["spec"]["containers"][0]["command"].clone()).unwrap();
+        let cmd: Vec<String> =
+            serde_json::from_value(v["spec"]["containers"][0]["command"].clone()).unwrap();
         assert!(cmd.contains(&"--name=host1".to_string()));
         assert!(cmd.contains(&"--initial-cluster=host1=https://10.250.0.11:2380".to_string()));
         assert!(!cmd.iter().any(|a| a.starts_with("--quota")));
@@ -53,7 +71,15 @@ mod tests {
     #[test]
     fn every_template_renders_with_its_variables() {
         let mut c = tera::Context::new();
-        for k in ["version", "node_name", "node_ip", "initial_cluster", "initial_cluster_state", "service_cidr", "kubelet_command"] {
+        for k in [
+            "version",
+            "node_name",
+            "node_ip",
+            "initial_cluster",
+            "initial_cluster_state",
+            "service_cidr",
+            "kubelet_command",
+        ] {
             c.insert(k, "x");
         }
         c.insert("quota_backend_bytes", &1024);

@@ -55,7 +55,9 @@ pub async fn run_phase(ctx: &Context, name: &str, host: &str) -> Result<Outcome,
 
 /// Remove the manifests so the kubelet stops the control plane gracefully (like kubeadm reset).
 async fn stop_static_pods(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
-    let had = t.run(&format!("ls {MANIFESTS} 2>/dev/null | wc -l")).await?;
+    let had = t
+        .run(&format!("ls {MANIFESTS} 2>/dev/null | wc -l"))
+        .await?;
     if had.trim() == "0" {
         return Ok(Outcome::Skipped("no static pods".into()));
     }
@@ -88,16 +90,23 @@ pub async fn stop_supervisor(t: &dyn Transport) -> Result<(), BootstrapError> {
 async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let mut did = vec![];
     if t.exec(&format!("test -f {UNIT}"), None).await?.success() {
-        t.run("systemctl disable --now kiln-kubelet 2>/dev/null; true").await?;
+        t.run("systemctl disable --now kiln-kubelet 2>/dev/null; true")
+            .await?;
         did.push("systemd unit stopped");
     }
-    if t.exec(&format!("test -f {SUPERVISOR_PID}"), None).await?.success() {
+    if t.exec(&format!("test -f {SUPERVISOR_PID}"), None)
+        .await?
+        .success()
+    {
         stop_supervisor(t).await?;
         did.push("supervisor stopped");
     }
     // Anything still running one of kiln's binaries was started by kiln: TERM, then KILL.
     let pids = t.run(&kiln_pids_script()).await?;
-    let pids: Vec<&str> = pids.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    let pids: Vec<&str> = pids
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     if !pids.is_empty() {
         let list = pids.join(" ");
         t.run(&format!(
@@ -128,7 +137,10 @@ async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     if t.exec("test -d /run/systemd/system", None).await?.success() {
         t.run("systemctl daemon-reload").await?;
     }
-    Ok(Outcome::Done(format!("removed {}", present.split_whitespace().collect::<Vec<_>>().join(", "))))
+    Ok(Outcome::Done(format!(
+        "removed {}",
+        present.split_whitespace().collect::<Vec<_>>().join(", ")
+    )))
 }
 
 /// The residue scan: no kiln file, directory or process is left.

@@ -11,7 +11,12 @@ use crate::transport::{ConnectOptions, HostKeyPolicy};
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
     /// The cluster description.
-    #[arg(long, short = 'f', env = "KILN_CLUSTER", default_value = "cluster.yaml")]
+    #[arg(
+        long,
+        short = 'f',
+        env = "KILN_CLUSTER",
+        default_value = "cluster.yaml"
+    )]
     pub file: PathBuf,
     /// Trust and record host keys seen for the first time (like OpenSSH's StrictHostKeyChecking=accept-new).
     #[arg(long)]
@@ -56,7 +61,9 @@ impl ClusterArgs {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
@@ -80,8 +87,13 @@ pub fn reset(args: ClusterArgs) -> anyhow::Result<i32> {
 pub fn kubeconfig(args: ClusterArgs) -> anyhow::Result<i32> {
     let ctx = args.context(vec![], 0)?;
     let path = ctx.admin_conf();
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow::anyhow!("{}: {e} (run `kiln init -f {}` first)", path.display(), args.file.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (run `kiln init -f {}` first)",
+            path.display(),
+            args.file.display()
+        )
+    })?;
     print!("{text}");
     Ok(0)
 }

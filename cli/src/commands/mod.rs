@@ -14,7 +14,12 @@ use clap::{Parser, Subcommand};
 )]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `debug` or `kiln=trace`.
-    #[arg(long, global = true, env = "KILN_LOG", default_value = "info,kube_client=off")]
+    #[arg(
+        long,
+        global = true,
+        env = "KILN_LOG",
+        default_value = "info,kube_client=off"
+    )]
     pub log: String,
     #[command(subcommand)]
     pub command: Command,
@@ -77,6 +82,7 @@ fn init_tracing(filter: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

@@ -50,8 +50,11 @@ pub fn create(l: &LabLayout, n: u32) -> Result<Vec<PathBuf>, LabError> {
         ];
         let mut parent = base.clone();
         for d in &levels {
-            if !d.exists() {
-                std::fs::create_dir(d).map_err(LabError::io("creating cgroup", d))?;
+            // Hosts boot in parallel and share the upper levels: losing the race to create one is fine.
+            match std::fs::create_dir(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(LabError::io("creating cgroup", d)(e)),
             }
             // v1 cpuset children start with no CPUs or memory nodes: a task could not join. Fill top-down.
             if cpuset {

@@ -252,3 +252,77 @@ async fn kubectl_apply_rejects_unknown_fields() {
         .await;
     assert!(!ok, "nothing is stored from a rejected request");
 }
+
+const EVENT: &str = "apiVersion: v1
+kind: Event
+metadata:
+  name: solo.started
+  namespace: default
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: solo
+  namespace: default
+  uid: UID
+reason: Started
+message: Started container app
+type: Normal
+source:
+  component: kubelet
+  host: n1
+firstTimestamp: \"2026-01-01T00:00:00Z\"
+lastTimestamp: \"2026-01-01T00:00:00Z\"
+count: 1
+";
+
+/// ConfigMaps, Secrets and Events are registry entries only; kubectl sees their columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_more_kinds_are_data_entries() {
+    let c = Cluster::start().await;
+    // `kubectl create configmap|secret` send protobuf (not decoded yet); apply sends JSON.
+    let cm = c.dir.path().join("cm.yaml");
+    std::fs::write(
+        &cm,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  a: b\n",
+    )
+    .unwrap();
+    c.kubectl_ok(&["apply", "-f", cm.to_str().unwrap()]).await;
+    let cms = rows(&c.kubectl_ok(&["get", "cm"]).await);
+    assert_eq!(cms[0], ["NAME", "DATA", "AGE"]);
+    assert_eq!(&cms[1][..2], ["cm1", "1"]);
+
+    let secret = c.dir.path().join("secret.yaml");
+    std::fs::write(
+        &secret,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s1\nstringData:\n  x: \"y\"\n",
+    )
+    .unwrap();
+    c.kubectl_ok(&["apply", "-f", secret.to_str().unwrap()])
+        .await;
+    let secrets = rows(&c.kubectl_ok(&["get", "secrets"]).await);
+    assert_eq!(secrets[0], ["NAME", "TYPE", "DATA", "AGE"]);
+    assert_eq!(&secrets[1][..3], ["s1", "Opaque", "1"]);
+
+    let p = c.dir.path().join("solo.yaml");
+    std::fs::write(&p, pod("solo", None, "a")).unwrap();
+    c.kubectl_ok(&["create", "-f", p.to_str().unwrap()]).await;
+    let e = c.dir.path().join("event.yaml");
+    let uid = c
+        .kubectl_ok(&["get", "pod", "solo", "-o", "jsonpath={.metadata.uid}"])
+        .await;
+    std::fs::write(&e, EVENT.replace("UID", &uid)).unwrap();
+    let (ok, _, err) = c
+        .kubectl(&c.node_kubeconfig, &["create", "-f", e.to_str().unwrap()])
+        .await;
+    assert!(ok, "a kubelet may record events: {err}");
+    let events = c.kubectl_ok(&["get", "events"]).await;
+    let events = rows(&events);
+    assert_eq!(
+        events[0],
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    );
+    assert_eq!(&events[1][1..4], ["Normal", "Started", "pod/solo"]);
+    // describe finds the pod's events through involvedObject field selectors.
+    let described = c.kubectl_ok(&["describe", "pod", "solo"]).await;
+    assert!(described.contains("Started container app"), "{described}");
+}

@@ -191,9 +191,9 @@ impl StaticPods {
 
     pub async fn stop_all(&self) {
         let mut entries = self.entries.lock().await;
-        for (_, e) in std::mem::take(&mut *entries) {
-            self.stop(&e).await;
-        }
+        let all = std::mem::take(&mut *entries);
+        // In parallel: each pod may wait out its own grace period.
+        futures::future::join_all(all.values().map(|e| self.stop(e))).await;
         self.current
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -96,7 +96,7 @@ pub async fn create(
     state: &AppState,
     target: &Target,
     query: &HashMap<String, String>,
-    body: &[u8],
+    body: Value,
 ) -> Result<Response, ApiError> {
     let spec = target.spec;
     if target.name.is_some() {
@@ -109,7 +109,7 @@ pub async fn create(
     let mut obj = prepare_create(
         spec,
         target.namespace.as_deref(),
-        parse_json(body)?,
+        body,
         field_validation(query),
     )?;
     if let Some(ns) = target.namespace.as_deref() {
@@ -244,9 +244,8 @@ pub async fn update(
     state: &AppState,
     target: &Target,
     query: &HashMap<String, String>,
-    body: &[u8],
+    incoming: Value,
 ) -> Result<Response, ApiError> {
-    let incoming = parse_json(body)?;
     let obj = guaranteed_update(state, target, query, |_| Ok(incoming.clone())).await?;
     Ok(json_response(StatusCode::OK, &obj))
 }

@@ -163,6 +163,23 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
 }
 
+/// A create/update body as JSON, from JSON or YAML. Protobuf (what client-go's typed clientsets send,
+/// e.g. `kubectl create configmap`) is not decoded yet and gets 415, never a misleading 400.
+pub fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    match content_type.split(';').next().unwrap_or("").trim() {
+        "" | "application/json" | "*/*" => parse_json(bytes),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_norway::from_slice(bytes)
+            .map_err(|e| {
+                ApiError::bad_request(format!("error decoding request body as YAML: {e}"))
+            }),
+        _ => Err(ApiError::unsupported_media_type(content_type)),
+    }
+}
+
 async fn serve_resource(
     state: Shared,
     req: Request,
@@ -219,8 +236,14 @@ async fn serve_resource(
         "get" => crud::get(&state, &target, headers, &query).await,
         "list" => list::list(&state, &target, headers, &query).await,
         "watch" => watch::watch(state.clone(), target, headers, &query).await,
-        "create" => crud::create(&state, &target, &query, &read_body(body).await?).await,
-        "update" => crud::update(&state, &target, &query, &read_body(body).await?).await,
+        "create" => {
+            let obj = parse_body(headers, &read_body(body).await?)?;
+            crud::create(&state, &target, &query, obj).await
+        }
+        "update" => {
+            let obj = parse_body(headers, &read_body(body).await?)?;
+            crud::update(&state, &target, &query, obj).await
+        }
         "patch" => crud::patch(&state, &target, headers, &query, &read_body(body).await?).await,
         "delete" => crud::delete(&state, &target, &query, &read_body(body).await?).await,
         other => Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),

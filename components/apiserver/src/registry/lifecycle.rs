@@ -350,11 +350,16 @@ pub fn prepare_update(
             o.remove("spec");
         }
     }
+    if scope == UpdateScope::Main {
+        // Defaults apply on every write, so an update that omits a defaulted field keeps it.
+        (spec.defaults)(&mut new);
+    }
+    let mut new = decode(spec, new, validation)?;
+    // Compared after decoding, so representation differences are not spec changes.
     if spec.generation && scope == UpdateScope::Main && new.get("spec") != old.get("spec") {
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
-    let new = decode(spec, new, validation)?;
     validate(spec, &new)?;
     Ok(new)
 }
@@ -461,6 +466,29 @@ mod tests {
         .unwrap();
         assert_eq!(out["status"]["phase"], "Running");
         assert_eq!(out["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn unchanged_spec_keeps_generation() {
+        let old =
+            prepare_create(&PODS, Some("default"), pod("web"), FieldValidation::Strict).unwrap();
+        let mut new = pod("web");
+        new["metadata"]["labels"] = json!({"a": "b"});
+        let out = prepare_update(
+            &PODS,
+            UpdateScope::Main,
+            Some("default"),
+            &old,
+            new,
+            FieldValidation::Strict,
+        )
+        .unwrap();
+        assert_eq!(
+            out["metadata"]["generation"],
+            1,
+            "{}",
+            serde_json::to_string_pretty(&(&old["spec"], &out["spec"])).unwrap()
+        );
     }
 
     #[test]

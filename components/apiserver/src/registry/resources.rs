@@ -1,6 +1,7 @@
 //! The served resources, as data. Adding services, configmaps or deployments is one more entry here
 //! (plus column cells in `columns.rs` when kubectl shows extra columns).
 
+use base64::Engine;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 use serde_json::{json, Value};
@@ -495,6 +496,16 @@ fn secret_defaults(obj: &mut Value) {
     if obj["type"].as_str().unwrap_or("").is_empty() {
         obj["type"] = json!("Opaque");
     }
+    // stringData is write-only: upstream folds it into data (base64) and never stores it.
+    if let Some(Value::Object(plain)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
+        for (k, v) in plain {
+            let text = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
 }
 
 fn namespace_defaults(obj: &mut Value) {
@@ -613,6 +624,16 @@ mod tests {
         );
         assert_eq!(pod["spec"]["containers"][2]["imagePullPolicy"], "Always");
         assert_eq!(pod["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn secret_string_data_folds_into_data() {
+        let mut s = json!({"stringData": {"x": "y"}, "data": {"a": "Yg=="}});
+        secret_defaults(&mut s);
+        assert_eq!(
+            s,
+            json!({"type": "Opaque", "data": {"a": "Yg==", "x": "eQ=="}})
+        );
     }
 
     #[test]
