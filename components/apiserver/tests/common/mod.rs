@@ -183,9 +183,7 @@ impl Pki {
         params
             .subject_alt_names
             .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "kube-apiserver");
+        params.distinguished_name.push(DnType::CommonName, cn);
         // etcd also dials itself (its gRPC gateway) with its serving certificate.
         params.extended_key_usages = vec![
             ExtendedKeyUsagePurpose::ServerAuth,
