@@ -267,6 +267,20 @@ fn up_refuses_a_running_name_and_repairs_a_half_made_lab() {
         String::from_utf8_lossy(&bad.stderr).contains("no host \"host9\""),
         "{bad:?}"
     );
+    // Not root: refused before anything is touched, saying why.
+    let mut as_nobody = std::process::Command::new("setpriv");
+    as_nobody
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(kiln_tests::bin("kiln"))
+        .args(["lab", "up", "--name", "t-nobody"]);
+    let nobody = run(&mut as_nobody);
+    assert!(!nobody.status.success());
+    assert!(
+        String::from_utf8_lossy(&nobody.stderr).contains("needs root"),
+        "{nobody:?}"
+    );
+    assert!(!std::path::Path::new("/tmp/kiln-lab/t-nobody").exists());
+
     let bad = run(&mut lab.kiln(&["lab", "up", "--name", "Bad_Name"]));
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("invalid"),

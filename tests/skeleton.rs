@@ -80,3 +80,50 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
     assert!(!gone.status.success());
     lab.down();
 }
+
+#[test]
+fn init_joins_the_workers_and_join_converges() {
+    let lab = TestLab::up("t-join", 3, false);
+    let cluster = lab.dir.join("cluster.yaml");
+    let cluster = cluster.to_string_lossy();
+    let kiln = bin("kiln");
+    let kiln = kiln.to_string_lossy();
+    let admin = lab.dir.join("t-join.kiln/admin.conf");
+    let admin = admin.to_string_lossy();
+
+    ok(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster, "--wait-timeout", "120"]));
+    let nodes = ok(&mut lab.in_lab(&[
+        "kubectl",
+        "--kubeconfig",
+        &admin,
+        "get",
+        "nodes",
+        "--no-headers",
+    ]));
+    let ready: Vec<&str> = nodes
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(ready, vec!["host1", "host2", "host3"], "{nodes}");
+    // Workers run only the kubelet: no control-plane binary or key was pushed to them.
+    let worker = lab.ssh_ok("host2", "ls /usr/local/bin; ls /etc/kiln/pki");
+    assert_eq!(
+        worker.split_whitespace().collect::<Vec<_>>(),
+        vec!["kiln-kubelet", "ca.crt"]
+    );
+
+    // Joining again changes nothing.
+    let again = ok(&mut lab.in_lab(&[&kiln, "join", "-f", &cluster]));
+    for phase in ["push", "kubelet-start"] {
+        let done: Vec<&str> = again
+            .lines()
+            .filter(|l| l.contains(phase) && !l.contains("skipped"))
+            .collect();
+        assert!(done.is_empty(), "{phase} redone on a joined host:\n{again}");
+    }
+
+    let out = ok(&mut lab.in_lab(&[&kiln, "reset", "-f", &cluster]));
+    assert_eq!(out.matches("verify-clean         done").count(), 3, "{out}");
+    lab.down();
+}

@@ -30,8 +30,9 @@ pub const PHASES: &[&str] = &[
     "verify-clean",
 ];
 
-/// Component binaries pushed to controllers (`kiln-kubelet` goes to every host).
+/// Component binaries pushed to controllers, and to every other node.
 pub const CONTROL_PLANE_BINARIES: &[&str] = &["kiln-store", "kiln-apiserver", "kiln-kubelet"];
+pub const NODE_BINARIES: &[&str] = &["kiln-kubelet"];
 pub const REMOTE_BIN: &str = "/usr/local/bin";
 pub const KILN_ETC: &str = "/etc/kiln";
 pub const MANIFESTS: &str = "/etc/kiln/manifests";
@@ -246,7 +247,8 @@ fn kubeconfig_dir(ctx: &Context, node: &str) -> PathBuf {
     ctx.state_dir.join("kubeconfigs").join(node)
 }
 
-/// admin.conf for the operator, kubelet.conf for each controller (workers join with a bootstrap token).
+/// admin.conf for the operator, and a kubelet.conf (client cert CN=system:node:<host>) for every host, issued
+/// by the cluster CA that only the operator's state directory holds.
 fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     let first = ctx.first_controller().name.clone();
     let ca_spec = kiln_pki::spec("ca").expect("ca is in the tree");
@@ -267,7 +269,7 @@ fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     {
         made.push("admin.conf".to_string());
     }
-    for h in ctx.cluster.config.controllers() {
+    for h in &ctx.cluster.config.spec.hosts {
         let dir = kubeconfig_dir(ctx, &h.name);
         std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io {
             what: "creating",
@@ -361,8 +363,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Binaries, PKI and kubeconfigs onto a controller.
 async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let controller = ctx.host(host).is_controller();
+    // Workers get only the kubelet, the cluster CA certificate and their own kubelet.conf.
+    let binaries: &[&str] = if controller {
+        CONTROL_PLANE_BINARIES
+    } else {
+        NODE_BINARIES
+    };
     let mut files = vec![];
-    for b in CONTROL_PLANE_BINARIES {
+    for b in binaries {
         let local = ctx.bin_dir.join(b);
         if !local.exists() {
             return Err(BootstrapError::phase(
@@ -380,30 +389,39 @@ async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
             mode: 0o755,
         });
     }
-    let pki = ctx.pki_dir(host);
-    let mut pki_files = vec![];
-    walk(&pki, &mut pki_files);
-    for p in pki_files {
-        let rel = p
-            .strip_prefix(&pki)
-            .expect("under pki")
-            .to_string_lossy()
-            .into_owned();
-        let mode = if rel.ends_with(".key") { 0o600 } else { 0o644 };
+    let first = ctx.first_controller().name.clone();
+    if controller {
+        let pki = ctx.pki_dir(host);
+        let mut pki_files = vec![];
+        walk(&pki, &mut pki_files);
+        for p in pki_files {
+            let rel = p
+                .strip_prefix(&pki)
+                .expect("under pki")
+                .to_string_lossy()
+                .into_owned();
+            let mode = if rel.ends_with(".key") { 0o600 } else { 0o644 };
+            files.push(Install {
+                local: p,
+                remote: format!("{KILN_ETC}/pki/{rel}"),
+                mode,
+            });
+        }
         files.push(Install {
-            local: p,
-            remote: format!("{KILN_ETC}/pki/{rel}"),
-            mode,
+            local: ctx.admin_conf(),
+            remote: format!("{KILN_ETC}/admin.conf"),
+            mode: 0o600,
+        });
+    } else {
+        files.push(Install {
+            local: ctx.pki_dir(&first).join("ca.crt"),
+            remote: format!("{KILN_ETC}/pki/ca.crt"),
+            mode: 0o644,
         });
     }
     files.push(Install {
         local: kubeconfig_dir(ctx, host).join("kubelet.conf"),
         remote: format!("{KILN_ETC}/kubelet.conf"),
-        mode: 0o600,
-    });
-    files.push(Install {
-        local: ctx.admin_conf(),
-        remote: format!("{KILN_ETC}/admin.conf"),
         mode: 0o600,
     });
     let changed = install_files(ctx, host, &files).await?;

@@ -31,6 +31,7 @@ pub struct Playbook {
 
 const EMBEDDED: &[(&str, &str)] = &[
     ("init", include_str!("../../../playbooks/init.yaml")),
+    ("join", include_str!("../../../playbooks/join.yaml")),
     ("reset", include_str!("../../../playbooks/reset.yaml")),
 ];
 
@@ -84,7 +85,7 @@ mod tests {
         }
         let init = Playbook::load("init", None).unwrap();
         assert_eq!(init.phases[0].name, "preflight");
-        assert_eq!(init.phases.last().unwrap().name, "wait-static-pods");
+        assert_eq!(init.phases.last().unwrap().name, "wait-node-ready");
     }
 
     #[test]

@@ -77,6 +77,13 @@ pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result
     Ok(0)
 }
 
+pub fn join(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
+    let ctx = args.context(ignore, wait)?;
+    let pb = Playbook::load("join", args.playbook.as_deref())?;
+    runtime()?.block_on(bootstrap::run(&ctx, &pb))?;
+    Ok(0)
+}
+
 pub fn reset(args: ClusterArgs) -> anyhow::Result<i32> {
     let ctx = args.context(vec![], 60)?;
     let pb = Playbook::load("reset", args.playbook.as_deref())?;

@@ -41,6 +41,15 @@ pub enum Command {
         #[arg(long, default_value_t = 180)]
         wait_timeout: u64,
     },
+    /// Join the worker hosts of cluster.yaml to the running control plane (skips hosts already joined).
+    Join {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+        #[arg(long, value_delimiter = ',')]
+        ignore_preflight_errors: Vec<String>,
+        #[arg(long, default_value_t = 180)]
+        wait_timeout: u64,
+    },
     /// Undo everything kiln did on every host of the cluster, and verify nothing is left.
     Reset {
         #[command(flatten)]
@@ -64,6 +73,11 @@ pub fn main() -> i32 {
             ignore_preflight_errors,
             wait_timeout,
         } => cluster::init(cluster, ignore_preflight_errors, wait_timeout),
+        Command::Join {
+            cluster,
+            ignore_preflight_errors,
+            wait_timeout,
+        } => cluster::join(cluster, ignore_preflight_errors, wait_timeout),
         Command::Reset { cluster } => cluster::reset(cluster),
         Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
     };

@@ -36,27 +36,56 @@ pub fn check(registry: bool) -> Result<(), LabError> {
     if registry {
         wanted.extend_from_slice(REGISTRY);
     }
-    let missing: Vec<(&str, &str)> = wanted.into_iter().filter(|(p, _)| !found(p)).collect();
+    let path = std::env::var("PATH").unwrap_or_default();
+    match missing_error(&wanted, &path) {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+/// The error naming every missing program and the packages to install, or None when all are there.
+fn missing_error(wanted: &[(&str, &str)], path: &str) -> Option<LabError> {
+    let missing: Vec<(&str, &str)> = wanted
+        .iter()
+        .copied()
+        .filter(|(p, _)| !found(p, path))
+        .collect();
     if missing.is_empty() {
-        return Ok(());
+        return None;
     }
     let programs: Vec<&str> = missing.iter().map(|(p, _)| *p).collect();
     let mut packages: Vec<&str> = missing.iter().map(|(_, k)| *k).collect();
     packages.dedup();
-    Err(LabError::MissingPrograms {
+    Some(LabError::MissingPrograms {
         programs: programs.join(", "),
         packages: packages.join(" "),
     })
 }
 
-fn found(program: &str) -> bool {
+fn found(program: &str, path: &str) -> bool {
     if program.starts_with('/') {
         return std::path::Path::new(program).exists();
     }
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
+    // sbin is where root's tools live even when the caller's PATH lacks it.
+    path.split(':')
         .chain(["/usr/sbin", "/sbin"])
-        .any(|d| std::path::Path::new(d).join(program).is_file());
-    found
+        .any(|d| std::path::Path::new(d).join(program).is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_programs_name_their_packages_once() {
+        let wanted = [
+            ("no-such-prog-a", "pkg-x"),
+            ("no-such-prog-b", "pkg-x"),
+            ("sh", "dash"),
+        ];
+        let e = missing_error(&wanted, "/bin:/usr/bin").unwrap().to_string();
+        assert!(e.contains("no-such-prog-a, no-such-prog-b"), "{e}");
+        assert!(e.ends_with("apt-get install -y pkg-x"), "{e}");
+        assert!(missing_error(&[("sh", "dash")], "/bin:/usr/bin").is_none());
+    }
 }

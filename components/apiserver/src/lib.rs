@@ -9,6 +9,7 @@ pub mod config;
 pub mod handlers;
 pub mod metrics;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod selectors;
 pub mod server;

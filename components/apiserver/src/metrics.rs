@@ -39,8 +39,16 @@ impl Metrics {
 /// Middleware: counts every request once its response code is known.
 pub async fn record(State(state): State<Shared>, req: Request, next: Next) -> Response {
     let verb = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let user = req
+        .extensions()
+        .get::<crate::auth::Identity>()
+        .map(|i| i.name().to_string())
+        .unwrap_or_else(|| "system:anonymous".into());
     let resp = next.run(req).await;
-    state.metrics.observe(&verb, resp.status().as_u16());
+    let code = resp.status().as_u16();
+    state.metrics.observe(&verb, code);
+    tracing::debug!(%verb, %path, %user, code, "request");
     resp
 }
 

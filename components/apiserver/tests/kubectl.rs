@@ -279,7 +279,6 @@ count: 1
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_more_kinds_are_data_entries() {
     let c = Cluster::start().await;
-    // `kubectl create configmap|secret` send protobuf (not decoded yet); apply sends JSON.
     let cm = c.dir.path().join("cm.yaml");
     std::fs::write(
         &cm,
@@ -325,4 +324,57 @@ async fn kubectl_more_kinds_are_data_entries() {
     // describe finds the pod's events through involvedObject field selectors.
     let described = c.kubectl_ok(&["describe", "pod", "solo"]).await;
     assert!(described.contains("Started container app"), "{described}");
+}
+
+/// client-go's typed clientsets (kubectl create namespace/configmap/secret) send protobuf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_generators_send_protobuf() {
+    let c = Cluster::start().await;
+    let out = c.kubectl_ok(&["create", "namespace", "team-a"]).await;
+    assert!(out.contains("namespace/team-a created"), "{out}");
+    c.kubectl_ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team-a",
+        "--from-literal=mode=fast",
+    ])
+    .await;
+    c.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "token",
+        "-n",
+        "team-a",
+        "--from-literal=t=s3cr3t",
+    ])
+    .await;
+    let data = c
+        .kubectl_ok(&[
+            "get",
+            "cm",
+            "settings",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.mode}",
+        ])
+        .await;
+    assert_eq!(data, "fast");
+    let secret = c
+        .kubectl_ok(&[
+            "get",
+            "secret",
+            "token",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.t} {.type}",
+        ])
+        .await;
+    assert_eq!(secret, "czNjcjN0 Opaque");
+    let ns = rows(&c.kubectl_ok(&["get", "ns", "team-a"]).await);
+    assert_eq!(&ns[1][..2], ["team-a", "Active"]);
 }

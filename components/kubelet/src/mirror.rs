@@ -149,7 +149,13 @@ fn cond(type_: &str, ok: bool, at: &Time) -> PodCondition {
 
 /// The mirror pod's status from the runtime's view; hostNetwork, so the pod IP is the node IP.
 pub fn mirror_status(rt: &PodStatus, node_ip: &str) -> ApiPodStatus {
-    let ready = !rt.containers.is_empty() && rt.containers.iter().all(|c| c.is_running());
+    api_status(rt, node_ip, Some(rt.pod_ip.as_deref().unwrap_or(node_ip)))
+}
+
+/// The API status of a pod from the runtime's view (static and workload pods alike): phase, the four
+/// conditions, containerStatuses, podIP (None until the sandbox has one) and hostIP.
+pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPodStatus {
+    let ready = !rt.containers.is_empty() && rt.containers.iter().all(|c| c.ready);
     let started = time(rt.started_at);
     let statuses = rt
         .containers
@@ -159,7 +165,7 @@ pub fn mirror_status(rt: &PodStatus, node_ip: &str) -> ApiPodStatus {
             image: c.image.clone(),
             image_id: String::new(),
             container_id: (!c.container_id.is_empty()).then(|| c.container_id.clone()),
-            ready: c.is_running(),
+            ready: c.ready,
             started: Some(c.is_running()),
             restart_count: c.restart_count,
             state: Some(api_state(&c.state)),
@@ -183,8 +189,8 @@ pub fn mirror_status(rt: &PodStatus, node_ip: &str) -> ApiPodStatus {
         host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP {
             ip: node_ip.into(),
         }]),
-        pod_ip: Some(node_ip.into()),
-        pod_ips: Some(vec![PodIP { ip: node_ip.into() }]),
+        pod_ip: pod_ip.map(String::from),
+        pod_ips: pod_ip.map(|ip| vec![PodIP { ip: ip.into() }]),
         start_time: Some(started),
         ..Default::default()
     }
@@ -369,8 +375,10 @@ mod tests {
                     restart_count: 2,
                     state,
                     last_termination: last,
+                    ready: false,
                 })
                 .collect(),
+            pod_ip: None,
         }
     }
 

@@ -278,11 +278,15 @@ struct DeleteOptions {
     resource_version: Option<String>,
 }
 
-fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<DeleteOptions, ApiError> {
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        parse_json(body)?
+        super::parse_body(headers, body)?
     };
     let grace = match query.get("gracePeriodSeconds") {
         Some(g) => Some(
@@ -302,12 +306,13 @@ fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<Delete
 pub async fn delete(
     state: &AppState,
     target: &Target,
+    headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let spec = target.spec;
     let name = required_name(target)?;
-    let opts = delete_options(query, body)?;
+    let opts = delete_options(headers, query, body)?;
     for _ in 0..MAX_ATTEMPTS {
         let (mut obj, rev) = read(state, target, name).await?;
         if let Some(uid) = &opts.uid {

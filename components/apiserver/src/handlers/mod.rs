@@ -163,8 +163,8 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
 }
 
-/// A create/update body as JSON, from JSON or YAML. Protobuf (what client-go's typed clientsets send,
-/// e.g. `kubectl create configmap`) is not decoded yet and gets 415, never a misleading 400.
+/// A create/update body as JSON, from JSON, YAML or Kubernetes protobuf (what client-go's typed
+/// clientsets send, e.g. `kubectl create namespace`).
 pub fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     let content_type = headers
         .get(axum::http::header::CONTENT_TYPE)
@@ -176,6 +176,8 @@ pub fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> 
             .map_err(|e| {
                 ApiError::bad_request(format!("error decoding request body as YAML: {e}"))
             }),
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode_body(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}"))),
         _ => Err(ApiError::unsupported_media_type(content_type)),
     }
 }
@@ -245,7 +247,7 @@ async fn serve_resource(
             crud::update(&state, &target, &query, obj).await
         }
         "patch" => crud::patch(&state, &target, headers, &query, &read_body(body).await?).await,
-        "delete" => crud::delete(&state, &target, &query, &read_body(body).await?).await,
+        "delete" => crud::delete(&state, &target, headers, &query, &read_body(body).await?).await,
         other => Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
     }
 }

@@ -197,6 +197,7 @@ impl Runtime for HostRuntime {
                     message: None,
                 },
                 last_termination: None,
+                ready: false,
             }));
             tasks.push(tokio::spawn(supervisor::supervise(
                 p,
@@ -249,8 +250,14 @@ impl Runtime for HostRuntime {
             containers: pod
                 .containers
                 .iter()
-                .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                .map(|c| {
+                    let mut c = c.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    // No probes in kiln-host yet: a running process is ready.
+                    c.ready = c.is_running();
+                    c
+                })
                 .collect(),
+            pod_ip: None,
         })
     }
 

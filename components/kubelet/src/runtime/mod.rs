@@ -1,7 +1,8 @@
 //! The container runtime as the kubelet sees it: start a pod (sandbox + containers), stop it, report its
-//! containers. `kiln-host` (host processes, for the control plane's static pods) implements it now; the CRI
-//! implementation (containerd) comes next and is chosen by `runtimeClassName`.
+//! containers. Two implementations: `kiln-host` (host processes, for the control plane's static pods) and
+//! `cri` (containerd over CRI v1, for workload pods).
 
+pub mod cri;
 pub mod host;
 mod supervisor;
 
@@ -10,7 +11,9 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 
+pub use cri::CriRuntime;
 pub use host::HostRuntime;
+pub use supervisor::{Backoff, RestartPolicy};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -62,6 +65,8 @@ pub struct ContainerStatus {
     pub restart_count: i32,
     pub state: ContainerState,
     pub last_termination: Option<Terminated>,
+    /// Running and passing its readiness probe (if it has one).
+    pub ready: bool,
 }
 
 impl ContainerStatus {
@@ -75,6 +80,8 @@ pub struct PodStatus {
     pub uid: String,
     pub started_at: SystemTime,
     pub containers: Vec<ContainerStatus>,
+    /// The sandbox's IP; None for hostNetwork pods (their IP is the node's).
+    pub pod_ip: Option<String>,
 }
 
 /// Stop grace when the pod does not say (Kubernetes' default terminationGracePeriodSeconds).

@@ -30,7 +30,7 @@ impl RestartPolicy {
         }
     }
 
-    fn restarts_after(self, exit_code: i32) -> bool {
+    pub fn restarts_after(self, exit_code: i32) -> bool {
         match self {
             RestartPolicy::Always => true,
             RestartPolicy::OnFailure => exit_code != 0,

@@ -9,23 +9,19 @@ pub mod watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use etcd_client::proto::{
     PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbResponseHeader,
     PbWatchServer,
 };
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use tokio::sync::watch as tokio_watch;
 use tonic::Status;
 
-use crate::etcd_error::EtcdError;
+use crate::leader::{self, LeaderOp, LeaderReply};
 use crate::lease::Lessor;
 use crate::mvcc::Mvcc;
+use crate::peer::client::PeerClients;
 use crate::raft::types::{store_request::Op, store_response, KilnRaft, MemberNode, StoreRequest};
-
-/// etcd's default request timeout.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(7);
 
 /// What every service needs: the Raft handle, the store, and who we are.
 pub struct StoreContext {
@@ -38,6 +34,8 @@ pub struct StoreContext {
     pub advertise_client_urls: Vec<String>,
     pub data_dir: PathBuf,
     pub quota_backend_bytes: i64,
+    /// Connections to the other members (Raft and forwarding share them).
+    pub peers: Arc<PeerClients>,
     /// Flips to true when the server shuts down; long-lived streams end then.
     pub shutdown: tokio_watch::Receiver<bool>,
 }
@@ -61,33 +59,33 @@ impl StoreContext {
         *header = Some(self.header(revision));
     }
 
-    /// Proposes a command through Raft and waits until it is applied.
+    /// Proposes a command through Raft (on the leader, wherever it is) and waits until this
+    /// member applied it, so a read here right after sees the write.
     pub async fn write(&self, op: Op) -> Result<store_response::Result, Status> {
-        let proposed = tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            self.raft.client_write(StoreRequest::new(op)),
-        )
-        .await
-        .map_err(|_| EtcdError::Timeout.to_status())?;
-        let resp = proposed.map_err(write_error)?;
-        let data = resp.data;
-        if data.error_code != 0 {
+        let reply = leader::leader_call(self, LeaderOp::Write(StoreRequest::new(op))).await?;
+        let LeaderReply::Write { index, response } = reply else {
+            return Err(Status::internal("leader answered a write with something else"));
+        };
+        leader::wait_applied(self, index).await?;
+        if response.error_code != 0 {
             return Err(Status::new(
-                tonic::Code::from_i32(data.error_code),
-                data.error_message,
+                tonic::Code::from_i32(response.error_code),
+                response.error_message,
             ));
         }
-        data.result
+        response
+            .result
             .ok_or_else(|| Status::internal("state machine returned no result"))
     }
 
-    /// The linearizable-read barrier (Raft read index): returns once this member has applied
-    /// everything committed before the read began, as confirmed by a quorum.
+    /// The linearizable-read barrier (Raft read index, confirmed by a quorum on the leader):
+    /// returns once this member has applied everything committed before the read began.
     pub async fn linearizable(&self) -> Result<(), Status> {
-        let checked = tokio::time::timeout(REQUEST_TIMEOUT, self.raft.ensure_linearizable())
-            .await
-            .map_err(|_| EtcdError::Timeout.to_status())?;
-        checked.map(|_| ()).map_err(read_error)
+        let reply = leader::leader_call(self, LeaderOp::ReadIndex).await?;
+        let LeaderReply::ReadIndex { index } = reply else {
+            return Err(Status::internal("leader answered a read index with something else"));
+        };
+        leader::wait_applied(self, index).await
     }
 
     /// Members as etcd's Cluster API reports them, from the Raft membership.
@@ -112,30 +110,6 @@ impl StoreContext {
                 }
             })
             .collect()
-    }
-}
-
-fn write_error(e: RaftError<u64, ClientWriteError<u64, MemberNode>>) -> Status {
-    match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => match f.leader_id {
-            None => EtcdError::NoLeader.to_status(),
-            Some(_) => EtcdError::NotLeader.to_status(),
-        },
-        RaftError::APIError(other) => Status::internal(other.to_string()),
-        RaftError::Fatal(_) => EtcdError::Stopped.to_status(),
-    }
-}
-
-fn read_error(e: RaftError<u64, CheckIsLeaderError<u64, MemberNode>>) -> Status {
-    match e {
-        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => match f.leader_id {
-            None => EtcdError::NoLeader.to_status(),
-            Some(_) => EtcdError::NotLeader.to_status(),
-        },
-        RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => {
-            EtcdError::Timeout.to_status()
-        }
-        RaftError::Fatal(_) => EtcdError::Stopped.to_status(),
     }
 }
 

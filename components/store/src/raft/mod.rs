@@ -14,6 +14,7 @@ use openraft::{Config, SnapshotPolicy};
 
 use crate::lease::Lessor;
 use crate::mvcc::Mvcc;
+use crate::peer::client::PeerClients;
 use log_store::LogStore;
 use network::PeerNetworkFactory;
 use state_machine::StateMachine;
@@ -45,6 +46,7 @@ pub async fn start(
     mvcc: Arc<Mvcc>,
     lessor: Arc<Lessor>,
     snapshot_dir: std::path::PathBuf,
+    peers: Arc<PeerClients>,
 ) -> Result<KilnRaft, RaftSetupError> {
     let config = Config {
         cluster_name: "kiln-store".into(),
@@ -61,7 +63,7 @@ pub async fn start(
     let raft = KilnRaft::new(
         id,
         Arc::new(config),
-        PeerNetworkFactory,
+        PeerNetworkFactory::new(peers),
         log_store,
         state_machine,
     )
@@ -69,26 +71,39 @@ pub async fn start(
     Ok(raft)
 }
 
-/// Makes sure the cluster is formed: a brand-new member initializes it with `members`; a member
-/// with data keeps its stored membership. A single voter campaigns at once instead of waiting
-/// out an election timeout, then we wait (bounded) for a leader.
+/// Makes sure the cluster is formed. A brand-new member of a new cluster initializes Raft with
+/// the initial members (every founding member does, with the same membership, which openraft
+/// allows); a member joining an existing cluster (`members` = None) waits for the leader to
+/// replicate to it; a member with data keeps its stored membership. A lone voter campaigns at
+/// once instead of waiting out an election timeout, and we wait (bounded) for it to lead.
 pub async fn bootstrap(
     raft: &KilnRaft,
     id: u64,
-    members: BTreeMap<u64, MemberNode>,
+    members: Option<BTreeMap<u64, MemberNode>>,
 ) -> Result<(), RaftSetupError> {
     if !raft.is_initialized().await? {
-        tracing::info!(member = %format!("{id:x}"), members = members.len(), "initializing new cluster");
-        raft.initialize(members)
-            .await
-            .map_err(|e| RaftSetupError::Initialize(e.to_string()))?;
-    } else {
-        let metrics = raft.metrics().borrow().clone();
-        let voters: Vec<u64> = metrics.membership_config.voter_ids().collect();
-        if voters == [id] {
-            raft.trigger().elect().await?;
+        if let Some(members) = members {
+            tracing::info!(member = %format!("{id:x}"), members = members.len(), "initializing new cluster");
+            match raft.initialize(members).await {
+                Ok(()) => {}
+                // Another founding member got there first and already replicated to us.
+                Err(openraft::error::RaftError::APIError(
+                    openraft::error::InitializeError::NotAllowed(_),
+                )) => {}
+                Err(e) => return Err(RaftSetupError::Initialize(e.to_string())),
+            }
+        } else {
+            tracing::info!(member = %format!("{id:x}"), "joining existing cluster; waiting for the leader");
+            return Ok(());
         }
     }
+    let metrics = raft.metrics().borrow().clone();
+    let voters: Vec<u64> = metrics.membership_config.voter_ids().collect();
+    if voters != [id] {
+        // Several members: a leader emerges once a quorum runs; do not block startup on it.
+        return Ok(());
+    }
+    raft.trigger().elect().await?;
     let waited = raft
         .wait(Some(Duration::from_secs(10)))
         .metrics(|m| m.current_leader.is_some(), "leader elected")

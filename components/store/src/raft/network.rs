@@ -1,43 +1,37 @@
-//! Raft transport between members.
-//!
-//! The walking skeleton runs a single member, so there is no peer to talk to yet: this network
-//! reports every peer as unreachable. The peer gRPC transport on --listen-peer-urls replaces
-//! [`PeerNetwork`] when multi-member clusters land (issue 3); nothing else changes, because
-//! openraft only sees the `RaftNetworkFactory` trait.
+//! Raft transport between members: openraft's RPCs over the peer gRPC service
+//! (`crate::peer`), on the connections the forwarding code shares.
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use std::sync::Arc;
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use serde::de::DeserializeOwned;
 
+use crate::peer::client::PeerClients;
+use crate::peer::PeerRequest;
 use crate::raft::types::{MemberNode, TypeConfig};
 
-#[derive(Debug, thiserror::Error)]
-#[error("no Raft peer transport yet: member {target} ({peer_urls}) is unreachable")]
-pub struct NoPeerTransport {
-    target: u64,
-    peer_urls: String,
+/// Creates connections to peers.
+#[derive(Clone)]
+pub struct PeerNetworkFactory {
+    clients: Arc<PeerClients>,
 }
 
-/// Creates connections to peers.
-#[derive(Debug, Clone, Default)]
-pub struct PeerNetworkFactory;
+impl PeerNetworkFactory {
+    pub fn new(clients: Arc<PeerClients>) -> Self {
+        Self { clients }
+    }
+}
 
-/// A connection to one peer; every RPC fails as unreachable (see module docs).
+/// The link to one peer.
 pub struct PeerNetwork {
     target: u64,
     node: MemberNode,
-}
-
-impl PeerNetwork {
-    fn unreachable<E: std::error::Error>(&self) -> RPCError<u64, MemberNode, E> {
-        RPCError::Unreachable(Unreachable::new(&NoPeerTransport {
-            target: self.target,
-            peer_urls: self.node.peer_urls.join(","),
-        }))
-    }
+    clients: Arc<PeerClients>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
@@ -47,35 +41,57 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
         PeerNetwork {
             target,
             node: node.clone(),
+            clients: self.clients.clone(),
         }
+    }
+}
+
+impl PeerNetwork {
+    /// One RPC; a transport failure is "unreachable" (openraft backs off before retrying), an
+    /// error raised by the remote Raft is handed back as the remote's.
+    async fn rpc<T, E>(
+        &self,
+        req: PeerRequest,
+        option: &RPCOption,
+    ) -> Result<T, RPCError<u64, MemberNode, RaftError<u64, E>>>
+    where
+        T: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let answer: Result<T, RaftError<u64, E>> = self
+            .clients
+            .call(&self.node.peer_urls, req, option.hard_ttl())
+            .await
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
 
 impl RaftNetwork<TypeConfig> for PeerNetwork {
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, MemberNode, RaftError<u64>>> {
-        Err(self.unreachable())
+        self.rpc(PeerRequest::AppendEntries(rpc), &option).await
     }
 
     async fn install_snapshot(
         &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<u64>,
         RPCError<u64, MemberNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        Err(self.unreachable())
+        self.rpc(PeerRequest::InstallSnapshot(rpc), &option).await
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<u64>,
-        _option: RPCOption,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, MemberNode, RaftError<u64>>> {
-        Err(self.unreachable())
+        self.rpc(PeerRequest::Vote(rpc), &option).await
     }
 }

@@ -1,0 +1,1 @@
+//! kiln-proxy: Services in nftables, routes to other hosts pod CIDRs.

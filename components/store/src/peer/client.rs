@@ -1,0 +1,151 @@
+//! Calling other members: one lazily connected tonic channel per peer URL, with mutual TLS for
+//! https peer URLs.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::config::Config;
+use crate::peer::codec::FrameCodec;
+use crate::peer::{encode_request, PeerError, PeerRequest, CALL_PATH, MAX_FRAME_BYTES};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Shared by the Raft network and the forwarding code; cheap to call from many tasks.
+pub struct PeerClients {
+    tls: Option<ClientTlsConfig>,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, PeerError> {
+    std::fs::read(path).map_err(|source| PeerError::TlsFile {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+impl PeerClients {
+    /// Client side of peer TLS: our peer certificate as client identity, the peer CA as the
+    /// only trust root.
+    pub fn new(config: &Config) -> Result<Self, PeerError> {
+        let tls = match (
+            &config.peer_cert_file,
+            &config.peer_key_file,
+            &config.peer_trusted_ca_file,
+        ) {
+            (Some(cert), Some(key), Some(ca)) => Some(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(read(ca)?))
+                    .identity(Identity::from_pem(read(cert)?, read(key)?)),
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            tls,
+            channels: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn channel(&self, url: &str) -> Result<Channel, PeerError> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = channels.get(url) {
+            return Ok(c.clone());
+        }
+        let bad = |message: String| PeerError::Endpoint {
+            url: url.to_string(),
+            message,
+        };
+        let mut endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| bad(e.to_string()))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        if url.starts_with("https://") {
+            let tls = self.tls.clone().ok_or(PeerError::TlsMissing)?;
+            endpoint = endpoint.tls_config(tls).map_err(|e| bad(e.to_string()))?;
+        }
+        let channel = endpoint.connect_lazy();
+        channels.insert(url.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// Sends `req` to the member reachable at `urls` (first URL that answers) and decodes
+    /// its JSON answer as `T`.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        urls: &[String],
+        req: PeerRequest,
+        timeout: Duration,
+    ) -> Result<T, PeerError> {
+        let frame = encode_request(req)?;
+        let mut last = PeerError::NoUrl;
+        for url in urls {
+            match self.call_one(url, frame.clone(), timeout).await {
+                Ok(answer) => {
+                    return serde_json::from_slice(&answer.json)
+                        .map_err(|e| PeerError::Codec(e.to_string()))
+                }
+                Err(e) => {
+                    let retry_elsewhere = e.not_sent();
+                    last = e;
+                    if !retry_elsewhere {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(last)
+    }
+
+    async fn call_one(
+        &self,
+        url: &str,
+        frame: crate::peer::Frame,
+        timeout: Duration,
+    ) -> Result<crate::peer::Frame, PeerError> {
+        let transport = |message: String| PeerError::Transport {
+            url: url.to_string(),
+            message,
+        };
+        let channel = self.channel(url)?;
+        let mut grpc = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(MAX_FRAME_BYTES)
+            .max_encoding_message_size(MAX_FRAME_BYTES);
+        let call = async {
+            grpc.ready()
+                .await
+                .map_err(|e| transport(format!("connect: {}", error_chain(e.as_ref()))))?;
+            let request = tonic::Request::new(frame);
+            grpc.unary(request, PathAndQuery::from_static(CALL_PATH), FrameCodec)
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|s| transport(status_text(&s)))
+        };
+        match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(transport("timed out".into())),
+        }
+    }
+}
+
+fn status_text(s: &tonic::Status) -> String {
+    use std::error::Error as _;
+    match s.source() {
+        Some(src) => format!("{}: {}", s.message(), error_chain(src)),
+        None => s.message().to_string(),
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
