@@ -19,6 +19,24 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
         ok(&mut lab.in_lab(&v))
     };
 
+    // Preflight: a port the store needs is taken, so init stops before touching the host, naming both.
+    lab.ssh_ok(
+        "host1",
+        "busybox httpd -p 127.0.0.1:2379 -h /tmp",
+    );
+    let refused = run(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster]));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        err.contains("preflight on host1") && err.contains("Port-2379"),
+        "{err}"
+    );
+    assert_eq!(
+        lab.ssh_ok("host1", "find /etc/kiln /usr/local/bin -mindepth 1 2>/dev/null; true"),
+        ""
+    );
+    lab.ssh_ok("host1", "pkill -f 'httpd -p 127.0.0.1:2379'");
+
     let out = ok(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster, "--wait-timeout", "120"]));
     assert!(out.contains("wait-node-ready"), "{out}");
 

@@ -15,6 +15,27 @@ pub use playbook::{Playbook, Selector};
 
 use std::time::Instant;
 
+/// The plan: every phase with the hosts it would run on, without connecting to anything (`--dry-run`).
+pub fn plan(
+    ctx: &Context,
+    playbook: &Playbook,
+) -> Result<Vec<(String, Vec<String>)>, BootstrapError> {
+    playbook
+        .phases
+        .iter()
+        .map(|p| {
+            let hosts = ctx.select(&p.hosts)?;
+            Ok((
+                p.name.clone(),
+                hosts
+                    .into_iter()
+                    .map(|h| h.unwrap_or_else(|| "local".into()))
+                    .collect(),
+            ))
+        })
+        .collect()
+}
+
 /// Run a playbook: phases in order; within a phase, its hosts in parallel.
 pub async fn run(ctx: &Context, playbook: &Playbook) -> Result<(), BootstrapError> {
     let total = Instant::now();

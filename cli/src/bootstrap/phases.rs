@@ -146,10 +146,12 @@ async fn preflight(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError>
             findings: errors.join("\n"),
         });
     }
-    Ok(Outcome::Done(format!(
-        "{} checks passed",
-        kiln_preflight::CHECKS.len() - findings.len()
-    )))
+    let warnings = findings.len();
+    Ok(Outcome::Done(if warnings == 0 {
+        "all checks passed".to_string()
+    } else {
+        format!("passed with {warnings} warning(s)")
+    }))
 }
 
 fn service_ip(ctx: &Context) -> IpAddr {

@@ -32,6 +32,10 @@ pub struct Playbook {
 const EMBEDDED: &[(&str, &str)] = &[
     ("init", include_str!("../../../playbooks/init.yaml")),
     ("join", include_str!("../../../playbooks/join.yaml")),
+    (
+        "preflight",
+        include_str!("../../../playbooks/preflight.yaml"),
+    ),
     ("reset", include_str!("../../../playbooks/reset.yaml")),
 ];
 

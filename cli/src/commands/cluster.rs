@@ -30,6 +30,9 @@ pub struct ClusterArgs {
     /// Where kiln's component binaries are (default: beside this kiln binary).
     #[arg(long, env = "KILN_BIN_DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Print the plan (every phase and the hosts it runs on) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print one JSON object per phase and host instead of text.
     #[arg(long, value_parser = ["text", "json"], default_value = "text")]
     pub output: String,
@@ -66,10 +69,34 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Run the named playbook, or only print its plan with --dry-run.
+fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
+    let pb = Playbook::load(name, args.playbook.as_deref())?;
+    if args.dry_run {
+        let plan = bootstrap::plan(ctx, &pb)?;
+        if args.output == "json" {
+            let v: Vec<_> = plan
+                .iter()
+                .map(|(p, h)| serde_json::json!({"phase": p, "hosts": h}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!("{} plan for {}:", pb.name, args.file.display());
+            for (i, (phase, hosts)) in plan.iter().enumerate() {
+                println!("  {:>2}. {phase:<20} {}", i + 1, hosts.join(", "));
+            }
+        }
+        return Ok(false);
+    }
+    runtime()?.block_on(bootstrap::run(ctx, &pb))?;
+    Ok(true)
+}
+
 pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
     let ctx = args.context(ignore, wait)?;
-    let pb = Playbook::load("init", args.playbook.as_deref())?;
-    runtime()?.block_on(bootstrap::run(&ctx, &pb))?;
+    if !play(&args, &ctx, "init")? {
+        return Ok(0);
+    }
     ctx.say(&format!(
         "\nThe control plane is up. Use it with:\n  kubectl --kubeconfig {} get nodes",
         ctx.admin_conf().display()
@@ -79,15 +106,19 @@ pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result
 
 pub fn join(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
     let ctx = args.context(ignore, wait)?;
-    let pb = Playbook::load("join", args.playbook.as_deref())?;
-    runtime()?.block_on(bootstrap::run(&ctx, &pb))?;
+    play(&args, &ctx, "join")?;
+    Ok(0)
+}
+
+pub fn preflight(args: ClusterArgs, ignore: Vec<String>) -> anyhow::Result<i32> {
+    let ctx = args.context(ignore, 0)?;
+    play(&args, &ctx, "preflight")?;
     Ok(0)
 }
 
 pub fn reset(args: ClusterArgs) -> anyhow::Result<i32> {
     let ctx = args.context(vec![], 60)?;
-    let pb = Playbook::load("reset", args.playbook.as_deref())?;
-    runtime()?.block_on(bootstrap::run(&ctx, &pb))?;
+    play(&args, &ctx, "reset")?;
     Ok(0)
 }
 
@@ -102,5 +133,54 @@ pub fn kubeconfig(args: ClusterArgs) -> anyhow::Result<i32> {
         )
     })?;
     print!("{text}");
+    Ok(0)
+}
+
+/// `kiln certs check-expiration`: every certificate in the state directory, like kubeadm's table.
+pub fn check_expiration(args: ClusterArgs) -> anyhow::Result<i32> {
+    let ctx = args.context(vec![], 0)?;
+    let now = time::OffsetDateTime::now_utc();
+    let fmt =
+        time::macros::format_description!("[month repr:short] [day], [year] [hour]:[minute] UTC");
+    let mut rows = vec![];
+    for h in ctx.cluster.config.controllers() {
+        let dir = ctx.pki_dir(&h.name);
+        if !dir.exists() {
+            continue;
+        }
+        for (name, info) in kiln_pki::expiry(&dir)? {
+            rows.push((h.name.clone(), name, info));
+        }
+    }
+    if rows.is_empty() {
+        anyhow::bail!(
+            "no certificates under {} (run `kiln init` first)",
+            ctx.state_dir.join("pki").display()
+        );
+    }
+    if args.output == "json" {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(h, n, i)| serde_json::json!({"host": h, "certificate": n, "expires": i.not_after.format(&fmt).unwrap_or_default(), "residualDays": i.remaining(now).whole_days()}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    println!(
+        "{:<10} {:<30} {:<24} {:>14}",
+        "HOST", "CERTIFICATE", "EXPIRES", "RESIDUAL TIME"
+    );
+    for (h, n, i) in rows {
+        let days = i.remaining(now).whole_days();
+        let residual = if days < 0 {
+            "expired".to_string()
+        } else {
+            format!("{days}d")
+        };
+        println!(
+            "{h:<10} {n:<30} {:<24} {residual:>14}",
+            i.not_after.format(&fmt).unwrap_or_default()
+        );
+    }
     Ok(0)
 }

@@ -50,6 +50,16 @@ pub enum Command {
         #[arg(long, default_value_t = 180)]
         wait_timeout: u64,
     },
+    /// Run the preflight checks on every host of cluster.yaml (changes nothing).
+    Preflight {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+        #[arg(long, value_delimiter = ',')]
+        ignore_preflight_errors: Vec<String>,
+    },
+    /// Certificates of the cluster.
+    #[command(subcommand)]
+    Certs(CertsCommand),
     /// Undo everything kiln did on every host of the cluster, and verify nothing is left.
     Reset {
         #[command(flatten)]
@@ -57,6 +67,15 @@ pub enum Command {
     },
     /// Print the cluster's admin kubeconfig.
     Kubeconfig {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// When each certificate in the cluster's state directory expires.
+    CheckExpiration {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
     },
@@ -79,6 +98,13 @@ pub fn main() -> i32 {
             wait_timeout,
         } => cluster::join(cluster, ignore_preflight_errors, wait_timeout),
         Command::Reset { cluster } => cluster::reset(cluster),
+        Command::Preflight {
+            cluster,
+            ignore_preflight_errors,
+        } => cluster::preflight(cluster, ignore_preflight_errors),
+        Command::Certs(CertsCommand::CheckExpiration { cluster }) => {
+            cluster::check_expiration(cluster)
+        }
         Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
     };
     match result {

@@ -202,17 +202,32 @@ impl SshTransport {
         }
     }
 
+    /// Open a session channel. sshd frees a session slot a little after the channel closes, so under
+    /// bursts of short commands a refusal (MaxSessions) is retried with backoff before it is an error.
+    async fn open_session(&self) -> Result<russh::Channel<russh::client::Msg>> {
+        let mut delay = std::time::Duration::from_millis(25);
+        let mut attempt = 0;
+        loop {
+            match self.handle.channel_open_session().await {
+                Ok(c) => return Ok(c),
+                Err(russh::Error::ChannelOpenFailure(reason)) if attempt < 8 => {
+                    tracing::debug!(host = %self.target.host, ?reason, attempt, "channel open refused, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                    attempt += 1;
+                }
+                Err(e) => return Err(self.ssh_err("open channel")(e)),
+            }
+        }
+    }
+
     async fn run_channel(&self, cmd: &str, input: Option<Payload<'_>>) -> Result<ExecOutput> {
         let _permit = self
             .channels
             .acquire()
             .await
             .expect("semaphore never closed");
-        let channel = self
-            .handle
-            .channel_open_session()
-            .await
-            .map_err(self.ssh_err("open channel"))?;
+        let channel = self.open_session().await?;
         let (mut read, write) = channel.split();
         write
             .exec(true, self.wrap(cmd))

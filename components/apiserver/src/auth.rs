@@ -126,17 +126,26 @@ pub fn authorize(identity: &Identity, attrs: &Attributes<'_>) -> bool {
             resource,
             subresource,
             namespace,
-            ..
+            name,
         } => {
-            if !user.in_group("system:nodes") || !user.name.starts_with("system:node:") {
+            let Some(node) = user.name.strip_prefix("system:node:") else {
+                return false;
+            };
+            if !user.in_group("system:nodes") {
                 return false;
             }
+            // NodeRestriction, reduced: a kubelet changes only its own Node and Lease.
+            let writes = matches!(*verb, "update" | "patch" | "delete");
+            let own = name.is_none_or(|n| n == node);
             let full = match subresource {
                 Some(s) => format!("{resource}/{s}"),
                 None => resource.to_string(),
             };
             if *group == "coordination.k8s.io" && full == "leases" {
-                return *namespace == Some("kube-node-lease");
+                return *namespace == Some("kube-node-lease") && (!writes || own);
+            }
+            if group.is_empty() && resource == &"nodes" && writes && !own {
+                return false;
             }
             KUBELET_RULES
                 .iter()
@@ -200,6 +209,39 @@ mod tests {
             &res("list", "", "secrets", Some("default"))
         ));
         assert!(!authorize(&node, &res("delete", "", "namespaces", None)));
+    }
+
+    #[test]
+    fn nodes_change_only_their_own_node_and_lease() {
+        let node = user("system:node:n1", &["system:nodes"]);
+        let with_name = |verb, group, resource, ns, name| Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource: None,
+            namespace: ns,
+            name: Some(name),
+        };
+        assert!(authorize(
+            &node,
+            &with_name("patch", "", "nodes", None, "n1")
+        ));
+        assert!(!authorize(
+            &node,
+            &with_name("patch", "", "nodes", None, "n2")
+        ));
+        assert!(authorize(&node, &with_name("get", "", "nodes", None, "n2")));
+        let lease = |name| {
+            with_name(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                Some("kube-node-lease"),
+                name,
+            )
+        };
+        assert!(authorize(&node, &lease("n1")));
+        assert!(!authorize(&node, &lease("n2")));
     }
 
     #[test]

@@ -342,6 +342,23 @@ async fn list_pages_with_limit_and_continue() {
         .kubectl_ok(&["get", "pods", "--chunk-size=2", "-o", "name"])
         .await;
     assert_eq!(out.lines().count(), 5, "{out}");
+
+    // deletecollection honours the selector.
+    pods.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("tier=even"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(left, ["p1", "p3"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

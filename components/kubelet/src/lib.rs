@@ -5,6 +5,7 @@
 //! until the API server answers.
 
 pub mod agent;
+pub mod cni;
 pub mod config;
 pub mod lease;
 pub mod logs;

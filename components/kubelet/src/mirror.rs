@@ -373,9 +373,9 @@ mod tests {
                     image: "i".into(),
                     container_id: "kiln-host://x".into(),
                     restart_count: 2,
+                    ready: matches!(state, ContainerState::Running { .. }),
                     state,
                     last_termination: last,
-                    ready: false,
                 })
                 .collect(),
             pod_ip: None,

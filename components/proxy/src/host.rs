@@ -34,7 +34,12 @@ impl HostCommand {
     }
 
     /// Runs `program args…` with `stdin`, returning stdout; a non-zero exit is an error carrying stderr.
-    pub fn run(&self, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, HostError> {
+    pub fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<String, HostError> {
         let mut argv: Vec<&str> = self.prefix.iter().map(String::as_str).collect();
         argv.push(program);
         argv.extend_from_slice(args);

@@ -205,7 +205,8 @@ pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
                     Err(_) => TargetPort::Name(s.clone()),
                 },
             };
-            let wants_node_port = matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
+            let wants_node_port =
+                matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
             let node_port = p
                 .node_port
                 .filter(|_| wants_node_port)
@@ -220,7 +221,7 @@ pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
             })
         })
         .collect();
-    ports.sort();
+    ports.sort_by_key(|p| (p.protocol, p.port));
     let affinity_timeout = (spec.session_affinity.as_deref() == Some("ClientIP")).then(|| {
         spec.session_affinity_config
             .as_ref()
@@ -231,7 +232,11 @@ pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
             .unwrap_or(DEFAULT_AFFINITY_TIMEOUT_SECONDS)
     });
     Some(ServiceInfo {
-        namespace: svc.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        namespace: svc
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         name: svc.metadata.name.clone()?,
         cluster_ip,
         ports,
@@ -239,7 +244,11 @@ pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
     })
 }
 
-fn endpoint_port(name: Option<&String>, protocol: Option<&str>, port: Option<i32>) -> Option<EndpointPort> {
+fn endpoint_port(
+    name: Option<&String>,
+    protocol: Option<&str>,
+    port: Option<i32>,
+) -> Option<EndpointPort> {
     Some(EndpointPort {
         name: name.cloned().unwrap_or_default(),
         protocol: Protocol::from_k8s(protocol)?,
@@ -250,7 +259,10 @@ fn endpoint_port(name: Option<&String>, protocol: Option<&str>, port: Option<i32
 /// Ready addresses of an Endpoints object (notReadyAddresses are left out), keyed by its Service.
 pub fn from_endpoints(ep: &Endpoints) -> Option<(ServiceKey, Vec<EndpointGroup>)> {
     let key = (
-        ep.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        ep.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         ep.metadata.name.clone()?,
     );
     let groups = ep
@@ -281,9 +293,18 @@ pub fn from_endpoint_slice(slice: &EndpointSlice) -> Option<(ServiceKey, Vec<End
     if slice.address_type != "IPv4" {
         return None;
     }
-    let service = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?.clone();
+    let service = slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get(SERVICE_NAME_LABEL)?
+        .clone();
     let key = (
-        slice.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        slice
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         service,
     );
     let addresses = slice
@@ -390,7 +411,10 @@ mod tests {
         .unwrap();
         let (key, groups) = from_endpoint_slice(&slice).unwrap();
         assert_eq!(key.1, "web");
-        assert_eq!(groups[0].addresses, vec![ip("10.244.1.2"), ip("10.244.2.2")]);
+        assert_eq!(
+            groups[0].addresses,
+            vec![ip("10.244.1.2"), ip("10.244.2.2")]
+        );
     }
 
     #[test]
@@ -405,20 +429,41 @@ mod tests {
         let g = EndpointGroup {
             addresses: vec![ip("10.244.2.2"), ip("10.244.1.2")],
             ports: vec![
-                EndpointPort { name: "http".into(), protocol: Protocol::Tcp, port: 8080 },
-                EndpointPort { name: "metrics".into(), protocol: Protocol::Tcp, port: 9090 },
-                EndpointPort { name: "http".into(), protocol: Protocol::Udp, port: 1 },
+                EndpointPort {
+                    name: "http".into(),
+                    protocol: Protocol::Tcp,
+                    port: 8080,
+                },
+                EndpointPort {
+                    name: "metrics".into(),
+                    protocol: Protocol::Tcp,
+                    port: 9090,
+                },
+                EndpointPort {
+                    name: "http".into(),
+                    protocol: Protocol::Udp,
+                    port: 1,
+                },
             ],
         };
         let groups = [g];
         let by_name = resolve_backends(&port("http", TargetPort::Number(1234)), &groups);
-        assert_eq!(by_name, vec![(ip("10.244.1.2"), 8080), (ip("10.244.2.2"), 8080)]);
+        assert_eq!(
+            by_name,
+            vec![(ip("10.244.1.2"), 8080), (ip("10.244.2.2"), 8080)]
+        );
         let by_target = resolve_backends(&port("web", TargetPort::Name("metrics".into())), &groups);
         assert_eq!(by_target[0].1, 9090);
         // a group with ports but none matching contributes nothing
         assert!(resolve_backends(&port("other", TargetPort::Number(80)), &groups).is_empty());
-        let bare = [EndpointGroup { addresses: vec![ip("10.244.1.9")], ports: vec![] }];
-        assert_eq!(resolve_backends(&port("", TargetPort::Number(81)), &bare), vec![(ip("10.244.1.9"), 81)]);
+        let bare = [EndpointGroup {
+            addresses: vec![ip("10.244.1.9")],
+            ports: vec![],
+        }];
+        assert_eq!(
+            resolve_backends(&port("", TargetPort::Number(81)), &bare),
+            vec![(ip("10.244.1.9"), 81)]
+        );
         assert!(resolve_backends(&port("", TargetPort::Name("x".into())), &bare).is_empty());
     }
 }

@@ -38,10 +38,17 @@ impl Netfilter for NftCli {
     fn list_table(&self) -> Result<Option<String>, NetfilterError> {
         // `list tables` never fails for a missing table, unlike `list table`, so "absent" is not an error
         let tables = self.host.run("nft", &["list", "tables", "ip"], None)?;
-        if !tables.lines().any(|l| l.trim() == format!("table ip {TABLE}")) {
+        if !tables
+            .lines()
+            .any(|l| l.trim() == format!("table ip {TABLE}"))
+        {
             return Ok(None);
         }
-        Ok(Some(self.host.run("nft", &["list", "table", "ip", TABLE], None)?))
+        Ok(Some(self.host.run(
+            "nft",
+            &["list", "table", "ip", TABLE],
+            None,
+        )?))
     }
 }
 
@@ -55,13 +62,21 @@ pub struct RecordingNetfilter {
 
 impl RecordingNetfilter {
     pub fn applied(&self) -> Vec<String> {
-        self.applied.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.applied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
 impl Netfilter for RecordingNetfilter {
     fn apply(&self, script: &str) -> Result<(), NetfilterError> {
-        if let Some(msg) = self.fail_with.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(msg) = self
+            .fail_with
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
             return Err(NetfilterError::Nft(HostError::Failed {
                 command: "nft -f -".into(),
                 status: "exit status: 1".into(),
@@ -77,9 +92,6 @@ impl Netfilter for RecordingNetfilter {
 
     fn list_table(&self) -> Result<Option<String>, NetfilterError> {
         let applied = self.applied();
-        Ok(applied
-            .last()
-            .filter(|s| **s != cleanup_script())
-            .cloned())
+        Ok(applied.last().filter(|s| **s != cleanup_script()).cloned())
     }
 }

@@ -56,7 +56,13 @@ fn valid_name(s: &str) -> bool {
 
 /// The stable part of every chain name of one service port: `<ns>/<name>/<proto>/<port>`.
 fn port_id(svc: &ServiceInfo, p: &ServicePort) -> String {
-    format!("{}/{}/{}/{}", svc.namespace, svc.name, p.protocol.nft(), p.port)
+    format!(
+        "{}/{}/{}/{}",
+        svc.namespace,
+        svc.name,
+        p.protocol.nft(),
+        p.port
+    )
 }
 
 struct PortPlan<'a> {
@@ -84,10 +90,15 @@ pub fn render(state: &ProxyState, node: &NodeConfig) -> Rendered {
             .get(&(svc.namespace.clone(), svc.name.clone()))
             .map(Vec::as_slice)
             .unwrap_or_default();
-        for port in &svc.ports {
+        let mut ports: Vec<&ServicePort> = svc.ports.iter().collect();
+        ports.sort_by_key(|p| (p.protocol, p.port));
+        for port in ports {
             let id = port_id(svc, port);
             if !cluster_keys.insert((svc.cluster_ip, port.protocol, port.port)) {
-                skipped.push(format!("{id}: ClusterIP {}:{} already served", svc.cluster_ip, port.port));
+                skipped.push(format!(
+                    "{id}: ClusterIP {}:{} already served",
+                    svc.cluster_ip, port.port
+                ));
                 continue;
             }
             let mut port = port.clone();
@@ -138,7 +149,10 @@ fn render_plans(plans: &[PortPlan<'_>], node: &NodeConfig) -> Rendered {
         service_ips.push(format!("{cluster_key} : goto svc-{id}"));
         if let Some(np) = port.node_port {
             service_nodeports.push(format!("{proto} . {np} : goto np-{id}"));
-            let _ = writeln!(chains, "  chain np-{id} {{\n    jump mark-masq\n    goto svc-{id}\n  }}");
+            let _ = writeln!(
+                chains,
+                "  chain np-{id} {{\n    jump mark-masq\n    goto svc-{id}\n  }}"
+            );
         }
 
         let ep_ids: Vec<String> = plan
@@ -188,7 +202,11 @@ fn render_plans(plans: &[PortPlan<'_>], node: &NodeConfig) -> Rendered {
         elems.sort();
         let _ = writeln!(s, "  map {name} {{\n    type {key} : verdict");
         if !elems.is_empty() {
-            let _ = writeln!(s, "    elements = {{\n      {}\n    }}", elems.join(",\n      "));
+            let _ = writeln!(
+                s,
+                "    elements = {{\n      {}\n    }}",
+                elems.join(",\n      ")
+            );
         }
         let _ = writeln!(s, "  }}");
     };
@@ -257,3 +275,6 @@ const BASE_CHAINS: &str = "  chain prerouting {
     fib daddr type local meta l4proto . th dport vmap @service-nodeports
   }
 ";
+
+#[cfg(test)]
+mod tests;

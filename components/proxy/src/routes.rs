@@ -61,7 +61,11 @@ pub fn node_info(node: &Node) -> Option<NodeRouteInfo> {
 
 /// Routes this node wants: one per OTHER node that has a pod CIDR and an InternalIP.
 /// `self_name` and `self_ip` both identify this node (either may be unknown).
-pub fn desired_routes(nodes: &[NodeRouteInfo], self_name: &str, self_ip: Option<Ipv4Addr>) -> BTreeSet<Route> {
+pub fn desired_routes(
+    nodes: &[NodeRouteInfo],
+    self_name: &str,
+    self_ip: Option<Ipv4Addr>,
+) -> BTreeSet<Route> {
     nodes
         .iter()
         .filter(|n| n.name != self_name)
@@ -144,14 +148,32 @@ impl HostRoutes for IpRoutes {
 
     fn replace(&self, r: &Route) -> Result<(), RouteError> {
         let (dst, via) = (r.dst.to_string(), r.via.to_string());
-        let args = ["-4", "route", "replace", &dst, "via", &via, "proto", ROUTE_PROTO];
+        let args = [
+            "-4",
+            "route",
+            "replace",
+            &dst,
+            "via",
+            &via,
+            "proto",
+            ROUTE_PROTO,
+        ];
         self.host.run("ip", &args, None)?;
         Ok(())
     }
 
     fn delete(&self, r: &Route) -> Result<(), RouteError> {
         let (dst, via) = (r.dst.to_string(), r.via.to_string());
-        let args = ["-4", "route", "del", &dst, "via", &via, "proto", ROUTE_PROTO];
+        let args = [
+            "-4",
+            "route",
+            "del",
+            &dst,
+            "via",
+            &via,
+            "proto",
+            ROUTE_PROTO,
+        ];
         self.host.run("ip", &args, None)?;
         Ok(())
     }
@@ -172,18 +194,30 @@ impl HostRoutes for RecordingRoutes {
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         t.retain(|x| x.dst != r.dst);
         t.insert(*r);
-        self.ops.lock().unwrap_or_else(|e| e.into_inner()).push(RouteOp::Replace(*r));
+        self.ops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(RouteOp::Replace(*r));
         Ok(())
     }
     fn delete(&self, r: &Route) -> Result<(), RouteError> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).remove(r);
-        self.ops.lock().unwrap_or_else(|e| e.into_inner()).push(RouteOp::Delete(*r));
+        self.table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(r);
+        self.ops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(RouteOp::Delete(*r));
         Ok(())
     }
 }
 
 /// Brings kiln's routes to `desired`; returns the operations done. Stops at the first failure.
-pub fn sync_routes(routes: &dyn HostRoutes, desired: &BTreeSet<Route>) -> Result<Vec<RouteOp>, RouteError> {
+pub fn sync_routes(
+    routes: &dyn HostRoutes,
+    desired: &BTreeSet<Route>,
+) -> Result<Vec<RouteOp>, RouteError> {
     let ops = plan_routes(&routes.list()?, desired);
     for op in &ops {
         match op {
@@ -239,13 +273,24 @@ mod tests {
             node("other-name", Some("10.244.9.0/24"), Some("10.250.0.11")),
         ];
         let d = desired_routes(&nodes, "host1", Some("10.250.0.11".parse().unwrap()));
-        assert_eq!(d.into_iter().collect::<Vec<_>>(), vec![route("10.244.2.0/24", "10.250.0.12")]);
+        assert_eq!(
+            d.into_iter().collect::<Vec<_>>(),
+            vec![route("10.244.2.0/24", "10.250.0.12")]
+        );
     }
 
     #[test]
     fn plan_deletes_gone_nodes_and_repoints_moved_cidrs() {
-        let current: BTreeSet<_> = [route("10.244.2.0/24", "10.250.0.12"), route("10.244.3.0/24", "10.250.0.13")].into();
-        let desired: BTreeSet<_> = [route("10.244.2.0/24", "10.250.0.22"), route("10.244.4.0/24", "10.250.0.14")].into();
+        let current: BTreeSet<_> = [
+            route("10.244.2.0/24", "10.250.0.12"),
+            route("10.244.3.0/24", "10.250.0.13"),
+        ]
+        .into();
+        let desired: BTreeSet<_> = [
+            route("10.244.2.0/24", "10.250.0.22"),
+            route("10.244.4.0/24", "10.250.0.14"),
+        ]
+        .into();
         assert_eq!(
             plan_routes(&current, &desired),
             vec![
@@ -263,7 +308,10 @@ mod tests {
         let r = parse_routes(out).unwrap();
         assert_eq!(
             r.into_iter().collect::<Vec<_>>(),
-            vec![route("10.244.2.0/24", "10.250.0.12"), route("10.244.3.5/32", "10.250.0.13")]
+            vec![
+                route("10.244.2.0/24", "10.250.0.12"),
+                route("10.244.3.5/32", "10.250.0.13")
+            ]
         );
         assert!(parse_routes("garbage line").is_err());
     }
@@ -271,10 +319,16 @@ mod tests {
     #[test]
     fn sync_applies_the_plan_to_the_host() {
         let host = RecordingRoutes::default();
-        host.table.lock().unwrap().insert(route("10.244.3.0/24", "10.250.0.13"));
+        host.table
+            .lock()
+            .unwrap()
+            .insert(route("10.244.3.0/24", "10.250.0.13"));
         let desired: BTreeSet<_> = [route("10.244.2.0/24", "10.250.0.12")].into();
         sync_routes(&host, &desired).unwrap();
         assert_eq!(*host.table.lock().unwrap(), desired);
-        assert!(sync_routes(&host, &desired).unwrap().is_empty(), "second sync changes nothing");
+        assert!(
+            sync_routes(&host, &desired).unwrap().is_empty(),
+            "second sync changes nothing"
+        );
     }
 }

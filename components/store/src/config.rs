@@ -62,7 +62,7 @@ pub struct Config {
     /// CA bundle for client certificates.
     #[arg(long)]
     pub trusted_ca_file: Option<PathBuf>,
-    /// Peer TLS certificate (kept for the peer transport).
+    /// Peer TLS certificate (server and client certificate of the peer transport).
     #[arg(long)]
     pub peer_cert_file: Option<PathBuf>,
     /// Peer TLS key.
@@ -181,6 +181,13 @@ impl Config {
         config
     }
 
+    pub fn peer_listen_urls(&self) -> Result<Vec<ListenUrl>, ConfigError> {
+        self.listen_peer_urls
+            .iter()
+            .map(|u| ListenUrl::parse(u))
+            .collect()
+    }
+
     pub fn client_listen_urls(&self) -> Result<Vec<ListenUrl>, ConfigError> {
         self.listen_client_urls
             .iter()
@@ -267,6 +274,26 @@ impl Config {
                 "--client-cert-auth needs --trusted-ca-file".into(),
             ));
         }
+        let peer_tls = self
+            .listen_peer_urls
+            .iter()
+            .chain(&self.initial_advertise_peer_urls)
+            .any(|u| u.starts_with("https://"));
+        if peer_tls
+            && (self.peer_cert_file.is_none()
+                || self.peer_key_file.is_none()
+                || self.peer_trusted_ca_file.is_none())
+        {
+            return Err(ConfigError::Tls(
+                "https peer URLs need --peer-cert-file, --peer-key-file and --peer-trusted-ca-file"
+                    .into(),
+            ));
+        }
+        if self.peer_client_cert_auth && self.peer_trusted_ca_file.is_none() {
+            return Err(ConfigError::Tls(
+                "--peer-client-cert-auth needs --peer-trusted-ca-file".into(),
+            ));
+        }
         crate::compactor::Retention::parse(
             self.auto_compaction_mode,
             &self.auto_compaction_retention,
@@ -291,6 +318,9 @@ mod tests {
             "--initial-cluster=cp1=https://10.0.0.1:2380",
             "--client-cert-auth=true",
             "--peer-client-cert-auth",
+            "--peer-cert-file=/p.crt",
+            "--peer-key-file=/p.key",
+            "--peer-trusted-ca-file=/ca.crt",
             "--cert-file=/s.crt",
             "--key-file=/s.key",
             "--trusted-ca-file=/ca.crt",

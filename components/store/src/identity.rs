@@ -8,7 +8,7 @@ use rocksdb::{WriteBatch, DB};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{ClusterState, Config, ConfigError};
+use crate::config::{Config, ConfigError};
 use crate::db::{self, CF_RAFT_META};
 use crate::raft::types::MemberNode;
 
@@ -31,10 +31,6 @@ pub enum IdentityError {
     Corrupt(#[from] serde_json::Error),
     #[error("data dir belongs to member {stored:?}, not --name {flag:?}")]
     OtherMember { stored: String, flag: String },
-    #[error("data dir has no member data and --initial-cluster-state=existing: joining a running cluster needs the peer transport, which kiln-store does not have yet")]
-    JoinUnsupported,
-    #[error("--initial-cluster lists {0} members: multi-member clusters need the peer transport, which kiln-store does not have yet")]
-    MultiMemberUnsupported(usize),
 }
 
 fn hash_u64(parts: &[&[u8]]) -> u64 {
@@ -86,37 +82,53 @@ pub fn initial_members(config: &Config) -> Result<BTreeMap<u64, MemberNode>, Con
     Ok(out)
 }
 
-/// Reads this member's identity from the data dir, or creates it on first start.
-pub fn load_or_create(db: &DB, config: &Config) -> Result<Identity, IdentityError> {
+/// Reads this member's identity from the data dir, if it has one.
+pub fn load(db: &DB, config: &Config) -> Result<Option<Identity>, IdentityError> {
     let cf = db::cf(db, CF_RAFT_META);
-    if let Some(bytes) = db.get_cf(cf, KEY_IDENTITY)? {
-        let stored: Identity = serde_json::from_slice(&bytes)?;
-        if stored.name != config.name {
-            return Err(IdentityError::OtherMember {
-                stored: stored.name,
-                flag: config.name.clone(),
-            });
-        }
-        return Ok(stored);
+    let Some(bytes) = db.get_cf(cf, KEY_IDENTITY)? else {
+        return Ok(None);
+    };
+    let stored: Identity = serde_json::from_slice(&bytes)?;
+    if stored.name != config.name {
+        return Err(IdentityError::OtherMember {
+            stored: stored.name,
+            flag: config.name.clone(),
+        });
     }
-    if config.initial_cluster_state == ClusterState::Existing {
-        return Err(IdentityError::JoinUnsupported);
-    }
+    Ok(Some(stored))
+}
+
+/// The identity of a founding member of a new cluster, from the flags alone (every founding
+/// member computes the same cluster ID).
+pub fn for_new_cluster(config: &Config) -> Result<Identity, IdentityError> {
     let members = initial_members(config)?;
-    if members.len() > 1 {
-        return Err(IdentityError::MultiMemberUnsupported(members.len()));
-    }
     let ids: Vec<u64> = members.keys().copied().collect();
-    let identity = Identity {
+    Ok(Identity {
         name: config.name.clone(),
         member_id: member_id(
             &config.initial_advertise_peer_urls,
             &config.initial_cluster_token,
         ),
         cluster_id: cluster_id(&ids, &config.initial_cluster_token),
-    };
+    })
+}
+
+/// Pins `identity` in the data dir (synced).
+pub fn save(db: &DB, identity: &Identity) -> Result<(), IdentityError> {
+    let cf = db::cf(db, CF_RAFT_META);
     let mut batch = WriteBatch::default();
-    batch.put_cf(cf, KEY_IDENTITY, serde_json::to_vec(&identity)?);
+    batch.put_cf(cf, KEY_IDENTITY, serde_json::to_vec(identity)?);
     db.write_opt(batch, &db::sync_write())?;
+    Ok(())
+}
+
+/// Reads this member's identity, or creates it for a new cluster (a member joining an existing
+/// cluster learns its identity from the cluster instead: see `crate::join`).
+pub fn load_or_create(db: &DB, config: &Config) -> Result<Identity, IdentityError> {
+    if let Some(stored) = load(db, config)? {
+        return Ok(stored);
+    }
+    let identity = for_new_cluster(config)?;
+    save(db, &identity)?;
     Ok(identity)
 }

@@ -374,3 +374,42 @@ pub async fn wait_applied(ctx: &StoreContext, index: u64) -> Result<(), Status> 
         .map(|_| ())
         .map_err(|_| EtcdError::Timeout.to_status())
 }
+
+/// etcd's "publish": once the cluster knows this member, record its name and client URLs in
+/// the membership (MemberList shows them), retrying until it sticks or the server stops.
+pub async fn publish_self(
+    ctx: std::sync::Arc<StoreContext>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let current = ctx
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&ctx.member_id)
+            .cloned();
+        if let Some(node) = current {
+            if node.name == ctx.name && node.client_urls == ctx.advertise_client_urls {
+                tracing::info!("published member name and client URLs");
+                return;
+            }
+            let change = MemberChange::Publish {
+                id: ctx.member_id,
+                name: ctx.name.clone(),
+                client_urls: ctx.advertise_client_urls.clone(),
+            };
+            if let Err(e) = leader_call(&ctx, LeaderOp::Member(change)).await {
+                tracing::debug!(error = %e, "publishing member attributes");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}

@@ -10,7 +10,11 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::compactor::{self, Retention};
-use crate::config::{Config, ConfigError, ListenUrl};
+use crate::config::{ClusterState, Config, ConfigError, ListenUrl};
+use crate::join;
+use crate::leader;
+use crate::peer::client::PeerClients;
+use crate::peer::service::PeerServer;
 use crate::grpc::{self, StoreContext};
 use crate::identity::{self, IdentityError};
 use crate::lease::{self, Lessor};
@@ -44,6 +48,10 @@ pub enum ServerError {
     },
     #[error("binding {url}: {source}")]
     Bind { url: String, source: std::io::Error },
+    #[error(transparent)]
+    Peer(#[from] crate::peer::PeerError),
+    #[error("joining the existing cluster: {0}")]
+    Join(#[from] crate::join::JoinError),
     #[error("waiting for a shutdown signal: {0}")]
     Signal(std::io::Error),
 }
@@ -51,6 +59,7 @@ pub enum ServerError {
 /// A running member. Drop without `shutdown` leaves tasks running until the runtime ends.
 pub struct StoreHandle {
     client_addrs: Vec<SocketAddr>,
+    peer_addrs: Vec<SocketAddr>,
     metrics_addrs: Vec<SocketAddr>,
     member_id: u64,
     cluster_id: u64,
@@ -68,6 +77,15 @@ impl StoreHandle {
 
     pub fn client_addrs(&self) -> &[SocketAddr] {
         &self.client_addrs
+    }
+
+    pub fn peer_addrs(&self) -> &[SocketAddr] {
+        &self.peer_addrs
+    }
+
+    /// The Raft handle (tests read leadership and membership from its metrics).
+    pub fn raft(&self) -> &KilnRaft {
+        &self.raft
     }
 
     pub fn metrics_addrs(&self) -> &[SocketAddr] {
@@ -170,6 +188,20 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
     for url in &client_urls {
         client_listeners.push((url.clone(), bind(url).await?));
     }
+    let peer_urls = config.peer_listen_urls()?;
+    let peer_tls = if peer_urls.iter().any(|u| u.tls) {
+        Some(tls::peer_server_tls(&config)?)
+    } else {
+        None
+    };
+    let mut peer_listeners = Vec::new();
+    for url in &peer_urls {
+        peer_listeners.push((url.clone(), bind(url).await?));
+    }
+    let peer_addrs: Vec<SocketAddr> = peer_listeners
+        .iter()
+        .filter_map(|(_, l)| l.local_addr().ok())
+        .collect();
     let mut metrics_listeners = Vec::new();
     for url in &metrics_urls {
         metrics_listeners.push(bind(url).await?);
@@ -184,8 +216,22 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         .collect();
 
     let database = db::open(&config.data_dir.join("member"))?;
-    let ident = identity::load_or_create(&database, &config)?;
-    let members = identity::initial_members(&config)?;
+    let peers = Arc::new(PeerClients::new(&config)?);
+    let ident = match identity::load(&database, &config)? {
+        Some(stored) => stored,
+        None => {
+            let fresh = match config.initial_cluster_state {
+                ClusterState::New => identity::for_new_cluster(&config)?,
+                ClusterState::Existing => join::discover(&config, &peers).await?,
+            };
+            identity::save(&database, &fresh)?;
+            fresh
+        }
+    };
+    let members = match config.initial_cluster_state {
+        ClusterState::New => Some(identity::initial_members(&config)?),
+        ClusterState::Existing => None,
+    };
     let mvcc = Arc::new(Mvcc::open(database)?);
     let lessor = Arc::new(Lessor::new(&mvcc.leases()?));
     let timing = RaftTiming {
@@ -193,12 +239,14 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         election_ms: config.election_timeout,
         snapshot_count: config.snapshot_count,
     };
+    // Peers may call in as soon as Raft runs: serve the peer port first thing after.
     let raft_handle = raft::start(
         ident.member_id,
         timing,
         mvcc.clone(),
         lessor.clone(),
         config.data_dir.join("member").join("snap"),
+        peers.clone(),
     )
     .await?;
     raft::bootstrap(&raft_handle, ident.member_id, members).await?;
@@ -214,10 +262,39 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         advertise_client_urls: fix_advertised(&config.advertise_client_urls, &client_addrs),
         data_dir: config.data_dir.clone(),
         quota_backend_bytes: config.quota_backend_bytes,
+        peers,
         shutdown: shutdown_rx.clone(),
     });
 
     let mut tasks = Vec::new();
+    for (url, listener) in peer_listeners {
+        let mut builder = tonic::transport::Server::builder();
+        if url.tls {
+            let tls = peer_tls.clone().ok_or(TlsError::MissingPeerCert)?;
+            builder = builder
+                .tls_config(tls)
+                .map_err(|source| ServerError::TlsSetup {
+                    url: url.url.clone(),
+                    source,
+                })?;
+        }
+        let router = builder.add_service(PeerServer::new(ctx.clone()));
+        let mut stop = shutdown_rx.clone();
+        tracing::info!(url = %url.url, addr = ?listener.local_addr().ok(), "serving peers");
+        tasks.push(tokio::spawn(async move {
+            let incoming = TcpListenerStream::new(listener);
+            let signal = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = router.serve_with_incoming_shutdown(incoming, signal).await {
+                tracing::error!(error = %e, "peer server stopped");
+            }
+        }));
+    }
+    tasks.push(tokio::spawn(leader::publish_self(
+        ctx.clone(),
+        shutdown_rx.clone(),
+    )));
     tasks.push(tokio::spawn(lease::run_expiry(
         lessor,
         raft_handle.clone(),
@@ -277,6 +354,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
     );
     Ok(StoreHandle {
         client_addrs,
+        peer_addrs,
         metrics_addrs,
         member_id: ident.member_id,
         cluster_id: ident.cluster_id,

@@ -1,5 +1,5 @@
-//! Client-port TLS (rustls via tonic): server certificate, and client-certificate auth when
-//! --client-cert-auth is set.
+//! TLS (rustls via tonic) on the client and peer ports: server certificate, and
+//! client-certificate auth when --client-cert-auth / --peer-client-cert-auth is set.
 
 use std::path::Path;
 
@@ -18,6 +18,10 @@ pub enum TlsError {
     MissingCert,
     #[error("--client-cert-auth needs --trusted-ca-file")]
     MissingCa,
+    #[error("https peer URLs need --peer-cert-file and --peer-key-file")]
+    MissingPeerCert,
+    #[error("--peer-client-cert-auth needs --peer-trusted-ca-file")]
+    MissingPeerCa,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -35,6 +39,25 @@ pub fn client_tls(config: &Config) -> Result<ServerTlsConfig, TlsError> {
     let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
     if config.client_cert_auth {
         let ca = config.trusted_ca_file.as_ref().ok_or(TlsError::MissingCa)?;
+        tls = tls
+            .client_ca_root(Certificate::from_pem(read(ca)?))
+            .client_auth_optional(false);
+    }
+    Ok(tls)
+}
+
+/// The TLS configuration for https peer listeners: our peer certificate, and (with
+/// --peer-client-cert-auth) only peers whose client certificate the peer CA signed.
+pub fn peer_server_tls(config: &Config) -> Result<ServerTlsConfig, TlsError> {
+    let (Some(cert), Some(key)) = (&config.peer_cert_file, &config.peer_key_file) else {
+        return Err(TlsError::MissingPeerCert);
+    };
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+    if config.peer_client_cert_auth {
+        let ca = config
+            .peer_trusted_ca_file
+            .as_ref()
+            .ok_or(TlsError::MissingPeerCa)?;
         tls = tls
             .client_ca_root(Certificate::from_pem(read(ca)?))
             .client_auth_optional(false);

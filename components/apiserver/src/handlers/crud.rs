@@ -11,8 +11,8 @@ use super::table::{self, Include};
 use super::{json_response, parse_json, AppState, Target};
 use crate::patch::{self, PatchType};
 use crate::registry::lifecycle::{
-    from_stored, name_of, now_rfc3339, prepare_create, prepare_update, same_object, to_stored,
-    FieldValidation, UpdateScope,
+    from_stored, name_of, prepare_create, prepare_update, same_object, to_stored, FieldValidation,
+    UpdateScope,
 };
 use crate::registry::resources::NAMESPACES;
 use crate::registry::ResourceSpec;
@@ -20,7 +20,7 @@ use crate::status::ApiError;
 use crate::storage::{StoreError, Versioned};
 
 /// Attempts for writes that retry on a lost compare-and-swap (no client precondition).
-const MAX_ATTEMPTS: usize = 16;
+pub(super) const MAX_ATTEMPTS: usize = 16;
 
 pub fn store_error(e: StoreError) -> ApiError {
     match e {
@@ -33,11 +33,11 @@ fn field_validation(query: &HashMap<String, String>) -> FieldValidation {
     FieldValidation::from_query(query.get("fieldValidation").map(String::as_str))
 }
 
-fn is_dry_run(query: &HashMap<String, String>) -> bool {
+pub(super) fn is_dry_run(query: &HashMap<String, String>) -> bool {
     query.get("dryRun").is_some_and(|v| v == "All")
 }
 
-fn required_name(target: &Target) -> Result<&str, ApiError> {
+pub(super) fn required_name(target: &Target) -> Result<&str, ApiError> {
     target
         .name
         .as_deref()
@@ -65,7 +65,11 @@ fn respond(
     json_response(code, obj)
 }
 
-async fn read(state: &AppState, target: &Target, name: &str) -> Result<(Value, i64), ApiError> {
+pub(super) async fn read(
+    state: &AppState,
+    target: &Target,
+    name: &str,
+) -> Result<(Value, i64), ApiError> {
     let spec = target.spec;
     let Some(Versioned {
         value,
@@ -269,124 +273,4 @@ pub async fn patch(
     })
     .await?;
     Ok(json_response(StatusCode::OK, &obj))
-}
-
-/// DeleteOptions from the body (may be empty) and the query.
-struct DeleteOptions {
-    grace: Option<i64>,
-    uid: Option<String>,
-    resource_version: Option<String>,
-}
-
-fn delete_options(
-    headers: &HeaderMap,
-    query: &HashMap<String, String>,
-    body: &[u8],
-) -> Result<DeleteOptions, ApiError> {
-    let body = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        super::parse_body(headers, body)?
-    };
-    let grace = match query.get("gracePeriodSeconds") {
-        Some(g) => Some(
-            g.parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
-        ),
-        None => body["gracePeriodSeconds"].as_i64(),
-    };
-    let pre = &body["preconditions"];
-    Ok(DeleteOptions {
-        grace,
-        uid: pre["uid"].as_str().map(str::to_string),
-        resource_version: pre["resourceVersion"].as_str().map(str::to_string),
-    })
-}
-
-pub async fn delete(
-    state: &AppState,
-    target: &Target,
-    headers: &HeaderMap,
-    query: &HashMap<String, String>,
-    body: &[u8],
-) -> Result<Response, ApiError> {
-    let spec = target.spec;
-    let name = required_name(target)?;
-    let opts = delete_options(headers, query, body)?;
-    for _ in 0..MAX_ATTEMPTS {
-        let (mut obj, rev) = read(state, target, name).await?;
-        if let Some(uid) = &opts.uid {
-            let current = obj["metadata"]["uid"].as_str().unwrap_or("");
-            if uid != current {
-                return Err(ApiError::conflict_with(spec.group, spec.plural, name, &format!(
-                    "the UID in the precondition ({uid}) does not match the UID in record ({current}). The object might have been deleted and then recreated")));
-            }
-        }
-        if let Some(want) = &opts.resource_version {
-            if *want != rev.to_string() {
-                return Err(ApiError::conflict_with(spec.group, spec.plural, name, &format!(
-                    "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified")));
-            }
-        }
-        let grace = spec.graceful_delete.as_ref().and_then(|g| {
-            let default = (g.default_grace)(&obj)?;
-            match opts.grace.unwrap_or(default) {
-                0 => None,
-                n => Some(n),
-            }
-        });
-        let has_finalizers = obj["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        if grace.is_some() || has_finalizers {
-            if obj["metadata"]["deletionTimestamp"].is_string() {
-                return Ok(json_response(StatusCode::OK, &obj));
-            }
-            let grace = grace.unwrap_or(0);
-            let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace);
-            let at = at
-                .replace_nanosecond(0)
-                .ok()
-                .and_then(|t| {
-                    t.format(&time::format_description::well_known::Rfc3339)
-                        .ok()
-                })
-                .unwrap_or_else(now_rfc3339);
-            obj["metadata"]["deletionTimestamp"] = json!(at);
-            obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-            if is_dry_run(query) {
-                return Ok(json_response(StatusCode::OK, &obj));
-            }
-            match state
-                .store
-                .update(&target.key(name), to_stored(&obj), rev)
-                .await
-            {
-                Ok(new_rev) => {
-                    obj["metadata"]["resourceVersion"] = json!(new_rev.to_string());
-                    return Ok(json_response(StatusCode::OK, &obj));
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(StoreError::NotFound) => {
-                    return Err(ApiError::not_found(spec.group, spec.plural, name))
-                }
-                Err(e) => return Err(store_error(e)),
-            }
-        }
-        if is_dry_run(query) {
-            return Ok(json_response(StatusCode::OK, &obj));
-        }
-        match state.store.delete(&target.key(name), rev).await {
-            Ok(_) => {
-                tracing::debug!(resource = spec.plural, name, "deleted");
-                return Ok(json_response(StatusCode::OK, &obj));
-            }
-            Err(StoreError::Conflict) => continue,
-            Err(StoreError::NotFound) => {
-                return Err(ApiError::not_found(spec.group, spec.plural, name))
-            }
-            Err(e) => return Err(store_error(e)),
-        }
-    }
-    Err(ApiError::conflict(spec.group, spec.plural, name))
 }

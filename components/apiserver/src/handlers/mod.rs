@@ -2,6 +2,7 @@
 //! by the generic handlers in `crud.rs` / `watch.rs` for whatever resource the registry holds.
 
 pub mod crud;
+pub mod delete;
 pub mod discovery;
 pub mod health;
 pub mod list;
@@ -247,7 +248,11 @@ async fn serve_resource(
             crud::update(&state, &target, &query, obj).await
         }
         "patch" => crud::patch(&state, &target, headers, &query, &read_body(body).await?).await,
-        "delete" => crud::delete(&state, &target, headers, &query, &read_body(body).await?).await,
+        "delete" => delete::delete(&state, &target, headers, &query, &read_body(body).await?).await,
+        "deletecollection" => {
+            delete::delete_collection(&state, &target, headers, &query, &read_body(body).await?)
+                .await
+        }
         other => Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
     }
 }

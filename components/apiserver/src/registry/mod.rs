@@ -2,6 +2,7 @@
 //! data (`strategy.rs`, `resources.rs`); object lifecycle rules shared by all kinds in `lifecycle.rs`.
 
 pub mod columns;
+pub mod defaults;
 pub mod lifecycle;
 pub mod resources;
 pub mod strategy;

@@ -1,17 +1,17 @@
 //! The served resources, as data. Adding services, configmaps or deployments is one more entry here
 //! (plus column cells in `columns.rs` when kubectl shows extra columns).
 
-use base64::Engine;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
-use serde_json::{json, Value};
 
 use super::columns::{self as c, col};
+use super::defaults::{
+    namespace_defaults, pod_defaults, pod_grace, pod_validation, secret_defaults,
+};
 use super::strategy::{
     no_defaults, no_validation, typed, Column, GracefulDelete, ResourceSpec, SelectableField,
     ALL_VERBS,
 };
-use crate::status::Cause;
 
 const NAME_COL: Column = col(
     "Name",
@@ -492,116 +492,6 @@ pub static ALL: &[&ResourceSpec] = &[
     &LEASES,
 ];
 
-fn secret_defaults(obj: &mut Value) {
-    if obj["type"].as_str().unwrap_or("").is_empty() {
-        obj["type"] = json!("Opaque");
-    }
-    // stringData is write-only: upstream folds it into data (base64) and never stores it.
-    if let Some(Value::Object(plain)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
-        for (k, v) in plain {
-            let text = v
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| v.to_string());
-            obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
-        }
-    }
-}
-
-fn namespace_defaults(obj: &mut Value) {
-    let name = obj["metadata"]["name"].clone();
-    // Upstream labels every namespace with its own name, so selectors can match namespaces by name.
-    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
-    if obj["spec"]["finalizers"].is_null() {
-        obj["spec"]["finalizers"] = json!(["kubernetes"]);
-    }
-    obj["status"] = json!({"phase": "Active"});
-}
-
-fn pod_defaults(obj: &mut Value) {
-    let spec = &mut obj["spec"];
-    for (field, value) in [
-        ("restartPolicy", json!("Always")),
-        ("dnsPolicy", json!("ClusterFirst")),
-        ("schedulerName", json!("default-scheduler")),
-        ("terminationGracePeriodSeconds", json!(30)),
-        ("enableServiceLinks", json!(true)),
-        ("securityContext", json!({})),
-    ] {
-        if spec[field].is_null() {
-            spec[field] = value;
-        }
-    }
-    for list in ["initContainers", "containers"] {
-        if let Some(containers) = spec[list].as_array_mut() {
-            for ctr in containers {
-                container_defaults(ctr);
-            }
-        }
-    }
-    if obj["status"]["phase"].is_null() {
-        obj["status"]["phase"] = json!("Pending");
-    }
-}
-
-fn container_defaults(ctr: &mut Value) {
-    if ctr["terminationMessagePath"].is_null() {
-        ctr["terminationMessagePath"] = json!("/dev/termination-log");
-    }
-    if ctr["terminationMessagePolicy"].is_null() {
-        ctr["terminationMessagePolicy"] = json!("File");
-    }
-    if ctr["imagePullPolicy"].is_null() {
-        // Upstream: Always for :latest or untagged images, IfNotPresent otherwise.
-        let image = ctr["image"].as_str().unwrap_or("");
-        let last = image.rsplit('/').next().unwrap_or("");
-        let tagged = last.contains(':') || image.contains('@');
-        let latest = last.ends_with(":latest");
-        ctr["imagePullPolicy"] = json!(if !tagged || latest {
-            "Always"
-        } else {
-            "IfNotPresent"
-        });
-    }
-    if ctr["resources"].is_null() {
-        ctr["resources"] = json!({});
-    }
-}
-
-fn pod_validation(obj: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    let containers = obj["spec"]["containers"].as_array();
-    match containers {
-        None => causes.push(Cause::required("spec.containers", "")),
-        Some(list) if list.is_empty() => causes.push(Cause::required("spec.containers", "")),
-        Some(list) => {
-            for (i, ctr) in list.iter().enumerate() {
-                if ctr["name"].as_str().unwrap_or("").is_empty() {
-                    causes.push(Cause::required(&format!("spec.containers[{i}].name"), ""));
-                }
-                if ctr["image"].as_str().unwrap_or("").is_empty() {
-                    causes.push(Cause::required(&format!("spec.containers[{i}].image"), ""));
-                }
-            }
-        }
-    }
-    causes
-}
-
-/// A pod bound to a node waits for its kubelet; an unbound or finished pod goes at once.
-fn pod_grace(obj: &Value) -> Option<i64> {
-    let node = obj["spec"]["nodeName"].as_str().unwrap_or("");
-    let phase = obj["status"]["phase"].as_str().unwrap_or("");
-    if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
-        return None;
-    }
-    Some(
-        obj["spec"]["terminationGracePeriodSeconds"]
-            .as_i64()
-            .unwrap_or(30),
-    )
-}
-
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -609,40 +499,6 @@ pub const DEFAULT_NAMESPACES: &[&str] =
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pod_defaults_pick_pull_policy() {
-        let mut pod = json!({"spec": {"containers": [
-            {"name": "a", "image": "nginx"},
-            {"name": "b", "image": "registry:5000/x:1.0"},
-            {"name": "c", "image": "x:latest"}]}});
-        pod_defaults(&mut pod);
-        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
-        assert_eq!(
-            pod["spec"]["containers"][1]["imagePullPolicy"],
-            "IfNotPresent"
-        );
-        assert_eq!(pod["spec"]["containers"][2]["imagePullPolicy"], "Always");
-        assert_eq!(pod["status"]["phase"], "Pending");
-    }
-
-    #[test]
-    fn secret_string_data_folds_into_data() {
-        let mut s = json!({"stringData": {"x": "y"}, "data": {"a": "Yg=="}});
-        secret_defaults(&mut s);
-        assert_eq!(
-            s,
-            json!({"type": "Opaque", "data": {"a": "Yg==", "x": "eQ=="}})
-        );
-    }
-
-    #[test]
-    fn pod_without_containers_is_invalid() {
-        assert_eq!(
-            pod_validation(&json!({"spec": {}}))[0].field,
-            "spec.containers"
-        );
-    }
 
     #[test]
     fn keys_follow_the_registry_convention() {

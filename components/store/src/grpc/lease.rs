@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::leader::{leader_call, LeaderOp, LeaderReply};
 use crate::grpc::kv::mvcc_status;
 use crate::grpc::StoreContext;
 use crate::lease::{MAX_TTL_SECONDS, MIN_TTL_SECONDS};
@@ -84,8 +85,16 @@ impl PbLeaseService for LeaseService {
                     _ = shutdown.changed() => return,
                 };
                 let Ok(Some(req)) = msg else { return };
-                // etcd answers TTL 0 for a lease that does not exist (any more).
-                let ttl = ctx.lessor.renew(req.id).unwrap_or(0);
+                // Deadlines live on the leader: renew there. etcd answers TTL 0 for a lease
+                // that does not exist (any more).
+                let ttl = match leader_call(&ctx, LeaderOp::LeaseKeepAlive(req.id)).await {
+                    Ok(LeaderReply::Lease { ttl }) => ttl.map_or(0, |(t, _)| t),
+                    Ok(_) => 0,
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
+                        return;
+                    }
+                };
                 let resp = PbLeaseKeepAliveResponse {
                     header: Some(ctx.header(ctx.mvcc.revision())),
                     id: req.id,
@@ -105,7 +114,11 @@ impl PbLeaseService for LeaseService {
     ) -> Result<Response<PbLeaseTimeToLiveResponse>, Status> {
         let r = request.into_inner();
         let header = Some(self.ctx.header(self.ctx.mvcc.revision()));
-        let Some((ttl, granted_ttl)) = self.ctx.lessor.time_to_live(r.id) else {
+        let remaining = match leader_call(&self.ctx, LeaderOp::LeaseTimeToLive(r.id)).await? {
+            LeaderReply::Lease { ttl } => ttl,
+            _ => None,
+        };
+        let Some((ttl, granted_ttl)) = remaining else {
             return Ok(Response::new(PbLeaseTimeToLiveResponse {
                 header,
                 id: r.id,

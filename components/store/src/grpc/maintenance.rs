@@ -50,6 +50,11 @@ pub fn dir_size(dir: &Path) -> u64 {
 pub fn status(ctx: &StoreContext) -> PbStatusResponse {
     let metrics = ctx.raft.metrics().borrow().clone();
     let size = dir_size(&ctx.data_dir) as i64;
+    let is_learner = metrics
+        .membership_config
+        .membership()
+        .learner_ids()
+        .any(|l| l == ctx.member_id);
     PbStatusResponse {
         header: Some(ctx.header(ctx.mvcc.revision())),
         version: ETCD_API_VERSION.to_string(),
@@ -60,7 +65,7 @@ pub fn status(ctx: &StoreContext) -> PbStatusResponse {
         raft_applied_index: metrics.last_applied.map_or(0, |l| l.index),
         errors: Vec::new(),
         db_size_in_use: size,
-        is_learner: false,
+        is_learner,
         storage_version: String::new(),
         db_size_quota: if ctx.quota_backend_bytes > 0 {
             ctx.quota_backend_bytes

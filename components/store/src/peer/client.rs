@@ -117,7 +117,7 @@ impl PeerClients {
         let call = async {
             grpc.ready()
                 .await
-                .map_err(|e| transport(format!("connect: {}", error_chain(e.as_ref()))))?;
+                .map_err(|e| transport(format!("connect: {}", error_chain(&e))))?;
             let request = tonic::Request::new(frame);
             grpc.unary(request, PathAndQuery::from_static(CALL_PATH), FrameCodec)
                 .await

@@ -54,7 +54,9 @@ pub async fn start(
         election_timeout_min: timing.election_ms,
         election_timeout_max: timing.election_ms * 2,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(timing.snapshot_count.max(1)),
-        max_in_snapshot_log_to_keep: 1000,
+        // Logs kept behind a snapshot for lagging followers (etcd's snapshot-catchup-entries);
+        // a member further behind gets the snapshot instead.
+        max_in_snapshot_log_to_keep: timing.snapshot_count.clamp(1, 1000),
         ..Default::default()
     }
     .validate()?;

@@ -46,8 +46,15 @@ pub fn encode(
     Ok(out)
 }
 
-/// Verifies `data` and turns it into a batch that replaces the whole state machine.
-pub fn decode_into_batch(db: &DB, data: &[u8]) -> Result<WriteBatch, SnapshotError> {
+/// One key-value pair of one column family in a snapshot.
+pub struct Record<'a> {
+    pub family: &'static str,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// Verifies `data` (magic, trailing sha256, framing) and returns its records.
+pub fn parse(data: &[u8]) -> Result<Vec<Record<'_>>, SnapshotError> {
     if data.len() < MAGIC.len() + 1 + 32 {
         return Err(SnapshotError::Truncated);
     }
@@ -58,6 +65,27 @@ pub fn decode_into_batch(db: &DB, data: &[u8]) -> Result<WriteBatch, SnapshotErr
     if Sha256::digest(body).as_slice() != digest {
         return Err(SnapshotError::Checksum);
     }
+    let mut records = Vec::new();
+    let mut rest = &body[MAGIC.len()..];
+    loop {
+        let (&tag, tail) = rest.split_first().ok_or(SnapshotError::Truncated)?;
+        if tag == END {
+            break;
+        }
+        let family = STATE_MACHINE_CFS
+            .get(tag as usize)
+            .ok_or(SnapshotError::UnknownFamily(tag))?;
+        let (key, tail) = take_field(tail)?;
+        let (value, tail) = take_field(tail)?;
+        records.push(Record { family, key, value });
+        rest = tail;
+    }
+    Ok(records)
+}
+
+/// Verifies `data` and turns it into a batch that replaces the whole state machine.
+pub fn decode_into_batch(db: &DB, data: &[u8]) -> Result<WriteBatch, SnapshotError> {
+    let records = parse(data)?;
     let mut batch = WriteBatch::default();
     for name in STATE_MACHINE_CFS {
         let cf = db::cf(db, name);
@@ -66,19 +94,8 @@ pub fn decode_into_batch(db: &DB, data: &[u8]) -> Result<WriteBatch, SnapshotErr
             batch.delete_cf(cf, k);
         }
     }
-    let mut rest = &body[MAGIC.len()..];
-    loop {
-        let (&tag, tail) = rest.split_first().ok_or(SnapshotError::Truncated)?;
-        if tag == END {
-            break;
-        }
-        let name = STATE_MACHINE_CFS
-            .get(tag as usize)
-            .ok_or(SnapshotError::UnknownFamily(tag))?;
-        let (key, tail) = take_field(tail)?;
-        let (value, tail) = take_field(tail)?;
-        batch.put_cf(db::cf(db, name), key, value);
-        rest = tail;
+    for r in records {
+        batch.put_cf(db::cf(db, r.family), r.key, r.value);
     }
     Ok(batch)
 }

@@ -1,0 +1,228 @@
+//! A recording, in-memory CRI for unit tests: every call is logged as one line, containers change state
+//! only when the test says so (`exit`), and pulls / execs follow scripted answers.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use k8s_cri::v1 as cri;
+
+use super::api::{CriApi, CriContainer, CriError, CriState, ExecResult, Sandbox};
+
+#[derive(Default)]
+pub struct FakeState {
+    pub calls: Vec<String>,
+    pub images: HashSet<String>,
+    pub failing_pulls: HashSet<String>,
+    pub sandboxes: HashMap<String, Sandbox>,
+    pub containers: HashMap<String, CriContainer>,
+    /// Exit codes returned by successive ExecSync calls (0 when empty).
+    pub exec_results: VecDeque<i32>,
+    next_id: u32,
+}
+
+#[derive(Default)]
+pub struct FakeCri {
+    pub state: Mutex<FakeState>,
+}
+
+fn not_found(op: &'static str, id: &str) -> CriError {
+    CriError::Call {
+        op,
+        code: tonic::Code::NotFound,
+        message: format!("{id} not found"),
+    }
+}
+
+impl FakeCri {
+    pub fn st(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap()
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.st().calls.clone()
+    }
+
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut self.st().calls)
+    }
+
+    /// The latest container named `name` exits with `code`.
+    pub fn exit(&self, name: &str, code: i32) {
+        let mut st = self.st();
+        let c = st
+            .containers
+            .values_mut()
+            .filter(|c| c.name == name)
+            .max_by_key(|c| c.attempt)
+            .expect("no such container");
+        c.state = CriState::Exited;
+        c.exit_code = code;
+        c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+        c.finished_at = 2_000_000_000_000_000_000;
+    }
+
+    fn log(&self, line: String) {
+        self.st().calls.push(line);
+    }
+}
+
+#[async_trait]
+impl CriApi for FakeCri {
+    async fn version(&self) -> Result<String, CriError> {
+        Ok("fake://1".into())
+    }
+
+    async fn conditions(&self) -> Result<Vec<(String, bool, String)>, CriError> {
+        Ok(vec![("RuntimeReady".into(), true, String::new()), ("NetworkReady".into(), true, String::new())])
+    }
+
+    async fn image_present(&self, image: &str) -> Result<bool, CriError> {
+        Ok(self.st().images.contains(image))
+    }
+
+    async fn pull_image(&self, image: &str, _: &cri::PodSandboxConfig) -> Result<String, CriError> {
+        self.log(format!("PullImage {image}"));
+        let mut st = self.st();
+        if st.failing_pulls.contains(image) {
+            return Err(CriError::Call {
+                op: "PullImage",
+                code: tonic::Code::Unknown,
+                message: format!("pull {image}: not found"),
+            });
+        }
+        st.images.insert(image.to_string());
+        Ok(format!("sha256:{image}"))
+    }
+
+    async fn run_pod_sandbox(&self, config: &cri::PodSandboxConfig) -> Result<String, CriError> {
+        let name = config.metadata.clone().unwrap_or_default().name;
+        self.log(format!("RunPodSandbox {name}"));
+        let mut st = self.st();
+        st.next_id += 1;
+        let id = format!("sb{}", st.next_id);
+        let ip = format!("10.244.1.{}", st.next_id + 1);
+        st.sandboxes.insert(
+            id.clone(),
+            Sandbox {
+                id: id.clone(),
+                ready: true,
+                ip: Some(ip),
+                labels: config.labels.clone(),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn pod_sandbox_status(&self, id: &str) -> Result<Sandbox, CriError> {
+        self.st().sandboxes.get(id).cloned().ok_or_else(|| not_found("PodSandboxStatus", id))
+    }
+
+    async fn list_pod_sandboxes(&self, labels: HashMap<String, String>) -> Result<Vec<Sandbox>, CriError> {
+        Ok(self
+            .st()
+            .sandboxes
+            .values()
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+            .cloned()
+            .collect())
+    }
+
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        self.log(format!("StopPodSandbox {id}"));
+        let mut st = self.st();
+        let sb = st.sandboxes.get_mut(id).ok_or_else(|| not_found("StopPodSandbox", id))?;
+        sb.ready = false;
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        self.log(format!("RemovePodSandbox {id}"));
+        let mut st = self.st();
+        st.sandboxes.remove(id).ok_or_else(|| not_found("RemovePodSandbox", id))?;
+        st.containers.retain(|_, c| c.labels.get("sandbox").map(String::as_str) != Some(id));
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &cri::ContainerConfig,
+        _: &cri::PodSandboxConfig,
+    ) -> Result<String, CriError> {
+        let meta = config.metadata.clone().unwrap_or_default();
+        self.log(format!("CreateContainer {} attempt={} log={}", meta.name, meta.attempt, config.log_path));
+        let mut st = self.st();
+        st.next_id += 1;
+        let id = format!("c{}", st.next_id);
+        let mut labels = config.labels.clone();
+        labels.insert("sandbox".into(), sandbox_id.into());
+        st.containers.insert(
+            id.clone(),
+            CriContainer {
+                id: id.clone(),
+                name: meta.name,
+                attempt: meta.attempt,
+                state: CriState::Created,
+                started_at: 0,
+                finished_at: 0,
+                exit_code: 0,
+                reason: String::new(),
+                message: String::new(),
+                image_ref: String::new(),
+                labels,
+            },
+        );
+        Ok(id)
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), CriError> {
+        self.log(format!("StartContainer {id}"));
+        let mut st = self.st();
+        let c = st.containers.get_mut(id).ok_or_else(|| not_found("StartContainer", id))?;
+        c.state = CriState::Running;
+        c.started_at = 1_000_000_000_000_000_000;
+        Ok(())
+    }
+
+    async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<(), CriError> {
+        self.log(format!("StopContainer {id} timeout={timeout_secs}"));
+        let mut st = self.st();
+        let c = st.containers.get_mut(id).ok_or_else(|| not_found("StopContainer", id))?;
+        if c.state == CriState::Running {
+            c.state = CriState::Exited;
+            c.exit_code = 137;
+            c.reason = "Error".into();
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        self.log(format!("RemoveContainer {id}"));
+        self.st().containers.remove(id).map(|_| ()).ok_or_else(|| not_found("RemoveContainer", id))
+    }
+
+    async fn container_status(&self, id: &str) -> Result<CriContainer, CriError> {
+        self.st().containers.get(id).cloned().ok_or_else(|| not_found("ContainerStatus", id))
+    }
+
+    async fn list_containers(&self, sandbox_id: &str) -> Result<Vec<CriContainer>, CriError> {
+        Ok(self
+            .st()
+            .containers
+            .values()
+            .filter(|c| c.labels.get("sandbox").map(String::as_str) == Some(sandbox_id))
+            .cloned()
+            .collect())
+    }
+
+    async fn exec_sync(&self, id: &str, cmd: Vec<String>, _: i64) -> Result<ExecResult, CriError> {
+        self.log(format!("ExecSync {id} {}", cmd.join(" ")));
+        let code = self.st().exec_results.pop_front().unwrap_or(0);
+        Ok(ExecResult {
+            exit_code: code,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        })
+    }
+}

@@ -1,0 +1,215 @@
+//! The `cri` runtime: workload pods on containerd over CRI v1. Each pod gets a [`worker::PodWorker`] driven
+//! by its own task (one sync per `sync_period`, so a slow pull or probe delays only its pod); the kubelet reads
+//! the published status and asks for a stop with a grace period.
+
+pub mod api;
+#[cfg(test)]
+pub mod fake;
+pub mod grpc;
+pub mod probe;
+pub mod spec;
+pub mod worker;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::{PodStatus, Runtime, RuntimeError};
+pub use api::CriApi;
+pub use grpc::GrpcCri;
+pub use worker::{PodWorker, WorkerConfig};
+
+pub const HANDLER: &str = "cri";
+
+struct CriPod {
+    status: Arc<Mutex<PodStatus>>,
+    /// `Some(grace)` asks the pod's task to kill the pod and end.
+    stop: watch::Sender<Option<Duration>>,
+    task: JoinHandle<Result<(), worker::WorkerError>>,
+    grace: Duration,
+}
+
+pub struct CriRuntime {
+    cri: Arc<dyn CriApi>,
+    cfg: Arc<WorkerConfig>,
+    sync_period: Duration,
+    pods: Mutex<HashMap<String, CriPod>>,
+    version: Mutex<String>,
+}
+
+impl CriRuntime {
+    pub fn new(cri: Arc<dyn CriApi>, cfg: WorkerConfig, sync_period: Duration) -> Self {
+        CriRuntime {
+            cri,
+            cfg: Arc::new(cfg),
+            sync_period,
+            pods: Mutex::new(HashMap::new()),
+            version: Mutex::new(format!("{HANDLER}://unknown")),
+        }
+    }
+
+    pub fn cri(&self) -> &Arc<dyn CriApi> {
+        &self.cri
+    }
+
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, CriPod>> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops and removes sandboxes this kubelet made that it does not know (left by a previous run of the
+    /// kubelet; adopting them is future work). Returns how many were removed.
+    pub async fn remove_unknown_sandboxes(&self) -> Result<usize, RuntimeError> {
+        let labels = HashMap::from([(spec::LABEL_MANAGED_BY.to_string(), spec::MANAGED_BY.to_string())]);
+        let list = self
+            .cri
+            .list_pod_sandboxes(labels)
+            .await
+            .map_err(|e| self.not_ready(e.to_string()))?;
+        let known: Vec<String> = self.pod_uids();
+        let mut removed = 0;
+        for sb in list {
+            let uid = sb.labels.get(spec::LABEL_POD_UID).cloned().unwrap_or_default();
+            if known.contains(&uid) {
+                continue;
+            }
+            tracing::info!(sandbox = %sb.id, pod_uid = %uid, "removing a sandbox this kubelet does not know");
+            // RemovePodSandbox also removes the sandbox's containers.
+            let _ = self.cri.stop_pod_sandbox(&sb.id).await;
+            self.cri
+                .remove_pod_sandbox(&sb.id)
+                .await
+                .map_err(|e| self.not_ready(e.to_string()))?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    fn not_ready(&self, message: String) -> RuntimeError {
+        RuntimeError::NotReady {
+            handler: HANDLER,
+            message,
+        }
+    }
+}
+
+async fn pod_loop(
+    mut w: PodWorker,
+    status: Arc<Mutex<PodStatus>>,
+    mut stop: watch::Receiver<Option<Duration>>,
+    period: Duration,
+) -> Result<(), worker::WorkerError> {
+    loop {
+        let requested = *stop.borrow();
+        if let Some(grace) = requested {
+            return w.kill(grace).await;
+        }
+        w.sync(Instant::now()).await;
+        *status.lock().unwrap_or_else(|p| p.into_inner()) = w.status();
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+#[async_trait]
+impl Runtime for CriRuntime {
+    fn handler(&self) -> &'static str {
+        HANDLER
+    }
+
+    fn version(&self) -> String {
+        self.version.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    async fn ready(&self) -> Result<(), RuntimeError> {
+        let v = self
+            .cri
+            .version()
+            .await
+            .map_err(|e| self.not_ready(e.to_string()))?;
+        *self.version.lock().unwrap_or_else(|p| p.into_inner()) = v;
+        let conds = self
+            .cri
+            .conditions()
+            .await
+            .map_err(|e| self.not_ready(e.to_string()))?;
+        let failing: Vec<String> = conds
+            .into_iter()
+            .filter(|(_, ok, _)| !ok)
+            .map(|(t, _, m)| format!("{t}=false: {m}"))
+            .collect();
+        if failing.is_empty() {
+            Ok(())
+        } else {
+            Err(self.not_ready(failing.join("; ")))
+        }
+    }
+
+    async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        let w = PodWorker::new(pod, self.cfg.clone(), self.cri.clone()).map_err(|e| {
+            RuntimeError::InvalidSpec {
+                pod: match &e {
+                    worker::WorkerError::Spec { pod, .. } | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
+                },
+                message: e.to_string(),
+            }
+        })?;
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let mut pods = self.pods();
+        if pods.contains_key(&uid) {
+            return Err(RuntimeError::AlreadyRunning(w.key().to_string()));
+        }
+        tracing::info!(pod = %w.key(), "starting pod on CRI");
+        let status = Arc::new(Mutex::new(w.status()));
+        let (stop, stop_rx) = watch::channel(None);
+        let grace = w.grace;
+        let task = tokio::spawn(pod_loop(w, status.clone(), stop_rx, self.sync_period));
+        pods.insert(
+            uid,
+            CriPod {
+                status,
+                stop,
+                task,
+                grace,
+            },
+        );
+        Ok(())
+    }
+
+    async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
+        let pod = self
+            .pods()
+            .remove(uid)
+            .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
+        let grace = grace.unwrap_or(pod.grace);
+        let _ = pod.stop.send(Some(grace));
+        // The task finishes its current sync, then kills; bound the wait anyway.
+        let bound = grace + Duration::from_secs(120);
+        let mut task = pod.task;
+        match tokio::time::timeout(bound, &mut task).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(self.not_ready(e.to_string())),
+            Ok(Err(e)) => Err(self.not_ready(format!("pod task: {e}"))),
+            Err(_) => {
+                task.abort();
+                Err(self.not_ready(format!("stopping pod {uid} took longer than {bound:?}")))
+            }
+        }
+    }
+
+    fn pod_status(&self, uid: &str) -> Option<PodStatus> {
+        self.pods()
+            .get(uid)
+            .map(|p| p.status.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    fn pod_uids(&self) -> Vec<String> {
+        self.pods().keys().cloned().collect()
+    }
+}

@@ -1,0 +1,264 @@
+//! The per-pod sync against the recording fake CRI, with time passed in.
+
+use super::*;
+use crate::runtime::cri::fake::FakeCri;
+
+const PAUSE: &str = "reg/pause:1";
+const IMG: &str = "reg/busybox:1";
+
+fn cfg() -> Arc<WorkerConfig> {
+    Arc::new(WorkerConfig {
+        log_root: "/var/log/pods".into(),
+        pause_image: PAUSE.into(),
+        backoff: Backoff {
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+        },
+        node_name: "host1".into(),
+        node_ip: "10.250.0.11".into(),
+    })
+}
+
+fn pod(extra: serde_json::Value) -> Pod {
+    let mut v = serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+        "spec": {"containers": [{"name": "main", "image": IMG}]}
+    });
+    if let Some(spec) = extra.get("spec") {
+        for (k, val) in spec.as_object().unwrap() {
+            v["spec"][k] = val.clone();
+        }
+    }
+    if let Some(c) = extra.get("container") {
+        for (k, val) in c.as_object().unwrap() {
+            v["spec"]["containers"][0][k] = val.clone();
+        }
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn worker(p: &Pod) -> (PodWorker, Arc<FakeCri>) {
+    let fake = Arc::new(FakeCri::default());
+    (PodWorker::new(p, cfg(), fake.clone()).unwrap(), fake)
+}
+
+fn state(w: &PodWorker) -> ContainerState {
+    w.status().containers[0].state.clone()
+}
+
+fn reason(w: &PodWorker) -> String {
+    match state(w) {
+        ContainerState::Waiting { reason, .. } => reason,
+        ContainerState::Running { .. } => "Running".into(),
+        ContainerState::Terminated(t) => format!("Terminated:{}", t.reason),
+    }
+}
+
+#[tokio::test]
+async fn first_sync_pulls_pause_runs_sandbox_pulls_creates_and_starts() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    w.sync(Instant::now()).await;
+    assert_eq!(
+        fake.take_calls(),
+        vec![
+            format!("PullImage {PAUSE}"),
+            "RunPodSandbox web".into(),
+            format!("PullImage {IMG}"),
+            "CreateContainer main attempt=0 log=main/0.log".into(),
+            "StartContainer c2".into(),
+        ]
+    );
+    let st = w.status();
+    assert_eq!(st.pod_ip.as_deref(), Some("10.244.1.2"));
+    assert_eq!(st.containers[0].container_id, "containerd://c2");
+    assert!(st.containers[0].ready, "no readiness probe: ready when running");
+    // Steady state: nothing but status reads.
+    w.sync(Instant::now()).await;
+    assert_eq!(fake.take_calls(), Vec::<String>::new());
+    assert_eq!(reason(&w), "Running");
+}
+
+#[tokio::test]
+async fn pull_policies() {
+    // IfNotPresent with the image present: no pull.
+    let (mut w, fake) = worker(&pod(serde_json::json!({"container": {"imagePullPolicy": "IfNotPresent"}})));
+    fake.st().images.extend([PAUSE.to_string(), IMG.to_string()]);
+    w.sync(Instant::now()).await;
+    assert!(!fake.calls().iter().any(|c| c.starts_with("PullImage")), "{:?}", fake.calls());
+    // Always: pulls even when present.
+    let (mut w, fake) = worker(&pod(serde_json::json!({"container": {"imagePullPolicy": "Always"}})));
+    fake.st().images.extend([PAUSE.to_string(), IMG.to_string()]);
+    w.sync(Instant::now()).await;
+    assert_eq!(fake.calls().iter().filter(|c| c.starts_with("PullImage")).count(), 1);
+    // Never with the image absent: ErrImageNeverPull, nothing created.
+    let (mut w, fake) = worker(&pod(serde_json::json!({"container": {"imagePullPolicy": "Never"}})));
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "ErrImageNeverPull");
+    assert!(!fake.calls().iter().any(|c| c.starts_with("CreateContainer")));
+}
+
+#[tokio::test]
+async fn failed_pull_backs_off_as_image_pull_back_off() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    fake.st().failing_pulls.insert(IMG.into());
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    assert_eq!(reason(&w), "ErrImagePull");
+    fake.take_calls();
+    w.sync(t0 + Duration::from_secs(5)).await;
+    assert_eq!(reason(&w), "ImagePullBackOff");
+    assert!(fake.take_calls().is_empty(), "no pull during back-off");
+    fake.st().failing_pulls.clear();
+    w.sync(t0 + Duration::from_secs(11)).await;
+    assert_eq!(reason(&w), "Running");
+}
+
+#[tokio::test]
+async fn crash_loop_restarts_with_growing_backoff_and_keeps_one_dead_container() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    fake.take_calls();
+    // First exit: restarted at once, lastState has the exit.
+    fake.exit("main", 3);
+    w.sync(t0).await;
+    assert_eq!(
+        fake.take_calls(),
+        vec![
+            // busybox:1 is tagged, so IfNotPresent: pulled once, not again.
+            "CreateContainer main attempt=1 log=main/1.log".to_string(),
+            "StartContainer c3".into()
+        ]
+    );
+    let st = w.status().containers[0].clone();
+    assert_eq!(st.restart_count, 1);
+    let last = st.last_termination.unwrap();
+    assert_eq!((last.exit_code, last.reason.as_str()), (3, "Error"));
+    // Second exit: CrashLoopBackOff for the base back-off (10 s), then restart #2.
+    fake.exit("main", 3);
+    w.sync(t0 + Duration::from_secs(1)).await;
+    assert_eq!(reason(&w), "CrashLoopBackOff");
+    let msg = match state(&w) {
+        ContainerState::Waiting { message, .. } => message.unwrap(),
+        s => panic!("{s:?}"),
+    };
+    assert!(msg.starts_with("back-off 10s restarting failed container=main"), "{msg}");
+    w.sync(t0 + Duration::from_secs(10)).await;
+    assert_eq!(reason(&w), "CrashLoopBackOff");
+    fake.take_calls();
+    w.sync(t0 + Duration::from_secs(11)).await;
+    assert_eq!(reason(&w), "Running");
+    assert_eq!(w.status().containers[0].restart_count, 2);
+    // The run before the previous one is removed; the previous one stays for its log.
+    assert!(fake.take_calls().contains(&"RemoveContainer c2".to_string()));
+    assert!(fake.st().containers.contains_key("c3"));
+    // Third exit: 20 s.
+    fake.exit("main", 3);
+    w.sync(t0 + Duration::from_secs(12)).await;
+    let msg = match state(&w) {
+        ContainerState::Waiting { message, .. } => message.unwrap(),
+        s => panic!("{s:?}"),
+    };
+    assert!(msg.starts_with("back-off 20s"), "{msg}");
+}
+
+#[tokio::test]
+async fn restart_policies_never_and_on_failure() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({"spec": {"restartPolicy": "Never"}})));
+    w.sync(Instant::now()).await;
+    fake.exit("main", 1);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Terminated:Error");
+    fake.take_calls();
+    w.sync(Instant::now()).await;
+    assert!(fake.take_calls().is_empty(), "a terminated Never container is left alone");
+    assert_eq!(crate::mirror::phase(&w.status()), "Failed");
+
+    let (mut w, fake) = worker(&pod(serde_json::json!({"spec": {"restartPolicy": "OnFailure"}})));
+    w.sync(Instant::now()).await;
+    fake.exit("main", 0);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Terminated:Completed");
+    assert_eq!(crate::mirror::phase(&w.status()), "Succeeded");
+
+    let (mut w, fake) = worker(&pod(serde_json::json!({"spec": {"restartPolicy": "OnFailure"}})));
+    w.sync(Instant::now()).await;
+    fake.exit("main", 2);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    assert_eq!(w.status().containers[0].restart_count, 1);
+}
+
+#[tokio::test]
+async fn readiness_probe_gates_ready() {
+    let p = pod(serde_json::json!({"container": {"readinessProbe": {"exec": {"command": ["cat", "/ready"]},
+        "periodSeconds": 1, "failureThreshold": 1}}}));
+    let (mut w, fake) = worker(&p);
+    let t0 = Instant::now();
+    fake.st().exec_results.extend([1, 0]);
+    w.sync(t0).await;
+    assert!(!w.status().containers[0].ready, "not ready before the first probe");
+    w.sync(t0).await; // probe 1: exit 1
+    assert!(!w.status().containers[0].ready);
+    w.sync(t0 + Duration::from_secs(1)).await; // probe 2: exit 0
+    assert!(w.status().containers[0].ready);
+    assert!(fake.calls().contains(&"ExecSync c2 cat /ready".to_string()));
+}
+
+#[tokio::test]
+async fn liveness_failures_restart_the_container() {
+    let p = pod(serde_json::json!({
+        "spec": {"terminationGracePeriodSeconds": 7},
+        "container": {"livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 2}}}));
+    let (mut w, fake) = worker(&p);
+    let t0 = Instant::now();
+    fake.st().exec_results.extend([1, 1]);
+    w.sync(t0).await;
+    w.sync(t0).await; // failure 1 of 2
+    assert!(!fake.calls().iter().any(|c| c.starts_with("StopContainer")));
+    w.sync(t0 + Duration::from_secs(1)).await; // failure 2: killed with the pod's grace
+    assert!(fake.calls().contains(&"StopContainer c2 timeout=7".to_string()), "{:?}", fake.calls());
+    w.sync(t0 + Duration::from_secs(2)).await; // exit seen: restarted (first restart is immediate)
+    let st = w.status().containers[0].clone();
+    assert_eq!(st.restart_count, 1);
+    assert_eq!(st.last_termination.unwrap().exit_code, 137);
+    assert_eq!(reason(&w), "Running");
+}
+
+#[tokio::test]
+async fn kill_stops_with_grace_then_removes_everything() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    w.sync(Instant::now()).await;
+    fake.exit("main", 1);
+    w.sync(Instant::now()).await; // c2 dead (kept), c3 running
+    fake.take_calls();
+    w.kill(Duration::from_secs(4)).await.unwrap();
+    let calls = fake.take_calls();
+    assert_eq!(
+        calls,
+        vec![
+            "StopContainer c3 timeout=4".to_string(),
+            "StopPodSandbox sb1".into(),
+            "RemoveContainer c3".into(),
+            "RemoveContainer c2".into(),
+            "RemovePodSandbox sb1".into(),
+        ]
+    );
+    assert!(fake.st().sandboxes.is_empty() && fake.st().containers.is_empty());
+}
+
+#[tokio::test]
+async fn unsupported_env_is_a_config_error_not_a_crash() {
+    let p = pod(serde_json::json!({"container": {"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}}));
+    let (mut w, fake) = worker(&p);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "CreateContainerConfigError");
+    assert!(!fake.calls().iter().any(|c| c.starts_with("CreateContainer ")));
+}
+
+#[test]
+fn init_containers_are_refused_up_front() {
+    let p = pod(serde_json::json!({"spec": {"initContainers": [{"name": "i", "image": IMG}]}}));
+    let err = PodWorker::new(&p, cfg(), Arc::new(FakeCri::default())).err().unwrap();
+    assert!(err.to_string().contains("initContainers"), "{err}");
+}

@@ -1,0 +1,235 @@
+//! One sync: render the table, apply it when it changed (or vanished), bring host-gw routes in line.
+//! Works through the [`Netfilter`] and [`HostRoutes`] traits, so it is unit-tested with recording doubles.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::health::SyncReport;
+use crate::model::{NodeConfig, ProxyState};
+use crate::netfilter::{Netfilter, NetfilterError};
+use crate::render::render;
+use crate::routes::{desired_routes, sync_routes, HostRoutes, NodeRouteInfo, RouteError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Netfilter(#[from] NetfilterError),
+    #[error(transparent)]
+    Routes(#[from] RouteError),
+}
+
+pub struct Proxier {
+    node: NodeConfig,
+    node_name: String,
+    nft: Arc<dyn Netfilter>,
+    routes: Arc<dyn HostRoutes>,
+    /// The script last applied successfully; an identical render skips the reload.
+    last_script: Option<String>,
+}
+
+impl Proxier {
+    pub fn new(
+        node: NodeConfig,
+        node_name: String,
+        nft: Arc<dyn Netfilter>,
+        routes: Arc<dyn HostRoutes>,
+    ) -> Self {
+        Proxier {
+            node,
+            node_name,
+            nft,
+            routes,
+            last_script: None,
+        }
+    }
+
+    /// Syncs rules and routes; `None` skips a part whose inputs are not listed yet (so a missing Services
+    /// API does not hold back host-gw routes, and vice versa). `verify` (the periodic resync) also checks
+    /// that the table still exists, so a table deleted behind kiln's back comes back within one period.
+    pub fn sync(
+        &mut self,
+        state: Option<&ProxyState>,
+        nodes: Option<&[NodeRouteInfo]>,
+        node_ip: Option<Ipv4Addr>,
+        verify: bool,
+    ) -> (SyncReport, Result<(), SyncError>) {
+        let start = Instant::now();
+        let mut report = SyncReport::default();
+        let mut result = Ok(());
+        if let Some(state) = state {
+            result = self.sync_rules(state, verify, &mut report);
+        }
+        if let (Some(nodes), Ok(())) = (nodes, &result) {
+            result = self.sync_routes(nodes, node_ip, &mut report);
+        }
+        report.ok = result.is_ok();
+        report.duration = start.elapsed();
+        (report, result)
+    }
+
+    fn sync_rules(
+        &mut self,
+        state: &ProxyState,
+        verify: bool,
+        report: &mut SyncReport,
+    ) -> Result<(), SyncError> {
+        let rendered = render(state, &self.node);
+        for s in &rendered.skipped {
+            tracing::warn!(service = %s, "service port left out");
+        }
+        report.service_ports = rendered.service_ports;
+        report.endpoints = rendered.endpoints;
+        let unchanged = self.last_script.as_deref() == Some(rendered.script.as_str());
+        let present = !verify || self.nft.list_table()?.is_some();
+        if unchanged && present {
+            return Ok(());
+        }
+        if unchanged {
+            tracing::warn!("table kiln vanished; re-creating it");
+        }
+        // forget the old script first: after a failed apply the kernel state is unknown
+        self.last_script = None;
+        self.nft.apply(&rendered.script)?;
+        self.last_script = Some(rendered.script);
+        report.applied = true;
+        tracing::info!(
+            service_ports = rendered.service_ports,
+            endpoints = rendered.endpoints,
+            rejecting = rendered.rejecting,
+            "nftables table kiln replaced"
+        );
+        Ok(())
+    }
+
+    fn sync_routes(
+        &mut self,
+        nodes: &[NodeRouteInfo],
+        node_ip: Option<Ipv4Addr>,
+        report: &mut SyncReport,
+    ) -> Result<(), SyncError> {
+        let desired = desired_routes(nodes, &self.node_name, node_ip);
+        for op in sync_routes(self.routes.as_ref(), &desired)? {
+            tracing::info!(?op, "host-gw route changed");
+        }
+        report.routes = desired.len();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EndpointGroup, Protocol, ServiceInfo, ServicePort, TargetPort};
+    use crate::netfilter::RecordingNetfilter;
+    use crate::routes::RecordingRoutes;
+
+    fn state(endpoints: &[&str]) -> ProxyState {
+        let mut s = ProxyState {
+            services: vec![ServiceInfo {
+                namespace: "default".into(),
+                name: "web".into(),
+                cluster_ip: "10.96.0.10".parse().unwrap(),
+                ports: vec![ServicePort {
+                    name: String::new(),
+                    protocol: Protocol::Tcp,
+                    port: 80,
+                    target_port: TargetPort::Number(8080),
+                    node_port: None,
+                }],
+                affinity_timeout: None,
+            }],
+            ..Default::default()
+        };
+        s.add_endpoints(
+            ("default".into(), "web".into()),
+            vec![EndpointGroup {
+                addresses: endpoints.iter().map(|e| e.parse().unwrap()).collect(),
+                ports: vec![],
+            }],
+        );
+        s
+    }
+
+    fn proxier(nft: Arc<RecordingNetfilter>, routes: Arc<RecordingRoutes>) -> Proxier {
+        let node = NodeConfig {
+            cluster_cidr: "10.244.0.0/16".parse().unwrap(),
+        };
+        Proxier::new(node, "host1".into(), nft, routes)
+    }
+
+    #[test]
+    fn unchanged_state_skips_the_reload_and_a_change_applies() {
+        let nft = Arc::new(RecordingNetfilter::default());
+        let routes = Arc::new(RecordingRoutes::default());
+        let mut p = proxier(nft.clone(), routes);
+        let (r, res) = p.sync(Some(&state(&["10.244.1.2"])), None, None, false);
+        res.unwrap();
+        assert!(r.applied && r.ok && r.endpoints == 1);
+        let (r, _) = p.sync(Some(&state(&["10.244.1.2"])), None, None, true);
+        assert!(!r.applied, "same state, table present: no reload");
+        assert_eq!(nft.applied().len(), 1);
+        let (r, _) = p.sync(
+            Some(&state(&["10.244.1.2", "10.244.2.2"])),
+            None,
+            None,
+            false,
+        );
+        assert!(r.applied && r.endpoints == 2);
+        assert_eq!(nft.applied().len(), 2);
+        assert!(nft.applied()[1].contains("dnat to 10.244.2.2:8080"));
+    }
+
+    #[test]
+    fn periodic_verify_recreates_a_deleted_table() {
+        let nft = Arc::new(RecordingNetfilter::default());
+        let mut p = proxier(nft.clone(), Arc::new(RecordingRoutes::default()));
+        p.sync(Some(&state(&["10.244.1.2"])), None, None, false)
+            .1
+            .unwrap();
+        nft.delete_table().unwrap();
+        let (r, _) = p.sync(Some(&state(&["10.244.1.2"])), None, None, false);
+        assert!(!r.applied, "without verify the deletion goes unnoticed");
+        let (r, _) = p.sync(Some(&state(&["10.244.1.2"])), None, None, true);
+        assert!(r.applied);
+    }
+
+    #[test]
+    fn failed_apply_is_retried_next_sync() {
+        let nft = Arc::new(RecordingNetfilter::default());
+        let mut p = proxier(nft.clone(), Arc::new(RecordingRoutes::default()));
+        *nft.fail_with.lock().unwrap() = Some("boom".into());
+        let (r, res) = p.sync(Some(&state(&["10.244.1.2"])), None, None, false);
+        assert!(!r.ok && res.is_err());
+        *nft.fail_with.lock().unwrap() = None;
+        let (r, res) = p.sync(Some(&state(&["10.244.1.2"])), None, None, false);
+        res.unwrap();
+        assert!(r.applied);
+    }
+
+    #[test]
+    fn routes_follow_nodes() {
+        let routes = Arc::new(RecordingRoutes::default());
+        let mut p = proxier(Arc::new(RecordingNetfilter::default()), routes.clone());
+        let nodes = vec![
+            NodeRouteInfo {
+                name: "host1".into(),
+                pod_cidr: Some("10.244.1.0/24".parse().unwrap()),
+                internal_ip: Some("10.250.0.11".parse().unwrap()),
+            },
+            NodeRouteInfo {
+                name: "host2".into(),
+                pod_cidr: Some("10.244.2.0/24".parse().unwrap()),
+                internal_ip: Some("10.250.0.12".parse().unwrap()),
+            },
+        ];
+        let (r, _) = p.sync(None, Some(&nodes), None, false);
+        assert_eq!(r.routes, 1);
+        assert_eq!(routes.table.lock().unwrap().len(), 1);
+        p.sync(None, Some(&nodes[..1]), None, false).1.unwrap();
+        assert!(
+            routes.table.lock().unwrap().is_empty(),
+            "route of the removed node is gone"
+        );
+    }
+}

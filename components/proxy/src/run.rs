@@ -1,0 +1,274 @@
+//! The running proxy: reflectors on Services, endpoints and Nodes feed a debounced sync loop.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Client;
+use tokio::sync::Notify;
+
+use crate::config::{EndpointsApi, ProxyConfig};
+use crate::health::{self, Health, HealthError};
+use crate::model::{from_endpoint_slice, from_endpoints, from_service, NodeConfig, ProxyState};
+use crate::netfilter::{Netfilter, NetfilterError, NftCli};
+use crate::proxier::Proxier;
+use crate::routes::{node_info, HostRoutes, IpRoutes, RouteError};
+use crate::sysctl::{self, SysctlError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error(transparent)]
+    Health(#[from] HealthError),
+    #[error(transparent)]
+    Sysctl(#[from] SysctlError),
+    #[error("cleanup: {0}")]
+    CleanupRules(#[from] NetfilterError),
+    #[error("cleanup: {0}")]
+    CleanupRoutes(#[from] RouteError),
+}
+
+/// `--cleanup`: removes the `kiln` table and every route kiln installed. Safe to run twice.
+pub fn cleanup(nft: &dyn Netfilter, routes: &dyn HostRoutes) -> Result<(), RunError> {
+    nft.delete_table()?;
+    for r in routes.list()? {
+        routes.delete(&r)?;
+    }
+    Ok(())
+}
+
+async fn load_client(cfg: &ProxyConfig) -> Result<Client, RunError> {
+    let err = |message: String| RunError::Kubeconfig {
+        path: cfg.kubeconfig.display().to_string(),
+        message,
+    };
+    let kc = Kubeconfig::read_from(&cfg.kubeconfig).map_err(|e| err(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Client::try_from(config).map_err(|e| err(e.to_string()))
+}
+
+/// Starts a reflector for `api`; every event pokes `changed`. Watch errors are logged once per distinct
+/// message (the watcher retries with backoff by itself).
+fn reflect<K>(api: Api<K>, changed: Arc<Notify>, health: Arc<Health>) -> Store<K>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    tokio::spawn(drive(stream, changed, health, std::any::type_name::<K>()));
+    reader
+}
+
+async fn drive<S, T>(stream: S, changed: Arc<Notify>, health: Arc<Health>, kind: &'static str)
+where
+    S: Stream<Item = Result<T, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut last_error: Option<String> = None;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(_) => {
+                if last_error.take().is_some() {
+                    tracing::info!(kind, "watch recovered");
+                }
+                health.queued();
+                changed.notify_one();
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    tracing::warn!(kind, error = %msg, "watch failed; retrying");
+                    last_error = Some(msg);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+enum EndpointStore {
+    Slices(Store<EndpointSlice>),
+    Endpoints(Store<Endpoints>),
+}
+
+impl EndpointStore {
+    async fn wait_until_ready(&self) {
+        let _ = match self {
+            EndpointStore::Slices(s) => s.wait_until_ready().await,
+            EndpointStore::Endpoints(s) => s.wait_until_ready().await,
+        };
+    }
+}
+
+fn snapshot(services: &Store<Service>, endpoints: &EndpointStore) -> ProxyState {
+    let mut state = ProxyState {
+        services: services
+            .state()
+            .iter()
+            .filter_map(|s| from_service(s))
+            .collect(),
+        ..Default::default()
+    };
+    let groups: Vec<_> = match endpoints {
+        EndpointStore::Slices(s) => s
+            .state()
+            .iter()
+            .filter_map(|e| from_endpoint_slice(e))
+            .collect(),
+        EndpointStore::Endpoints(s) => s.state().iter().filter_map(|e| from_endpoints(e)).collect(),
+    };
+    for (key, g) in groups {
+        state.add_endpoints(key, g);
+    }
+    state
+}
+
+/// Runs until `shutdown` resolves. Rules and routes stay in place on exit (like kube-proxy), so traffic keeps
+/// flowing while the proxy restarts.
+pub async fn run(cfg: ProxyConfig, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    sysctl::ensure(&cfg.proc_sys)?;
+    let client = load_client(&cfg).await?;
+    let health = Health::new(cfg.sync_period);
+    let addr = health::serve(cfg.healthz_bind_address, health.clone()).await?;
+    tracing::info!(%addr, "health server listening");
+    if cfg.metrics_bind_address != cfg.healthz_bind_address {
+        let addr = health::serve(cfg.metrics_bind_address, health.clone()).await?;
+        tracing::info!(%addr, "metrics server listening");
+    }
+
+    let changed = Arc::new(Notify::new());
+    let services = reflect(
+        Api::<Service>::all(client.clone()),
+        changed.clone(),
+        health.clone(),
+    );
+    let endpoints = match cfg.endpoints_api {
+        EndpointsApi::Endpointslices => EndpointStore::Slices(reflect(
+            Api::all(client.clone()),
+            changed.clone(),
+            health.clone(),
+        )),
+        EndpointsApi::Endpoints => EndpointStore::Endpoints(reflect(
+            Api::all(client.clone()),
+            changed.clone(),
+            health.clone(),
+        )),
+    };
+    let nodes = reflect(Api::<Node>::all(client), changed.clone(), health.clone());
+
+    // A part syncs once its lists are complete: syncing rules before the Services were listed would
+    // briefly drop the ones not seen yet. Rules and routes wait independently, so an API server that does
+    // not serve Services (yet) still gets host-gw routes.
+    let rules_ready = Arc::new(AtomicBool::new(false));
+    let nodes_ready = Arc::new(AtomicBool::new(false));
+    {
+        let (services, endpoints, ready, notify) = (
+            services.clone(),
+            endpoints.clone(),
+            rules_ready.clone(),
+            changed.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = services.wait_until_ready().await;
+            endpoints.wait_until_ready().await;
+            ready.store(true, Ordering::SeqCst);
+            notify.notify_one();
+        });
+        let (nodes, ready, notify) = (nodes.clone(), nodes_ready.clone(), changed.clone());
+        tokio::spawn(async move {
+            let _ = nodes.wait_until_ready().await;
+            ready.store(true, Ordering::SeqCst);
+            notify.notify_one();
+        });
+    }
+    tracing::info!(node = %cfg.node_name, "waiting for the initial lists");
+
+    let node = NodeConfig {
+        cluster_cidr: cfg.cluster_cidr,
+    };
+    let nft: Arc<dyn Netfilter> = Arc::new(NftCli::default());
+    let routes: Arc<dyn HostRoutes> = Arc::new(IpRoutes::default());
+    let mut proxier = Some(Proxier::new(node, cfg.node_name.clone(), nft, routes));
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut periodic = tokio::time::interval(cfg.sync_period);
+    let mut verify = true;
+    loop {
+        tokio::select! {
+            _ = changed.notified() => {
+                // debounce: one reload for a burst of changes
+                tokio::select! {
+                    _ = tokio::time::sleep(cfg.min_sync_period) => {}
+                    _ = &mut shutdown => break,
+                }
+            }
+            _ = periodic.tick() => verify = true,
+            _ = &mut shutdown => break,
+        }
+        let rules_ok = rules_ready.load(Ordering::SeqCst);
+        let nodes_ok = nodes_ready.load(Ordering::SeqCst);
+        if !rules_ok && !nodes_ok {
+            continue;
+        }
+        let state = rules_ok.then(|| snapshot(&services, &endpoints));
+        let node_list: Option<Vec<_>> =
+            nodes_ok.then(|| nodes.state().iter().filter_map(|n| node_info(n)).collect());
+        let node_ip = cfg.node_ip.or_else(|| {
+            node_list
+                .iter()
+                .flatten()
+                .find(|n| n.name == cfg.node_name)
+                .and_then(|n| n.internal_ip)
+        });
+        let Some(mut p) = proxier.take() else { break };
+        // nft and ip are short-lived child processes; keep them off the async workers
+        let joined = tokio::task::spawn_blocking(move || {
+            let (report, result) = p.sync(state.as_ref(), node_list.as_deref(), node_ip, verify);
+            (p, report, result)
+        })
+        .await;
+        let (p, report, result) = match joined {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::error!(error = %e, "sync task panicked");
+                break;
+            }
+        };
+        proxier = Some(p);
+        health.record(report);
+        verify = false;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "sync failed; retrying");
+            verify = true;
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY_DELAY) => changed.notify_one(),
+                _ = &mut shutdown => break,
+            }
+        }
+    }
+    tracing::info!("stopping; nftables rules and routes stay in place");
+    Ok(())
+}
+
+/// How long a failed sync waits before the retry (keeps a broken nft from spinning a core).
+pub const RETRY_DELAY: Duration = Duration::from_secs(1);
