@@ -55,6 +55,29 @@ pub struct Flags {
     /// Base of the container restart backoff, in seconds (doubles up to 5 minutes).
     #[arg(long, default_value_t = 10)]
     pub restart_backoff_base: u64,
+    /// CRI socket of the container runtime for workload pods; empty disables workload pods.
+    #[arg(long, default_value = "unix:///run/containerd/containerd.sock")]
+    pub container_runtime_endpoint: String,
+    /// The sandbox (pause) image, pulled before the first sandbox; containerd's `sandbox_image` must match.
+    #[arg(long, default_value = "registry.k8s.io/pause:3.10")]
+    pub pod_infra_container_image: String,
+    /// This node's pod CIDR (e.g. 10.244.1.0/24): the kubelet writes the CNI conflist for it.
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
+    /// Where the CNI conflist goes (containerd's CRI `conf_dir`).
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    pub cni_conf_dir: PathBuf,
+}
+
+/// Workload pods over CRI.
+#[derive(Debug, Clone)]
+pub struct CriSettings {
+    pub endpoint: String,
+    pub pause_image: String,
+    pub pod_cidr: Option<String>,
+    pub cni_conf_dir: PathBuf,
+    /// How often each pod's containers are checked (exits, probes).
+    pub sync_period: Duration,
 }
 
 /// Everything `run` needs, with defaults resolved.
@@ -77,6 +100,8 @@ pub struct KubeletConfig {
     pub backoff_max: Duration,
     /// Upper bound of the retry delay while the API server is unreachable.
     pub api_retry_max: Duration,
+    /// None: no workload pods (static pods only).
+    pub cri: Option<CriSettings>,
 }
 
 impl KubeletConfig {
@@ -99,6 +124,7 @@ impl KubeletConfig {
             backoff_base: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             api_retry_max: Duration::from_secs(30),
+            cri: None,
         }
     }
 
@@ -144,6 +170,21 @@ impl KubeletConfig {
             c.capacity_memory = mem;
         }
         c.backoff_base = Duration::from_secs(flags.restart_backoff_base.max(1));
+        if let Some(cidr) = &flags.pod_cidr {
+            crate::cni::parse_cidr(cidr).map_err(|e| ConfigError::Invalid {
+                flag: "pod-cidr",
+                message: e.to_string(),
+            })?;
+        }
+        if !flags.container_runtime_endpoint.is_empty() {
+            c.cri = Some(CriSettings {
+                endpoint: flags.container_runtime_endpoint,
+                pause_image: flags.pod_infra_container_image,
+                pod_cidr: flags.pod_cidr,
+                cni_conf_dir: flags.cni_conf_dir,
+                sync_period: Duration::from_secs(1),
+            });
+        }
         Ok(c)
     }
 }
@@ -221,6 +262,26 @@ mod tests {
         );
         assert_eq!(c.pod_log_dir, PathBuf::from("/var/log/pods"));
         assert_eq!(c.backoff_base, Duration::from_secs(10));
+        let cri = c.cri.unwrap();
+        assert_eq!(cri.endpoint, "unix:///run/containerd/containerd.sock");
+        assert_eq!(cri.cni_conf_dir, PathBuf::from("/etc/cni/net.d"));
+    }
+
+    #[test]
+    fn cri_flags() {
+        let f = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--pod-cidr=10.244.2.0/24",
+            "--pod-infra-container-image=10.250.0.1:5000/kiln/pause:1",
+        ]);
+        let cri = KubeletConfig::from_flags(f).unwrap().cri.unwrap();
+        assert_eq!(cri.pod_cidr.as_deref(), Some("10.244.2.0/24"));
+        assert_eq!(cri.pause_image, "10.250.0.1:5000/kiln/pause:1");
+        let off = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--container-runtime-endpoint="]);
+        assert!(KubeletConfig::from_flags(off).unwrap().cri.is_none());
+        let bad = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--pod-cidr=10.244.2.1/24"]);
+        assert!(KubeletConfig::from_flags(bad).unwrap_err().to_string().contains("pod-cidr"));
     }
 
     #[test]

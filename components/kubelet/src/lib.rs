@@ -1,5 +1,6 @@
-//! kiln-kubelet: the node agent. Runs static pods from a manifest directory through a [`runtime::Runtime`]
-//! (`kiln-host` now, CRI next), registers the Node, keeps its Lease and reports mirror pods.
+//! kiln-kubelet: the node agent. Runs static pods from a manifest directory on the `kiln-host` runtime,
+//! registers the Node, keeps its Lease and reports mirror pods; runs the workload pods bound to its node on
+//! containerd over CRI ([`workloads`], [`runtime::cri`]) and writes the node's CNI config.
 //!
 //! Static pods start without an API server (the control plane is made of them); the [`agent`] keeps retrying
 //! until the API server answers.
@@ -14,6 +15,7 @@ pub mod mirror;
 pub mod node;
 pub mod runtime;
 pub mod static_pods;
+pub mod workloads;
 
 use std::sync::Arc;
 
@@ -22,7 +24,8 @@ use tokio::task::JoinHandle;
 
 pub use agent::AgentState;
 pub use config::{Flags, KubeletConfig};
-use runtime::{HostRuntime, Runtime};
+use runtime::cri::{CriRuntime, GrpcCri, WorkerConfig};
+use runtime::{Backoff, HostRuntime, Runtime};
 use static_pods::StaticPods;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,11 +36,17 @@ pub enum KubeletError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Cni(#[from] cni::CniError),
+    #[error(transparent)]
+    Cri(#[from] runtime::cri::grpc::GrpcError),
 }
 
 /// A running kubelet. Dropping it without `shutdown` still kills the pods' processes (runtime drop).
 pub struct KubeletHandle {
     pub runtime: Arc<HostRuntime>,
+    /// The workload pods' runtime, when CRI is configured.
+    pub cri_runtime: Option<Arc<CriRuntime>>,
     pub static_pods: Arc<StaticPods>,
     pub agent_state: watch::Receiver<AgentState>,
     shutdown: watch::Sender<bool>,
@@ -89,13 +98,84 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
             .clone()
             .run(cfg.file_check_frequency, shutdown_rx.clone()),
     );
+    let mut tasks = vec![pods_task];
+    let cri_runtime = match &cfg.cri {
+        Some(cri) => {
+            let rt = start_cri(&cfg, cri)?;
+            tasks.push(tokio::spawn(run_workloads(
+                cfg.clone(),
+                rt.clone(),
+                shutdown_rx.clone(),
+            )));
+            Some(rt)
+        }
+        None => None,
+    };
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
-    let agent_task = tokio::spawn(agent.run(shutdown_rx));
+    tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
         runtime,
+        cri_runtime,
         static_pods,
         agent_state,
         shutdown,
-        tasks: vec![pods_task, agent_task],
+        tasks,
     })
+}
+
+fn start_cri(cfg: &KubeletConfig, cri: &config::CriSettings) -> Result<Arc<CriRuntime>, KubeletError> {
+    if let Some(cidr) = &cri.pod_cidr {
+        cni::write_conflist(&cri.cni_conf_dir, cidr)?;
+    }
+    let client = Arc::new(GrpcCri::new(&cri.endpoint)?);
+    Ok(Arc::new(CriRuntime::new(
+        client,
+        WorkerConfig {
+            log_root: cfg.pod_log_dir.clone(),
+            pause_image: cri.pause_image.clone(),
+            backoff: Backoff {
+                base: cfg.backoff_base,
+                max: cfg.backoff_max,
+            },
+            node_name: cfg.node_name.clone(),
+            node_ip: cfg.node_ip.to_string(),
+        },
+        cri.sync_period,
+    )))
+}
+
+/// Waits for the container runtime and the API server (both may come up after the kubelet), clears
+/// sandboxes a previous kubelet run left (adoption is future work), then syncs workload pods.
+async fn run_workloads(
+    cfg: KubeletConfig,
+    rt: Arc<CriRuntime>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut last_error = String::new();
+    let client = loop {
+        let step = async {
+            rt.ready().await.map_err(|e| e.to_string())?;
+            let client = agent::load_client(&cfg).await.map_err(|e| e.to_string())?;
+            rt.remove_unknown_sandboxes().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(client)
+        };
+        match step.await {
+            Ok(c) => break c,
+            Err(e) => {
+                if e != last_error {
+                    tracing::warn!(error = %e, "workload pods are waiting for the container runtime / API server");
+                    last_error = e;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    };
+    tracing::info!(runtime = %rt.version(), "workload pods: watching this node's pods");
+    let node_ip = cfg.node_ip.to_string();
+    workloads::WorkloadPods::new(&cfg.node_name, &node_ip, rt)
+        .run(client, shutdown)
+        .await;
 }

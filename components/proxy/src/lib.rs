@@ -16,4 +16,4 @@ pub mod run;
 pub mod sysctl;
 
 pub use config::{Flags, ProxyConfig};
-pub use run::{cleanup, run};
+pub use run::{cleanup, run, run_with};

@@ -144,9 +144,21 @@ fn snapshot(services: &Store<Service>, endpoints: &EndpointStore) -> ProxyState 
     state
 }
 
-/// Runs until `shutdown` resolves. Rules and routes stay in place on exit (like kube-proxy), so traffic keeps
-/// flowing while the proxy restarts.
+/// Runs on this host's kernel (`nft`, `ip`) until `shutdown` resolves.
 pub async fn run(cfg: ProxyConfig, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    let nft: Arc<dyn Netfilter> = Arc::new(NftCli::default());
+    let routes: Arc<dyn HostRoutes> = Arc::new(IpRoutes::default());
+    run_with(cfg, nft, routes, shutdown).await
+}
+
+/// Runs against the given kernel interfaces until `shutdown` resolves. Rules and routes stay in place on
+/// exit (like kube-proxy), so traffic keeps flowing while the proxy restarts.
+pub async fn run_with(
+    cfg: ProxyConfig,
+    nft: Arc<dyn Netfilter>,
+    routes: Arc<dyn HostRoutes>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
     sysctl::ensure(&cfg.proc_sys)?;
     let client = load_client(&cfg).await?;
     let health = Health::new(cfg.sync_period);
@@ -207,8 +219,6 @@ pub async fn run(cfg: ProxyConfig, shutdown: impl Future<Output = ()>) -> Result
     let node = NodeConfig {
         cluster_cidr: cfg.cluster_cidr,
     };
-    let nft: Arc<dyn Netfilter> = Arc::new(NftCli::default());
-    let routes: Arc<dyn HostRoutes> = Arc::new(IpRoutes::default());
     let mut proxier = Some(Proxier::new(node, cfg.node_name.clone(), nft, routes));
     let mut shutdown = std::pin::pin!(shutdown);
     let mut periodic = tokio::time::interval(cfg.sync_period);

@@ -34,6 +34,8 @@ pub enum EtcdError {
     Stopped,
     #[error("etcdserver: mvcc: watch id already exists")]
     WatchIdExists,
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
 }
 
 impl EtcdError {
@@ -50,6 +52,7 @@ impl EtcdError {
             EtcdError::LeaseExists | EtcdError::WatchIdExists => Code::FailedPrecondition,
             EtcdError::NoLeader | EtcdError::NotLeader | EtcdError::Stopped => Code::Unavailable,
             EtcdError::Timeout => Code::Unavailable,
+            EtcdError::NoSpace => Code::ResourceExhausted,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod join;
 pub mod leader;
 pub mod lease;
 pub mod mvcc;
+pub mod offline;
 pub mod peer;
 pub mod raft;
 pub mod server;

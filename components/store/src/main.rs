@@ -1,4 +1,5 @@
-//! kiln-store binary: parse etcd-style flags, set up logging, run the member.
+//! kiln-store binary: parse etcd-style flags, set up logging, run the member; or, with a
+//! leading `snapshot` word, run an offline snapshot tool (restore, status).
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
@@ -10,7 +11,21 @@ async fn main() -> std::process::ExitCode {
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
         )
+        .with_writer(std::io::stderr)
         .init();
+    if std::env::args().nth(1).as_deref() == Some("snapshot") {
+        let cli = kiln_store::offline::OfflineCli::parse();
+        return match kiln_store::offline::run(cli) {
+            Ok(out) => {
+                print!("{out}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("kiln-store: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let config = kiln_store::Config::parse();
     match kiln_store::run(config).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,12 +1,15 @@
-//! Maintenance service: Status (what `etcdctl endpoint status` shows), Alarm, Defragment.
-//! Snapshot, Hash, HashKV, MoveLeader and Downgrade answer UNIMPLEMENTED for now.
+//! Maintenance service: Status (what `etcdctl endpoint status` shows), Alarm (NOSPACE from
+//! --quota-backend-bytes), Defragment, and Snapshot: the state machine as one kiln snapshot
+//! blob (`raft::snapshot` format, ending in the sha256 of everything before it, as etcd's
+//! stream does), streamed in chunks; `kiln-store snapshot restore` reads it back.
+//! Hash, HashKV, MoveLeader and Downgrade answer UNIMPLEMENTED for now.
 
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use etcd_client::proto::{
-    PbAlarmRequest, PbAlarmResponse, PbDefragmentRequest, PbDefragmentResponse, PbDowngradeRequest,
+    PbAlarmMember, PbAlarmRequest, PbAlarmResponse, PbDefragmentRequest, PbDefragmentResponse, PbDowngradeRequest,
     PbDowngradeResponse, PbHashKvRequest, PbHashKvResponse, PbHashRequest, PbHashResponse,
     PbMaintenanceService, PbMoveLeaderRequest, PbMoveLeaderResponse, PbSnapshotRequest,
     PbSnapshotResponse, PbStatusRequest, PbStatusResponse,
@@ -14,7 +17,22 @@ use etcd_client::proto::{
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+use crate::grpc::kv::mvcc_status;
 use crate::grpc::StoreContext;
+use crate::raft::snapshot;
+use crate::raft::types::{store_request::Op, store_response::Result as Res};
+
+/// etcd streams snapshots in 32 KiB pieces.
+const SNAPSHOT_CHUNK: usize = 32 * 1024;
+const ALARM_GET: i32 = 0;
+
+fn alarm_name(alarm: i32) -> &'static str {
+    match alarm {
+        1 => "NOSPACE",
+        2 => "CORRUPT",
+        _ => "NONE",
+    }
+}
 
 /// The etcd API version kiln-store speaks (clients gate features on it).
 pub const ETCD_API_VERSION: &str = "3.5.0";
@@ -63,15 +81,17 @@ pub fn status(ctx: &StoreContext) -> PbStatusResponse {
         raft_index: metrics.last_log_index.unwrap_or(0),
         raft_term: metrics.current_term,
         raft_applied_index: metrics.last_applied.map_or(0, |l| l.index),
-        errors: Vec::new(),
-        db_size_in_use: size,
+        errors: ctx
+            .mvcc
+            .alarms()
+            .unwrap_or_default()
+            .iter()
+            .map(|(member, alarm)| format!("memberID:{member} alarm:{} ", alarm_name(*alarm)))
+            .collect(),
+        db_size_in_use: ctx.mvcc.backend_size() as i64,
         is_learner,
         storage_version: String::new(),
-        db_size_quota: if ctx.quota_backend_bytes > 0 {
-            ctx.quota_backend_bytes
-        } else {
-            DEFAULT_QUOTA_BYTES
-        },
+        db_size_quota: ctx.quota_bytes(),
         downgrade_info: None,
     }
 }
@@ -80,13 +100,29 @@ pub fn status(ctx: &StoreContext) -> PbStatusResponse {
 impl PbMaintenanceService for MaintenanceService {
     async fn alarm(
         &self,
-        _request: Request<PbAlarmRequest>,
+        request: Request<PbAlarmRequest>,
     ) -> Result<Response<PbAlarmResponse>, Status> {
-        // No alarms are raised yet (NOSPACE comes with quota enforcement).
-        Ok(Response::new(PbAlarmResponse {
-            header: Some(self.ctx.header(self.ctx.mvcc.revision())),
-            alarms: Vec::new(),
-        }))
+        let r = request.into_inner();
+        if r.action == ALARM_GET {
+            let alarms = self
+                .ctx
+                .mvcc
+                .alarms()
+                .map_err(mvcc_status)?
+                .into_iter()
+                .filter(|(m, a)| (r.member_id == 0 || *m == r.member_id) && (r.alarm == 0 || *a == r.alarm))
+                .map(|(member_id, alarm)| PbAlarmMember { member_id, alarm })
+                .collect();
+            return Ok(Response::new(PbAlarmResponse {
+                header: Some(self.ctx.header(self.ctx.mvcc.revision())),
+                alarms,
+            }));
+        }
+        let Res::Alarm(mut resp) = self.ctx.write(Op::Alarm(r)).await? else {
+            return Err(Status::internal("state machine answered an alarm with something else"));
+        };
+        self.ctx.fill(&mut resp.header);
+        Ok(Response::new(resp))
     }
 
     async fn status(
@@ -101,13 +137,18 @@ impl PbMaintenanceService for MaintenanceService {
         _request: Request<PbDefragmentRequest>,
     ) -> Result<Response<PbDefragmentResponse>, Status> {
         let db = self.ctx.mvcc.db().clone();
-        tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || -> Result<(), rocksdb::Error> {
+            // Flush first so deleted and compacted-away history leaves the memtables too.
             for name in crate::db::STATE_MACHINE_CFS {
-                db.compact_range_cf(crate::db::cf(&db, name), None::<&[u8]>, None::<&[u8]>);
+                let cf = crate::db::cf(&db, name);
+                db.flush_cf(cf)?;
+                db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
             }
+            Ok(())
         })
         .await
-        .map_err(|e| Status::internal(e.to_string()))?;
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Status::internal(format!("defragment: {e}")))?;
         Ok(Response::new(PbDefragmentResponse {
             header: Some(self.ctx.header(self.ctx.mvcc.revision())),
         }))
@@ -136,9 +177,33 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<PbSnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
-        Err(Status::unimplemented(
-            "kiln-store does not serve Snapshot yet",
-        ))
+        let header = self.ctx.header(self.ctx.mvcc.revision());
+        let db = self.ctx.mvcc.db().clone();
+        let blob = tokio::task::spawn_blocking(move || {
+            let snap = db.snapshot();
+            snapshot::encode(&db, &snap)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Status::internal(format!("snapshot: {e}")))?;
+        tracing::info!(bytes = blob.len(), "sending snapshot");
+        let total = blob.len();
+        let mut chunks = Vec::new();
+        let mut sent = 0;
+        for chunk in blob.chunks(SNAPSHOT_CHUNK) {
+            sent += chunk.len();
+            chunks.push(Ok(PbSnapshotResponse {
+                header: if sent == chunk.len() {
+                    Some(header.clone())
+                } else {
+                    None
+                },
+                remaining_bytes: (total - sent) as u64,
+                blob: chunk.to_vec(),
+                version: ETCD_API_VERSION.to_string(),
+            }));
+        }
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
     }
 
     async fn move_leader(

@@ -11,15 +11,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use etcd_client::proto::{
-    PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbResponseHeader,
+    PbAlarmRequest, PbClusterServer, PbTxnOpRequest, PbTxnRequest, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbResponseHeader,
     PbWatchServer,
 };
 use tokio::sync::watch as tokio_watch;
 use tonic::Status;
 
+use crate::etcd_error::EtcdError;
 use crate::leader::{self, LeaderOp, LeaderReply};
 use crate::lease::Lessor;
-use crate::mvcc::Mvcc;
+use crate::mvcc::{Mvcc, ALARM_NOSPACE};
 use crate::peer::client::PeerClients;
 use crate::raft::types::{store_request::Op, store_response, KilnRaft, MemberNode, StoreRequest};
 
@@ -62,6 +63,9 @@ impl StoreContext {
     /// Proposes a command through Raft (on the leader, wherever it is) and waits until this
     /// member applied it, so a read here right after sees the write.
     pub async fn write(&self, op: Op) -> Result<store_response::Result, Status> {
+        if grows(&op) {
+            self.check_quota().await?;
+        }
         let reply = leader::leader_call(self, LeaderOp::Write(StoreRequest::new(op))).await?;
         let LeaderReply::Write { index, response } = reply else {
             return Err(Status::internal("leader answered a write with something else"));
@@ -76,6 +80,39 @@ impl StoreContext {
         response
             .result
             .ok_or_else(|| Status::internal("state machine returned no result"))
+    }
+
+    /// The backend quota in bytes (etcd's default when the flag is 0).
+    pub fn quota_bytes(&self) -> i64 {
+        if self.quota_backend_bytes > 0 {
+            self.quota_backend_bytes
+        } else {
+            maintenance::DEFAULT_QUOTA_BYTES
+        }
+    }
+
+    /// etcd's quota: with a NOSPACE alarm raised, writes that add data fail; a write that
+    /// finds the backend over quota raises the alarm (through Raft, so every member sees it).
+    async fn check_quota(&self) -> Result<(), Status> {
+        let alarms = self.mvcc.alarms().map_err(kv::mvcc_status)?;
+        if alarms.iter().any(|(_, a)| *a == ALARM_NOSPACE) {
+            return Err(EtcdError::NoSpace.into());
+        }
+        let size = self.mvcc.backend_size();
+        if size as i64 <= self.quota_bytes() {
+            return Ok(());
+        }
+        tracing::warn!(size, quota = self.quota_bytes(), "backend quota exceeded; raising NOSPACE");
+        let raise = Op::Alarm(PbAlarmRequest {
+            action: 1,
+            member_id: self.member_id,
+            alarm: ALARM_NOSPACE,
+        });
+        let reply = leader::leader_call(self, LeaderOp::Write(StoreRequest::new(raise))).await?;
+        if let LeaderReply::Write { index, .. } = reply {
+            leader::wait_applied(self, index).await?;
+        }
+        Err(EtcdError::NoSpace.into())
     }
 
     /// The linearizable-read barrier (Raft read index, confirmed by a quorum on the leader):
@@ -110,6 +147,22 @@ impl StoreContext {
                 }
             })
             .collect()
+    }
+}
+
+/// Whether a write can add data (etcd refuses those while NOSPACE is raised).
+fn grows(op: &Op) -> bool {
+    fn txn_puts(t: &PbTxnRequest) -> bool {
+        t.success.iter().chain(&t.failure).any(|o| match &o.request {
+            Some(PbTxnOpRequest::RequestPut(_)) => true,
+            Some(PbTxnOpRequest::RequestTxn(inner)) => txn_puts(inner),
+            _ => false,
+        })
+    }
+    match op {
+        Op::Put(_) | Op::LeaseGrant(_) => true,
+        Op::Txn(t) => txn_puts(t),
+        _ => false,
     }
 }
 

@@ -2,18 +2,22 @@
 //! the same batch from the same command).
 
 use etcd_client::proto::{
-    PbCompactionResponse, PbDeleteRequest, PbLeaseGrantResponse, PbLeaseRevokeResponse,
+    PbAlarmMember, PbAlarmResponse, PbCompactionResponse, PbDeleteRequest, PbLeaseGrantResponse, PbLeaseRevokeResponse,
     PbResponseHeader,
 };
 use rocksdb::{WriteBatch, DB};
 
-use crate::db::{self, CF_LEASES};
+use crate::db::{self, CF_LEASES, CF_SM_META};
 use crate::etcd_error::EtcdError;
 use crate::mvcc::txn::TxnWriter;
 use crate::mvcc::{
-    compact, get_lease, lease_keys, write_i64, LeaseRecord, MvccError, RevisionEvents,
-    META_REVISION,
+    compact, get_lease, lease_keys, read_alarms, write_i64, LeaseRecord, MvccError, RevisionEvents,
+    META_ALARMS, META_REVISION,
 };
+
+// etcd's AlarmRequest actions.
+const ALARM_ACTIVATE: i32 = 1;
+const ALARM_DEACTIVATE: i32 = 2;
 use crate::raft::types::{
     store_request::Op, store_response::Result as Res, StoreRequest, StoreResponse,
 };
@@ -135,6 +139,40 @@ fn apply_op(
             lease_effect = Some(LeaseEffect::Revoked(r.id));
             Res::LeaseRevoke(PbLeaseRevokeResponse {
                 header: header(w.rev()),
+            })
+        }
+        Some(Op::Alarm(r)) => {
+            let mut alarms = read_alarms(db)?;
+            let this = (r.member_id, r.alarm);
+            let changed = match r.action {
+                ALARM_ACTIVATE => {
+                    if !alarms.contains(&this) {
+                        alarms.push(this);
+                    }
+                    vec![this]
+                }
+                ALARM_DEACTIVATE => {
+                    let before = alarms.len();
+                    alarms.retain(|a| *a != this);
+                    if alarms.len() < before {
+                        vec![this]
+                    } else {
+                        Vec::new()
+                    }
+                }
+                _ => alarms.clone(),
+            };
+            w.batch_mut().put_cf(
+                db::cf(db, CF_SM_META),
+                META_ALARMS,
+                serde_json::to_vec(&alarms)?,
+            );
+            Res::Alarm(PbAlarmResponse {
+                header: header(revision),
+                alarms: changed
+                    .into_iter()
+                    .map(|(member_id, alarm)| PbAlarmMember { member_id, alarm })
+                    .collect(),
             })
         }
         None => return Ok(empty(revision, compact_revision)),

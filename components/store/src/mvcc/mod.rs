@@ -56,6 +56,10 @@ pub struct LeaseRecord {
 
 pub const META_REVISION: &[u8] = b"revision";
 pub const META_COMPACT_REVISION: &[u8] = b"compact_revision";
+/// Raised alarms as JSON `[(member id, alarm type)]`; replicated like etcd's alarm bucket.
+pub const META_ALARMS: &[u8] = b"alarms";
+/// etcd's AlarmType NOSPACE.
+pub const ALARM_NOSPACE: i32 = 1;
 
 /// Shared handle on the MVCC store: reads for the API, revision bookkeeping and the event feed
 /// for watches. Writes happen only in the Raft state machine.
@@ -142,6 +146,30 @@ impl Mvcc {
         Ok(resp)
     }
 
+    /// Raised alarms as (member id, alarm type).
+    pub fn alarms(&self) -> Result<Vec<(u64, i32)>, MvccError> {
+        read_alarms(&self.db)
+    }
+
+    /// Bytes the state machine occupies (live SST files plus memtables of its column
+    /// families): what --quota-backend-bytes limits. Shrinks after compaction + defragment.
+    pub fn backend_size(&self) -> u64 {
+        db::STATE_MACHINE_CFS
+            .iter()
+            .map(|name| {
+                let cf = db::cf(&self.db, name);
+                let prop = |p: &str| {
+                    self.db
+                        .property_int_value_cf(cf, p)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0)
+                };
+                prop("rocksdb.live-sst-files-size") + prop("rocksdb.cur-size-all-mem-tables")
+            })
+            .sum()
+    }
+
     pub fn leases(&self) -> Result<Vec<LeaseRecord>, MvccError> {
         let cf = db::cf(&self.db, CF_LEASES);
         let mut out = Vec::new();
@@ -184,6 +212,13 @@ pub fn read_i64(db: &DB, key: &[u8]) -> Result<Option<i64>, MvccError> {
 
 pub fn write_i64(db: &DB, batch: &mut WriteBatch, key: &[u8], value: i64) {
     batch.put_cf(db::cf(db, CF_SM_META), key, value.to_be_bytes());
+}
+
+pub fn read_alarms(db: &DB) -> Result<Vec<(u64, i32)>, MvccError> {
+    match db.get_cf(db::cf(db, CF_SM_META), META_ALARMS)? {
+        Some(v) => Ok(serde_json::from_slice(&v)?),
+        None => Ok(Vec::new()),
+    }
 }
 
 pub fn get_lease(db: &DB, id: i64) -> Result<Option<LeaseRecord>, MvccError> {

@@ -27,8 +27,8 @@ use crate::mvcc::Mvcc;
 use crate::raft::snapshot;
 use crate::raft::types::{MemberNode, StoreResponse, TypeConfig};
 
-const META_LAST_APPLIED: &[u8] = b"last_applied";
-const META_MEMBERSHIP: &[u8] = b"membership";
+pub const META_LAST_APPLIED: &[u8] = b"last_applied";
+pub const META_MEMBERSHIP: &[u8] = b"membership";
 
 type StorageResult<T> = Result<T, StorageError<u64>>;
 type Membership = StoredMembership<u64, MemberNode>;

@@ -9,7 +9,7 @@ use std::io::Cursor;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use etcd_client::proto::{
-    PbCompactionRequest, PbCompactionResponse, PbDeleteRequest, PbDeleteResponse,
+    PbAlarmRequest, PbAlarmResponse, PbCompactionRequest, PbCompactionResponse, PbDeleteRequest, PbDeleteResponse,
     PbLeaseGrantRequest, PbLeaseGrantResponse, PbLeaseRevokeRequest, PbLeaseRevokeResponse,
     PbPutRequest, PbPutResponse, PbTxnRequest, PbTxnResponse,
 };
@@ -42,7 +42,7 @@ pub type KilnRaft = openraft::Raft<TypeConfig>;
 /// One state-machine command (a write, as etcd would apply it).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct StoreRequest {
-    #[prost(oneof = "store_request::Op", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "store_request::Op", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub op: Option<store_request::Op>,
 }
 
@@ -63,13 +63,15 @@ pub mod store_request {
         LeaseGrant(PbLeaseGrantRequest),
         #[prost(message, tag = "6")]
         LeaseRevoke(PbLeaseRevokeRequest),
+        #[prost(message, tag = "7")]
+        Alarm(PbAlarmRequest),
     }
 }
 
 /// The result of applying one [`StoreRequest`]: an etcd response or an etcd error.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct StoreResponse {
-    #[prost(oneof = "store_response::Result", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "store_response::Result", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub result: Option<store_response::Result>,
     /// gRPC status code of a failed command (0 = success).
     #[prost(int32, tag = "10")]
@@ -96,6 +98,8 @@ pub mod store_response {
         LeaseGrant(PbLeaseGrantResponse),
         #[prost(message, tag = "6")]
         LeaseRevoke(PbLeaseRevokeResponse),
+        #[prost(message, tag = "7")]
+        Alarm(PbAlarmResponse),
     }
 }
 

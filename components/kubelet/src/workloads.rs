@@ -1,0 +1,326 @@
+//! Workload pods from the API server: watches the pods bound to this node (fieldSelector spec.nodeName),
+//! ignores static and mirror pods, and drives the `cri` runtime towards them — start new pods, stop pods that
+//! are being deleted (their grace period) and then remove the API object (delete with grace 0, as the kubelet
+//! does), stop pods whose object vanished — and reports each pod's status through the status subresource.
+//! The decisions are a pure function ([`plan`]), tested without an API server or a runtime.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, PodStatus as ApiPodStatus};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::runtime::watcher::{self, watcher, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+
+use crate::manifest::{CONFIG_MIRROR, CONFIG_SOURCE};
+use crate::mirror::api_status;
+use crate::runtime::{Runtime, RuntimeError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("pod {pod}: {source}")]
+    Api {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What the kubelet does next for one pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Start(Box<Pod>),
+    /// Stop the pod's containers with this grace (None: the pod's own terminationGracePeriodSeconds).
+    Stop { uid: String, grace: Option<Duration> },
+    /// The pod is stopped and was deleted in the API: remove the object (grace 0, precondition uid).
+    Finalize {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
+}
+
+fn uid(p: &Pod) -> &str {
+    p.metadata.uid.as_deref().unwrap_or_default()
+}
+
+fn key(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or_default(),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Static pods run from files and their mirrors are only reports: neither is this loop's to run.
+pub fn is_static_or_mirror(p: &Pod) -> bool {
+    p.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(CONFIG_MIRROR) || a.get(CONFIG_SOURCE).is_some_and(|s| s != "api"))
+}
+
+/// The workload pods of this node among what the watch returned (the server's field selector is checked
+/// again here).
+pub fn is_mine(p: &Pod, node: &str) -> bool {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && !is_static_or_mirror(p)
+}
+
+fn terminal(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+/// Desired vs actual. `running`: pods the runtime has; `stopping`: stops in progress; `refused`: pods the
+/// runtime rejected (not retried until they are gone).
+pub fn plan(
+    node: &str,
+    pods: &[Pod],
+    running: &HashSet<String>,
+    stopping: &HashSet<String>,
+    refused: &HashSet<String>,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let mut wanted = HashSet::new();
+    for p in pods.iter().filter(|p| is_mine(p, node)) {
+        let u = uid(p).to_string();
+        if u.is_empty() {
+            continue;
+        }
+        wanted.insert(u.clone());
+        let busy = stopping.contains(&u);
+        if p.metadata.deletion_timestamp.is_some() {
+            if running.contains(&u) && !busy {
+                let grace = p
+                    .metadata
+                    .deletion_grace_period_seconds
+                    .map(|s| Duration::from_secs(s.max(0) as u64));
+                actions.push(Action::Stop { uid: u, grace });
+            } else if !running.contains(&u) && !busy {
+                actions.push(Action::Finalize {
+                    namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                    name: p.metadata.name.clone().unwrap_or_default(),
+                    uid: u,
+                });
+            }
+        } else if !running.contains(&u) && !busy && !refused.contains(&u) && !terminal(p) {
+            actions.push(Action::Start(Box::new(p.clone())));
+        }
+    }
+    let mut orphans: Vec<&String> = running
+        .iter()
+        .filter(|u| !wanted.contains(*u) && !stopping.contains(*u))
+        .collect();
+    orphans.sort();
+    for u in orphans {
+        actions.push(Action::Stop {
+            uid: u.clone(),
+            grace: None,
+        });
+    }
+    actions
+}
+
+/// The status to post for a pod the runtime refused (a spec this kubelet cannot run yet).
+pub fn refused_status(message: &str, node_ip: &str) -> ApiPodStatus {
+    ApiPodStatus {
+        phase: Some("Pending".into()),
+        reason: Some("UnsupportedPodSpec".into()),
+        message: Some(message.into()),
+        host_ip: Some(node_ip.into()),
+        ..Default::default()
+    }
+}
+
+/// What was posted, to post only real changes (the status carries only runtime-given times).
+fn fingerprint(s: &ApiPodStatus) -> serde_json::Value {
+    serde_json::to_value(s).unwrap_or_default()
+}
+
+pub struct WorkloadPods {
+    node_name: String,
+    node_ip: String,
+    runtime: Arc<dyn Runtime>,
+    pods: HashMap<String, Pod>,
+    stopping: HashSet<String>,
+    refused: HashMap<String, String>,
+    posted: HashMap<String, serde_json::Value>,
+}
+
+impl WorkloadPods {
+    pub fn new(node_name: &str, node_ip: &str, runtime: Arc<dyn Runtime>) -> Self {
+        WorkloadPods {
+            node_name: node_name.into(),
+            node_ip: node_ip.into(),
+            runtime,
+            pods: HashMap::new(),
+            stopping: HashSet::new(),
+            refused: HashMap::new(),
+            posted: HashMap::new(),
+        }
+    }
+
+    /// Watches this node's pods until `shutdown`; pods keep running when the kubelet stops (as with the
+    /// kubelet).
+    pub async fn run(mut self, client: Client, mut shutdown: watch::Receiver<bool>) {
+        let api: Api<Pod> = Api::all(client.clone());
+        let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node_name));
+        let mut events = watcher(api, cfg).default_backoff().boxed();
+        let mut init: Option<HashMap<String, Pod>> = None;
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(String, Result<(), RuntimeError>)>();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watch_error: Option<String> = None;
+        loop {
+            tokio::select! {
+                ev = events.next() => match ev {
+                    Some(Ok(ev)) => {
+                        watch_error = None;
+                        match ev {
+                            Event::Init => init = Some(HashMap::new()),
+                            Event::InitApply(p) => { init.get_or_insert_with(HashMap::new).insert(uid(&p).to_string(), p); }
+                            Event::InitDone => { if let Some(all) = init.take() { self.pods = all; } }
+                            Event::Apply(p) => { self.pods.insert(uid(&p).to_string(), p); }
+                            Event::Delete(p) => { self.pods.remove(uid(&p)); }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        let msg = e.to_string();
+                        if watch_error.as_ref() != Some(&msg) {
+                            tracing::warn!(error = %msg, "watching this node's pods; retrying");
+                            watch_error = Some(msg);
+                        }
+                        continue;
+                    }
+                    None => return,
+                },
+                Some((u, r)) = done_rx.recv() => {
+                    self.stopping.remove(&u);
+                    if let Err(e) = r {
+                        tracing::warn!(pod_uid = %u, error = %e, "stopping pod");
+                    }
+                }
+                _ = tick.tick() => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+            self.sync(&client, &done_tx).await;
+        }
+    }
+
+    async fn sync(
+        &mut self,
+        client: &Client,
+        done: &mpsc::UnboundedSender<(String, Result<(), RuntimeError>)>,
+    ) {
+        let pods: Vec<Pod> = self.pods.values().cloned().collect();
+        let running: HashSet<String> = self.runtime.pod_uids().into_iter().collect();
+        let refused: HashSet<String> = self.refused.keys().cloned().collect();
+        for a in plan(&self.node_name, &pods, &running, &self.stopping, &refused) {
+            match a {
+                Action::Start(p) => match self.runtime.run_pod(&p).await {
+                    Ok(()) => tracing::info!(pod = %key(&p), "pod admitted"),
+                    Err(e @ RuntimeError::InvalidSpec { .. }) => {
+                        tracing::warn!(pod = %key(&p), error = %e, "pod refused");
+                        self.refused.insert(uid(&p).to_string(), e.to_string());
+                    }
+                    Err(e) => tracing::warn!(pod = %key(&p), error = %e, "starting pod"),
+                },
+                Action::Stop { uid, grace } => {
+                    tracing::info!(pod_uid = %uid, ?grace, "stopping pod");
+                    self.stopping.insert(uid.clone());
+                    let rt = self.runtime.clone();
+                    let done = done.clone();
+                    tokio::spawn(async move {
+                        let r = rt.stop_pod(&uid, grace).await;
+                        let _ = done.send((uid, r));
+                    });
+                }
+                Action::Finalize {
+                    namespace,
+                    name,
+                    uid,
+                } => {
+                    if let Err(e) = finalize(client, &namespace, &name, &uid).await {
+                        tracing::warn!(error = %e, "removing deleted pod");
+                    } else {
+                        tracing::info!(pod = %format!("{namespace}/{name}"), "pod terminated and removed");
+                        self.posted.remove(&uid);
+                        self.refused.remove(&uid);
+                    }
+                }
+            }
+        }
+        for p in &pods {
+            if !is_mine(p, &self.node_name) {
+                continue;
+            }
+            let u = uid(p);
+            let status = match (self.refused.get(u), self.runtime.pod_status(u)) {
+                (Some(msg), _) => refused_status(msg, &self.node_ip),
+                (None, Some(rt)) => api_status(&rt, &self.node_ip, rt.pod_ip.as_deref()),
+                (None, None) => continue,
+            };
+            let fp = fingerprint(&status);
+            if self.posted.get(u) == Some(&fp) {
+                continue;
+            }
+            match post_status(client, p, status).await {
+                Ok(()) => {
+                    self.posted.insert(u.to_string(), fp);
+                }
+                Err(e) => tracing::debug!(error = %e, "posting pod status; retrying"),
+            }
+        }
+        let live: HashSet<&String> = self.pods.keys().collect();
+        self.posted.retain(|u, _| live.contains(u));
+        self.refused.retain(|u, _| live.contains(u));
+    }
+}
+
+async fn post_status(client: &Client, p: &Pod, status: ApiPodStatus) -> Result<(), WorkloadError> {
+    let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let err = |source| WorkloadError::Api { pod: key(p), source };
+    // GET + PUT: the PUT carries the current resourceVersion, so a concurrent change is a conflict,
+    // retried on the next pass.
+    let mut current = api.get_status(name).await.map_err(err)?;
+    if current.metadata.uid != p.metadata.uid {
+        return Ok(());
+    }
+    current.status = Some(status);
+    api.replace_status(name, &PostParams::default(), &current)
+        .await
+        .map_err(err)?;
+    Ok(())
+}
+
+async fn finalize(client: &Client, ns: &str, name: &str, uid: &str) -> Result<(), WorkloadError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(WorkloadError::Api {
+            pod: format!("{ns}/{name}"),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+#[path = "workloads_tests.rs"]
+mod tests;

@@ -1,0 +1,85 @@
+//! The workload pod decisions, on values.
+
+use super::*;
+
+fn pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i:1"}]}
+    }))
+    .unwrap()
+}
+
+fn set(items: &[&str]) -> HashSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn deleting(mut p: Pod, grace: i64) -> Pod {
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    p.metadata.deletion_grace_period_seconds = Some(grace);
+    p
+}
+
+fn names(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::Start(p) => format!("start {}", p.metadata.name.as_deref().unwrap()),
+            Action::Stop { uid, grace } => format!("stop {uid} {grace:?}"),
+            Action::Finalize { name, uid, .. } => format!("finalize {name} {uid}"),
+        })
+        .collect()
+}
+
+#[test]
+fn new_pods_on_this_node_start_others_are_ignored() {
+    let mut mirror = pod("mirror", "n1");
+    mirror.metadata.annotations = Some([(CONFIG_MIRROR.to_string(), "h".to_string())].into());
+    let mut static_file = pod("static", "n1");
+    static_file.metadata.annotations = Some([(CONFIG_SOURCE.to_string(), "file".to_string())].into());
+    let pods = vec![pod("a", "n1"), pod("b", "n2"), mirror, static_file];
+    let a = plan("n1", &pods, &set(&[]), &set(&[]), &set(&[]));
+    assert_eq!(names(&a), vec!["start a"]);
+    // Already running: nothing to do.
+    assert!(plan("n1", &pods, &set(&["uid-a"]), &set(&[]), &set(&[])).is_empty());
+}
+
+#[test]
+fn deletion_stops_with_the_grace_then_finalizes() {
+    let pods = vec![deleting(pod("a", "n1"), 7)];
+    let a = plan("n1", &pods, &set(&["uid-a"]), &set(&[]), &set(&[]));
+    assert_eq!(names(&a), vec!["stop uid-a Some(7s)"]);
+    // While stopping: wait.
+    assert!(plan("n1", &pods, &set(&[]), &set(&["uid-a"]), &set(&[])).is_empty());
+    // Stopped (no longer in the runtime): remove the object.
+    let a = plan("n1", &pods, &set(&[]), &set(&[]), &set(&[]));
+    assert_eq!(names(&a), vec!["finalize a uid-a"]);
+}
+
+#[test]
+fn pods_gone_from_the_api_are_stopped_with_their_own_grace() {
+    let a = plan("n1", &[], &set(&["uid-x"]), &set(&[]), &set(&[]));
+    assert_eq!(names(&a), vec!["stop uid-x None"]);
+    assert!(plan("n1", &[], &set(&["uid-x"]), &set(&["uid-x"]), &set(&[])).is_empty());
+}
+
+#[test]
+fn terminal_and_refused_pods_are_not_started_again() {
+    let mut done = pod("done", "n1");
+    done.status = Some(ApiPodStatus {
+        phase: Some("Succeeded".into()),
+        ..Default::default()
+    });
+    let pods = vec![done, pod("bad", "n1")];
+    assert!(plan("n1", &pods, &set(&[]), &set(&[]), &set(&["uid-bad"])).is_empty());
+}
+
+#[test]
+fn refused_status_is_pending_with_the_reason() {
+    let s = refused_status("initContainers are not supported yet", "10.0.0.1");
+    assert_eq!(s.phase.as_deref(), Some("Pending"));
+    assert_eq!(s.reason.as_deref(), Some("UnsupportedPodSpec"));
+    assert_eq!(s.host_ip.as_deref(), Some("10.0.0.1"));
+}
