@@ -20,10 +20,7 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
     };
 
     // Preflight: a port the store needs is taken, so init stops before touching the host, naming both.
-    lab.ssh_ok(
-        "host1",
-        "busybox httpd -p 127.0.0.1:2379 -h /tmp",
-    );
+    lab.ssh_ok("host1", "busybox httpd -p 127.0.0.1:2379 -h /tmp");
     let refused = run(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster]));
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
@@ -32,7 +29,10 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
         "{err}"
     );
     assert_eq!(
-        lab.ssh_ok("host1", "find /etc/kiln /usr/local/bin -mindepth 1 2>/dev/null; true"),
+        lab.ssh_ok(
+            "host1",
+            "find /etc/kiln /usr/local/bin -mindepth 1 2>/dev/null; true"
+        ),
         ""
     );
     lab.ssh_ok("host1", "pkill -f 'httpd -p 127.0.0.1:2379'");
@@ -124,6 +124,41 @@ fn init_joins_the_workers_and_join_converges() {
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
     assert_eq!(ready, vec!["host1", "host2", "host3"], "{nodes}");
+    // The controller is labelled and tainted like kubeadm's; workers are not.
+    let roles: Vec<&str> = nodes
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap())
+        .collect();
+    assert_eq!(roles, vec!["control-plane", "<none>", "<none>"], "{nodes}");
+    let taints = ok(&mut lab.in_lab(&[
+        "kubectl",
+        "--kubeconfig",
+        &admin,
+        "get",
+        "node",
+        "host1",
+        "-o",
+        "jsonpath={.spec.taints[*].key}:{.spec.taints[*].effect}",
+    ]));
+    assert_eq!(taints, "node-role.kubernetes.io/control-plane:NoSchedule");
+    let cfg = ok(&mut lab.in_lab(&[
+        "kubectl",
+        "--kubeconfig",
+        &admin,
+        "-n",
+        "kube-system",
+        "get",
+        "configmap",
+        "kiln-config",
+        "-o",
+        "jsonpath={.data.cluster\\.yaml}",
+    ]));
+    assert_eq!(
+        cfg,
+        std::fs::read_to_string(lab.dir.join("cluster.yaml"))
+            .unwrap()
+            .trim_end()
+    );
     // Workers run only the kubelet: no control-plane binary or key was pushed to them.
     let worker = lab.ssh_ok("host2", "ls /usr/local/bin; ls /etc/kiln/pki");
     assert_eq!(

@@ -24,6 +24,8 @@ pub const PHASES: &[&str] = &[
     "wait-control-plane",
     "wait-node-ready",
     "wait-static-pods",
+    "upload-config",
+    "mark-control-plane",
     "stop-static-pods",
     "stop-kubelet",
     "remove-files",
@@ -80,6 +82,8 @@ pub async fn run_phase(
         "wait-control-plane" => wait_control_plane(ctx).await,
         "wait-node-ready" => wait_node_ready(ctx, &need_host(host)?).await,
         "wait-static-pods" => wait_static_pods(ctx, &need_host(host)?).await,
+        "upload-config" => upload_config(ctx).await,
+        "mark-control-plane" => mark_control_plane(ctx, &need_host(host)?).await,
         other => super::reset::run_phase(ctx, other, &need_host(host)?).await,
     }
 }
@@ -711,4 +715,91 @@ async fn wait_static_pods(ctx: &Context, host: &str) -> Result<Outcome, Bootstra
     )
     .await?;
     Ok(Outcome::Done(format!("{} Ready", manifests.join(", "))))
+}
+
+/// The cluster's configuration in kube-system/kiln-config (like kubeadm-config), for later joins and
+/// upgrades to read from the cluster itself. cluster.yaml holds paths, never secrets.
+async fn upload_config(ctx: &Context) -> Result<Outcome, BootstrapError> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let text = std::fs::read_to_string(&ctx.cluster.path).map_err(|source| BootstrapError::Io {
+        what: "reading",
+        path: ctx.cluster.path.clone(),
+        source,
+    })?;
+    let client = admin_client(ctx).await?;
+    let cms: kube::Api<ConfigMap> = kube::Api::namespaced(client, "kube-system");
+    let fail = |e: kube::Error| BootstrapError::phase("upload-config", "local", e.to_string());
+    let existing = cms.get_opt("kiln-config").await.map_err(fail)?;
+    let data = std::collections::BTreeMap::from([("cluster.yaml".to_string(), text)]);
+    match existing {
+        Some(cm) if cm.data.as_ref() == Some(&data) => Ok(Outcome::Skipped(
+            "kube-system/kiln-config up to date".into(),
+        )),
+        Some(mut cm) => {
+            cm.data = Some(data);
+            cms.replace("kiln-config", &Default::default(), &cm)
+                .await
+                .map_err(fail)?;
+            Ok(Outcome::Done("kube-system/kiln-config updated".into()))
+        }
+        None => {
+            let cm = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("kiln-config".into()),
+                    namespace: Some("kube-system".into()),
+                    ..Default::default()
+                },
+                data: Some(data),
+                ..Default::default()
+            };
+            cms.create(&Default::default(), &cm).await.map_err(fail)?;
+            Ok(Outcome::Done("kube-system/kiln-config created".into()))
+        }
+    }
+}
+
+pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+/// Label every controller's node, and taint those that are not also workers, like kubeadm.
+async fn mark_control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    use k8s_openapi::api::core::v1::{Node, Taint};
+    let client = admin_client(ctx).await?;
+    let nodes: kube::Api<Node> = kube::Api::all(client);
+    let fail = |e: kube::Error| BootstrapError::phase("mark-control-plane", host, e.to_string());
+    let mut node = nodes.get(host).await.map_err(fail)?;
+    let want_taint = !ctx.host(host).is_worker();
+    let labels = node.metadata.labels.get_or_insert_with(Default::default);
+    let mut changed = labels
+        .insert(CONTROL_PLANE_LABEL.into(), String::new())
+        .is_none();
+    let spec = node.spec.get_or_insert_with(Default::default);
+    let taints = spec.taints.get_or_insert_with(Vec::new);
+    let has_taint = taints
+        .iter()
+        .any(|t| t.key == CONTROL_PLANE_LABEL && t.effect == "NoSchedule");
+    if want_taint && !has_taint {
+        taints.push(Taint {
+            key: CONTROL_PLANE_LABEL.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+        changed = true;
+    } else if !want_taint && has_taint {
+        taints.retain(|t| t.key != CONTROL_PLANE_LABEL);
+        changed = true;
+    }
+    if !changed {
+        return Ok(Outcome::Skipped("already marked".into()));
+    }
+    // Replace with the resourceVersion we read: a concurrent kubelet status write makes this a 409,
+    // and a re-run of init converges.
+    nodes
+        .replace(host, &Default::default(), &node)
+        .await
+        .map_err(fail)?;
+    Ok(Outcome::Done(if want_taint {
+        format!("labelled {CONTROL_PLANE_LABEL} and tainted NoSchedule")
+    } else {
+        format!("labelled {CONTROL_PLANE_LABEL} (also a worker: no taint)")
+    }))
 }

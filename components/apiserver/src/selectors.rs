@@ -191,6 +191,37 @@ impl FieldSelector {
     }
 }
 
+/// A metav1.LabelSelector object in string form, as upstream's `metav1.FormatLabelSelector`
+/// (Scale's `status.selector`, kubectl's SELECTOR column).
+pub fn label_selector_string(selector: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(m) = selector["matchLabels"].as_object() {
+        let mut pairs: Vec<(&String, &Value)> = m.iter().collect();
+        pairs.sort_by(|a, b| a.0.cmp(b.0));
+        parts.extend(
+            pairs
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
+        );
+    }
+    for e in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or("");
+        let mut values: Vec<&str> = e["values"]
+            .as_array()
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        values.sort_unstable();
+        parts.push(match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
+        });
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,6 +45,23 @@ impl Cause {
         }
     }
 
+    /// An invalid value already rendered the Go way (e.g. `map[string]string{...}`).
+    pub fn invalid_raw(field: &str, rendered: &str, detail: &str) -> Self {
+        Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {rendered}: {detail}"),
+            field: field.to_string(),
+        }
+    }
+
+    pub fn duplicate(field: &str, value: &Value) -> Self {
+        Cause {
+            reason: "FieldValueDuplicate",
+            message: format!("Duplicate value: {}", go_quote(value)),
+            field: field.to_string(),
+        }
+    }
+
     pub fn forbidden(field: &str, detail: &str) -> Self {
         Cause {
             reason: "FieldValueForbidden",

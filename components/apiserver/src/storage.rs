@@ -26,6 +26,9 @@ pub enum StoreError {
     Conflict,
     #[error("store response is missing its header")]
     NoHeader,
+    /// A reserved key (e.g. a Service's ClusterIP) is held by another object.
+    #[error("reserved key {0} is already taken")]
+    Taken(String),
     /// A read at a revision older than the last compaction.
     #[error("required revision has been compacted")]
     Compacted,
@@ -199,21 +202,84 @@ impl Store {
 
     /// Creates `key` only if it does not exist; returns the new mod revision.
     pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<i64> {
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value, None)]);
-        let resp = self.client.kv_client().txn(txn).await?;
-        if !resp.succeeded() {
-            return Err(StoreError::AlreadyExists);
-        }
-        Ok(resp.header().ok_or(StoreError::NoHeader)?.revision())
+        self.create_claiming(key, value, &[]).await
     }
 
     /// Replaces `key` only if its mod revision is still `expected`; returns the new mod revision.
     pub async fn update(&self, key: &str, value: Vec<u8>, expected: i64) -> Result<i64> {
+        self.update_claiming(key, value, expected, &[], &[]).await
+    }
+
+    /// Deletes `key` only if its mod revision is still `expected`; returns the deletion revision.
+    pub async fn delete(&self, key: &str, expected: i64) -> Result<i64> {
+        self.delete_releasing(key, expected, &[]).await
+    }
+
+    /// Creates `key` and every claimed key in one transaction; all must be absent.
+    pub async fn create_claiming(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        claims: &[(String, Vec<u8>)],
+    ) -> Result<i64> {
+        let mut when = vec![Compare::create_revision(key, CompareOp::Equal, 0)];
+        let mut then = vec![TxnOp::put(key, value, None)];
+        let mut otherwise = vec![TxnOp::get(key, None)];
+        for (k, v) in claims {
+            when.push(Compare::create_revision(k.as_str(), CompareOp::Equal, 0));
+            then.push(TxnOp::put(k.as_str(), v.clone(), None));
+            otherwise.push(TxnOp::get(k.as_str(), None));
+        }
+        let txn = Txn::new().when(when).and_then(then).or_else(otherwise);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if resp.succeeded() {
+            return Ok(resp.header().ok_or(StoreError::NoHeader)?.revision());
+        }
+        let found = Self::found(&resp.op_responses());
+        if found.first().copied().flatten().is_some() {
+            return Err(StoreError::AlreadyExists);
+        }
+        Err(Self::taken(claims, &found[1..]))
+    }
+
+    /// Compare-and-swap of `key` at `expected`, claiming new keys and releasing old ones atomically.
+    pub async fn update_claiming(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: i64,
+        claims: &[(String, Vec<u8>)],
+        releases: &[String],
+    ) -> Result<i64> {
+        let mut when = vec![Compare::mod_revision(key, CompareOp::Equal, expected)];
+        let mut then = vec![TxnOp::put(key, value, None)];
+        let mut otherwise = vec![TxnOp::get(key, None)];
+        for (k, v) in claims {
+            when.push(Compare::create_revision(k.as_str(), CompareOp::Equal, 0));
+            then.push(TxnOp::put(k.as_str(), v.clone(), None));
+            otherwise.push(TxnOp::get(k.as_str(), None));
+        }
+        then.extend(releases.iter().map(|k| TxnOp::delete(k.as_str(), None)));
+        let txn = Txn::new().when(when).and_then(then).or_else(otherwise);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if resp.succeeded() {
+            return Ok(resp.header().ok_or(StoreError::NoHeader)?.revision());
+        }
+        let found = Self::found(&resp.op_responses());
+        match found.first().copied().flatten() {
+            None => Err(StoreError::NotFound),
+            Some(rev) if rev != expected => Err(StoreError::Conflict),
+            Some(_) => Err(Self::taken(claims, &found[1..])),
+        }
+    }
+
+    /// Compare-and-delete of `key` at `expected`, releasing the keys it held in the same transaction.
+    pub async fn delete_releasing(&self, key: &str, expected: i64, releases: &[String]) -> Result<i64> {
+        let mut then = vec![TxnOp::delete(key, None)];
+        then.extend(releases.iter().map(|k| TxnOp::delete(k.as_str(), None)));
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::put(key, value, None)])
+            .and_then(then)
             .or_else([TxnOp::get(key, None)]);
         let resp = self.client.kv_client().txn(txn).await?;
         if resp.succeeded() {
@@ -222,17 +288,29 @@ impl Store {
         Err(Self::failed_cas(&resp.op_responses()))
     }
 
-    /// Deletes `key` only if its mod revision is still `expected`; returns the deletion revision.
-    pub async fn delete(&self, key: &str, expected: i64) -> Result<i64> {
-        let txn = Txn::new()
-            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::delete(key, None)])
-            .or_else([TxnOp::get(key, None)]);
-        let resp = self.client.kv_client().txn(txn).await?;
-        if resp.succeeded() {
-            return Ok(resp.header().ok_or(StoreError::NoHeader)?.revision());
-        }
-        Err(Self::failed_cas(&resp.op_responses()))
+    /// The mod revision of each key a failed transaction's `or_else` gets read (None = absent).
+    fn found(ops: &[TxnOpResponse]) -> Vec<Option<i64>> {
+        ops.iter()
+            .map(|op| match op {
+                TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.mod_revision()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn taken(claims: &[(String, Vec<u8>)], found: &[Option<i64>]) -> StoreError {
+        claims
+            .iter()
+            .zip(found)
+            .find(|(_, f)| f.is_some())
+            .map(|((k, _), _)| StoreError::Taken(k.clone()))
+            .unwrap_or(StoreError::Conflict)
+    }
+
+    /// Puts `key` unconditionally (bootstrap objects the server owns).
+    pub async fn put(&self, key: &str, value: Vec<u8>) -> Result<i64> {
+        let resp = self.client.kv_client().put(key, value, None).await?;
+        Ok(resp.header().ok_or(StoreError::NoHeader)?.revision())
     }
 
     /// A lost compare-and-swap is a conflict when the key is still there, NotFound when it is gone.

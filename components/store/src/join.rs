@@ -51,10 +51,9 @@ pub async fn discover(config: &Config, peers: &PeerClients) -> Result<Identity, 
                 .await
             {
                 Ok(info) => {
-                    let me = info
-                        .members
-                        .iter()
-                        .find(|(_, n)| same_urls(&n.peer_urls, &config.initial_advertise_peer_urls));
+                    let me = info.members.iter().find(|(_, n)| {
+                        same_urls(&n.peer_urls, &config.initial_advertise_peer_urls)
+                    });
                     return match me {
                         Some((id, _)) => Ok(Identity {
                             name: config.name.clone(),

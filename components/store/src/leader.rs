@@ -58,10 +58,7 @@ pub enum MemberChange {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum LeaderReply {
     /// Applied at Raft log `index` on the leader.
-    Write {
-        index: u64,
-        response: StoreResponse,
-    },
+    Write { index: u64, response: StoreResponse },
     /// Reads are linearizable once the reader applied up to `index`.
     ReadIndex { index: u64 },
     /// (remaining seconds, granted TTL) of a lease the leader knows, or None.
@@ -155,29 +152,33 @@ async fn bounded<T>(
 /// Serves `op` on this member if it leads; otherwise answers "not leader" with a hint.
 pub async fn execute_local(ctx: &StoreContext, op: LeaderOp) -> Result<LeaderReply, ForwardError> {
     match op {
-        LeaderOp::Write(req) => bounded(async {
-            let r = ctx.raft.client_write(req).await.map_err(write_err)?;
-            Ok(LeaderReply::Write {
-                index: r.log_id.index,
-                response: r.data,
+        LeaderOp::Write(req) => {
+            bounded(async {
+                let r = ctx.raft.client_write(req).await.map_err(write_err)?;
+                Ok(LeaderReply::Write {
+                    index: r.log_id.index,
+                    response: r.data,
+                })
             })
-        })
-        .await,
-        LeaderOp::ReadIndex => bounded(async {
-            let (read, _) = ctx.raft.get_read_log_id().await.map_err(|e| match e {
-                RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
-                    not_leader(f.leader_id, f.leader_node)
-                }
-                RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => {
-                    ForwardError::etcd(EtcdError::Timeout)
-                }
-                RaftError::Fatal(_) => ForwardError::etcd(EtcdError::Stopped),
-            })?;
-            Ok(LeaderReply::ReadIndex {
-                index: read.map_or(0, |l| l.index),
+            .await
+        }
+        LeaderOp::ReadIndex => {
+            bounded(async {
+                let (read, _) = ctx.raft.get_read_log_id().await.map_err(|e| match e {
+                    RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
+                        not_leader(f.leader_id, f.leader_node)
+                    }
+                    RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => {
+                        ForwardError::etcd(EtcdError::Timeout)
+                    }
+                    RaftError::Fatal(_) => ForwardError::etcd(EtcdError::Stopped),
+                })?;
+                Ok(LeaderReply::ReadIndex {
+                    index: read.map_or(0, |l| l.index),
+                })
             })
-        })
-        .await,
+            .await
+        }
         LeaderOp::LeaseKeepAlive(id) => {
             if !is_leader(ctx) {
                 return Err(not_leader_here(ctx));
@@ -215,7 +216,11 @@ async fn member_change(
     let is_voter = |id: u64| membership.voter_ids().any(|v| v == id);
     let raft = &ctx.raft;
     let index = match change {
-        MemberChange::Add { id, node: n, learner } => {
+        MemberChange::Add {
+            id,
+            node: n,
+            learner,
+        } => {
             if node(id).is_some() {
                 return Err(ForwardError::status(
                     Code::FailedPrecondition,
@@ -363,7 +368,12 @@ pub async fn leader_call(ctx: &StoreContext, op: LeaderOp) -> Result<LeaderReply
 
 /// Waits (bounded) until this member applied Raft log `index`.
 pub async fn wait_applied(ctx: &StoreContext, index: u64) -> Result<(), Status> {
-    let applied = ctx.raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+    let applied = ctx
+        .raft
+        .metrics()
+        .borrow()
+        .last_applied
+        .map_or(0, |l| l.index);
     if applied >= index {
         return Ok(());
     }

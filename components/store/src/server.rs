@@ -11,14 +11,14 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::compactor::{self, Retention};
 use crate::config::{ClusterState, Config, ConfigError, ListenUrl};
-use crate::join;
-use crate::leader;
-use crate::peer::client::PeerClients;
-use crate::peer::service::PeerServer;
 use crate::grpc::{self, StoreContext};
 use crate::identity::{self, IdentityError};
+use crate::join;
+use crate::leader;
 use crate::lease::{self, Lessor};
 use crate::mvcc::{Mvcc, MvccError};
+use crate::peer::client::PeerClients;
+use crate::peer::service::PeerServer;
 use crate::raft::types::KilnRaft;
 use crate::raft::{self, RaftSetupError, RaftTiming};
 use crate::tls::{self, TlsError};

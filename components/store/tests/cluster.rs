@@ -84,7 +84,13 @@ async fn writes_on_any_member_are_seen_on_all_and_survive_leader_loss() {
         })
         .await;
     }
-    let target = sc.get("/after/9", None).await.unwrap().header().unwrap().revision();
+    let target = sc
+        .get("/after/9", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
     assert_eq!(
         sc.get("/after/", Some(GetOptions::new().with_prefix()))
             .await
@@ -133,10 +139,21 @@ async fn lagging_member_catches_up_from_a_raft_snapshot() {
             .await
             .unwrap();
     }
-    let target = c.get("/snap/59", None).await.unwrap().header().unwrap().revision();
+    let target = c
+        .get("/snap/59", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
     // The leader no longer has the entries the stopped member lacks: only a snapshot helps.
     let purged = retry("leader purges its log", || {
-        let m = cluster.members[leader].handle().raft().metrics().borrow().clone();
+        let m = cluster.members[leader]
+            .handle()
+            .raft()
+            .metrics()
+            .borrow()
+            .clone();
         async move {
             match m.purged {
                 Some(p) if p.index > behind => Ok(p.index),
@@ -161,5 +178,41 @@ async fn lagging_member_catches_up_from_a_raft_snapshot() {
     // And it keeps following afterwards.
     lc.put("/snap/later", "x", None).await.unwrap();
     cluster.wait_revision(leader, target + 1).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_without_a_trusted_client_certificate_are_refused() {
+    let mut cluster = Cluster::new(1, |_| {});
+    cluster.start_all().await;
+    let urls = vec![cluster.members[0].peer_url.clone()];
+    let ask = |config: kiln_store::Config| {
+        let urls = urls.clone();
+        async move {
+            let clients = kiln_store::peer::client::PeerClients::new(&config).unwrap();
+            clients
+                .call::<kiln_store::peer::ClusterInfo>(
+                    &urls,
+                    kiln_store::peer::PeerRequest::ClusterInfo,
+                    std::time::Duration::from_secs(5),
+                )
+                .await
+        }
+    };
+    // A peer with the cluster's peer certificate is served.
+    let info = ask(cluster.members[0].config.clone())
+        .await
+        .expect("trusted peer");
+    assert_eq!(info.cluster_id, cluster.members[0].handle().cluster_id());
+    // One whose certificate another CA signed is not.
+    let other = tempfile::tempdir().unwrap();
+    let stranger = common::cluster::PeerPki::create(other.path());
+    let mut config = cluster.members[0].config.clone();
+    config.peer_cert_file = Some(stranger.cert.clone());
+    config.peer_key_file = Some(stranger.key.clone());
+    assert!(
+        ask(config).await.is_err(),
+        "untrusted client certificate refused"
+    );
     cluster.shutdown().await;
 }

@@ -70,13 +70,23 @@ async fn add_learner_then_promote_then_remove() {
         handle: None,
     });
     cluster.start(3).await;
-    let rev = c.put("/m/after-add", "2", None).await.unwrap().header().unwrap().revision();
+    let rev = c
+        .put("/m/after-add", "2", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
     cluster.wait_revision(3, rev).await;
     let new_id = cluster.members[3].handle().member_id();
     let list = c.member_list().await.unwrap();
-    let m3 = list.members().iter().find(|m| m.id() == new_id).expect("m3 listed");
+    let m3 = list
+        .members()
+        .iter()
+        .find(|m| m.id() == new_id)
+        .expect("m3 listed");
     assert!(m3.is_learner());
-    assert_eq!(m3.peer_urls(), [peer_url.clone()]);
+    assert_eq!(m3.peer_urls(), std::slice::from_ref(&peer_url));
 
     // A learner serves serializable reads of replicated data.
     let mut lc = cluster.client(3).await;
@@ -108,11 +118,19 @@ async fn add_learner_then_promote_then_remove() {
     assert_eq!(got.kvs()[0].value(), b"3");
 
     // MemberUpdate keeps the member (same URL here: the peer listener is bound to it).
-    let updated = c.member_update(new_id, vec![peer_url.clone()]).await.unwrap();
+    let updated = c
+        .member_update(new_id, vec![peer_url.clone()])
+        .await
+        .unwrap();
     assert_eq!(updated.members().len(), 4);
 
     // Remove it with etcdctl; the cluster goes on with three.
-    let remove = etcdctl(&ep, &[], &["member", "remove", &format!("{new_id:x}")], None);
+    let remove = etcdctl(
+        &ep,
+        &[],
+        &["member", "remove", &format!("{new_id:x}")],
+        None,
+    );
     assert!(stdout(&remove).contains("removed from cluster"));
     let list = c.member_list().await.unwrap();
     assert_eq!(list.members().len(), 3);

@@ -96,7 +96,11 @@ async fn etcdctl_snapshot_save_then_restore_into_a_new_cluster() {
     // Restoring over existing data is refused.
     let again = kiln_store(&args);
     assert!(!again.status.success());
-    assert!(s(&again.stderr).contains("already exists"), "{}", s(&again.stderr));
+    assert!(
+        s(&again.stderr).contains("already exists"),
+        "{}",
+        s(&again.stderr)
+    );
 
     let mut config = common::config(&data);
     config.name = "restored".into();
@@ -125,7 +129,11 @@ async fn etcdctl_snapshot_save_then_restore_into_a_new_cluster() {
             })
             .collect()
     };
-    assert_eq!(view(&after), view(&before), "identical keys, values, revisions");
+    assert_eq!(
+        view(&after),
+        view(&before),
+        "identical keys, values, revisions"
+    );
     assert_eq!(
         after.header().unwrap().revision(),
         before.header().unwrap().revision()
@@ -157,7 +165,9 @@ async fn etcdctl_snapshot_save_then_restore_into_a_new_cluster() {
     let short = dir.path().join("short.db");
     std::fs::write(&short, &bytes[..bytes.len() / 2]).unwrap();
     for (f, what) in [(&bad, "checksum"), (&short, "checksum")] {
-        let target = dir.path().join(format!("from-{what}-{}", f.display().to_string().len()));
+        let target = dir
+            .path()
+            .join(format!("from-{what}-{}", f.display().to_string().len()));
         let out = kiln_store(&[
             "snapshot",
             "restore",
@@ -181,13 +191,25 @@ async fn quota_raises_nospace_until_compacted_defragmented_and_disarmed() {
     let mut refused = None;
     for i in 0..1000 {
         if let Err(e) = c.put(format!("/q/{i:04}"), value.clone(), None).await {
-            refused = Some(e.to_string());
+            refused = Some((i, e.to_string()));
             break;
         }
     }
-    let refused = refused.expect("the quota is enforced");
-    assert!(refused.contains("etcdserver: mvcc: database space exceeded"), "{refused}");
-    let alarms = c.alarm(etcd_client::AlarmAction::Get, etcd_client::AlarmType::None, None)
+    let (accepted, refused) = refused.expect("the quota is enforced");
+    assert!(
+        accepted >= 10,
+        "only {accepted} puts of 4 KiB fit in 256 KiB"
+    );
+    assert!(
+        refused.contains("etcdserver: mvcc: database space exceeded"),
+        "{refused}"
+    );
+    let alarms = c
+        .alarm(
+            etcd_client::AlarmAction::Get,
+            etcd_client::AlarmType::None,
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(alarms.alarms().len(), 1);
@@ -221,7 +243,12 @@ async fn quota_raises_nospace_until_compacted_defragmented_and_disarmed() {
     )
     .await
     .unwrap();
-    let none = c.alarm(etcd_client::AlarmAction::Get, etcd_client::AlarmType::None, None)
+    let none = c
+        .alarm(
+            etcd_client::AlarmAction::Get,
+            etcd_client::AlarmType::None,
+            None,
+        )
         .await
         .unwrap();
     assert!(none.alarms().is_empty());

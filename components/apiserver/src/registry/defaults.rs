@@ -33,7 +33,17 @@ pub fn namespace_defaults(obj: &mut Value) {
 }
 
 pub fn pod_defaults(obj: &mut Value) {
-    let spec = &mut obj["spec"];
+    pod_spec_defaults(&mut obj["spec"]);
+    if obj["status"]["phase"].is_null() {
+        obj["status"]["phase"] = json!("Pending");
+    }
+}
+
+/// Defaults of a PodSpec, shared by pods and the pod templates of workload kinds.
+pub fn pod_spec_defaults(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
     for (field, value) in [
         ("restartPolicy", json!("Always")),
         ("dnsPolicy", json!("ClusterFirst")),
@@ -52,9 +62,6 @@ pub fn pod_defaults(obj: &mut Value) {
                 container_defaults(ctr);
             }
         }
-    }
-    if obj["status"]["phase"].is_null() {
-        obj["status"]["phase"] = json!("Pending");
     }
 }
 
@@ -83,18 +90,25 @@ fn container_defaults(ctr: &mut Value) {
 }
 
 pub fn pod_validation(obj: &Value) -> Vec<Cause> {
+    pod_spec_validation(&obj["spec"], "spec")
+}
+
+/// PodSpec validation at `path` (`spec`, or `spec.template.spec` in workload kinds).
+pub fn pod_spec_validation(spec: &Value, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let containers = obj["spec"]["containers"].as_array();
+    let containers = spec["containers"].as_array();
     match containers {
-        None => causes.push(Cause::required("spec.containers", "")),
-        Some(list) if list.is_empty() => causes.push(Cause::required("spec.containers", "")),
+        None => causes.push(Cause::required(&format!("{path}.containers"), "")),
+        Some(list) if list.is_empty() => {
+            causes.push(Cause::required(&format!("{path}.containers"), ""))
+        }
         Some(list) => {
             for (i, ctr) in list.iter().enumerate() {
                 if ctr["name"].as_str().unwrap_or("").is_empty() {
-                    causes.push(Cause::required(&format!("spec.containers[{i}].name"), ""));
+                    causes.push(Cause::required(&format!("{path}.containers[{i}].name"), ""));
                 }
                 if ctr["image"].as_str().unwrap_or("").is_empty() {
-                    causes.push(Cause::required(&format!("spec.containers[{i}].image"), ""));
+                    causes.push(Cause::required(&format!("{path}.containers[{i}].image"), ""));
                 }
             }
         }

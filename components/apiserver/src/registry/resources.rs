@@ -9,7 +9,7 @@ use super::defaults::{
     namespace_defaults, pod_defaults, pod_grace, pod_validation, secret_defaults,
 };
 use super::strategy::{
-    no_defaults, no_validation, typed, Column, GracefulDelete, ResourceSpec, SelectableField,
+    no_defaults, no_validation, typed, Action, Column, GracefulDelete, ResourceSpec, SelectableField,
     ALL_VERBS,
 };
 
@@ -66,6 +66,7 @@ pub static NAMESPACES: ResourceSpec = ResourceSpec {
     defaults: namespace_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 pub static NODES: ResourceSpec = ResourceSpec {
@@ -158,6 +159,7 @@ pub static NODES: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 pub static PODS: ResourceSpec = ResourceSpec {
@@ -201,6 +203,11 @@ pub static PODS: ResourceSpec = ResourceSpec {
     graceful_delete: Some(GracefulDelete {
         default_grace: pod_grace,
     }),
+    actions: &[
+        Action { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
+        Action { name: "eviction", group: "policy", version: "v1", kind: "Eviction", verbs: &["create"] },
+    ],
+    ..ResourceSpec::BASE
 };
 
 pub static LEASES: ResourceSpec = ResourceSpec {
@@ -234,6 +241,7 @@ pub static LEASES: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
@@ -267,6 +275,7 @@ pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 pub static SECRETS: ResourceSpec = ResourceSpec {
@@ -311,6 +320,7 @@ pub static SECRETS: ResourceSpec = ResourceSpec {
     defaults: secret_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 pub static SERVICE_ACCOUNTS: ResourceSpec = ResourceSpec {
@@ -337,6 +347,7 @@ pub static SERVICE_ACCOUNTS: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 pub static EVENTS: ResourceSpec = ResourceSpec {
@@ -478,6 +489,7 @@ pub static EVENTS: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    ..ResourceSpec::BASE
 };
 
 /// Every served resource; discovery lists them in this order.

@@ -77,9 +77,77 @@ pub struct ResourceSpec {
     /// Kind-specific validation; empty = valid.
     pub validate: fn(&Value) -> Vec<Cause>,
     pub graceful_delete: Option<GracefulDelete>,
+    /// Serves `<resource>/scale` as an autoscaling/v1 Scale.
+    pub scale: Option<ScaleSpec>,
+    /// Action subresources (binding, eviction, token, ...) served by `handlers/subresources.rs`.
+    pub actions: &'static [Action],
+    /// Store keys the object holds exclusively (a Service's ClusterIP and NodePorts); claimed and
+    /// released in the same transaction as the object itself, so two objects never share one.
+    pub reservations: Option<fn(&Value) -> Vec<Reservation>>,
+    /// Deleting the object makes it Terminating and starts a pass that deletes its content
+    /// (namespaces); the object goes once the content is gone.
+    pub terminating: bool,
+}
+
+/// Where a scalable kind keeps its replica counts and selector.
+#[derive(Debug)]
+pub struct ScaleSpec {
+    /// JSON pointer to the selector (a LabelSelector object) for `status.selector`.
+    pub selector: &'static str,
+}
+
+/// One action subresource as discovery shows it.
+#[derive(Debug)]
+pub struct Action {
+    pub name: &'static str,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// One exclusively held key (e.g. `/registry/kiln/serviceips/10.96.0.10`) and the field that holds
+/// it, for the 422 a taken value gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub key: String,
+    pub field: String,
+    pub value: Value,
+    pub detail: String,
 }
 
 impl ResourceSpec {
+    /// The values every entry starts from: `ResourceSpec { plural: .., ..ResourceSpec::BASE }`.
+    pub const BASE: ResourceSpec = ResourceSpec {
+        group: "",
+        version: "v1",
+        plural: "",
+        singular: "",
+        kind: "",
+        list_kind: "",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: ALL_VERBS,
+        status_subresource: false,
+        generation: false,
+        name_is_label: false,
+        table: &[],
+        fields: &[],
+        decode: passthrough,
+        defaults: no_defaults,
+        validate: no_validation,
+        graceful_delete: None,
+        scale: None,
+        actions: &[],
+        reservations: None,
+        terminating: false,
+    };
+
+    pub fn action(&self, name: &str) -> Option<&'static Action> {
+        self.actions.iter().find(|a| a.name == name)
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_string()
@@ -131,4 +199,9 @@ pub fn no_defaults(_: &mut Value) {}
 
 pub fn no_validation(_: &Value) -> Vec<Cause> {
     Vec::new()
+}
+
+/// `decode` for kinds without a typed form.
+pub fn passthrough(value: Value) -> Result<Value, String> {
+    Ok(value)
 }

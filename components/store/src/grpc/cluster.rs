@@ -30,7 +30,9 @@ impl ClusterService {
     async fn change(&self, change: MemberChange) -> Result<Vec<PbMember>, Status> {
         let reply = leader::leader_call(&self.ctx, LeaderOp::Member(change)).await?;
         let LeaderReply::Member { index } = reply else {
-            return Err(Status::internal("leader answered a member change with something else"));
+            return Err(Status::internal(
+                "leader answered a member change with something else",
+            ));
         };
         leader::wait_applied(&self.ctx, index).await?;
         Ok(self.ctx.members())
@@ -39,7 +41,9 @@ impl ClusterService {
 
 fn check_peer_urls(urls: &[String]) -> Result<(), Status> {
     if urls.is_empty() {
-        return Err(Status::invalid_argument("etcdserver: member peer URLs are empty"));
+        return Err(Status::invalid_argument(
+            "etcdserver: member peer URLs are empty",
+        ));
     }
     for u in urls {
         ListenUrl::parse(u).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -59,10 +63,7 @@ impl PbClusterService for ClusterService {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let id = identity::member_id(
-            &r.peer_ur_ls,
-            &format!("{:x}-{nanos}", self.ctx.cluster_id),
-        );
+        let id = identity::member_id(&r.peer_ur_ls, &format!("{:x}-{nanos}", self.ctx.cluster_id));
         let node = MemberNode {
             name: String::new(),
             peer_urls: r.peer_ur_ls.clone(),

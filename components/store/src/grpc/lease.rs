@@ -13,9 +13,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::leader::{leader_call, LeaderOp, LeaderReply};
 use crate::grpc::kv::mvcc_status;
 use crate::grpc::StoreContext;
+use crate::leader::{leader_call, LeaderOp, LeaderReply};
 use crate::lease::{MAX_TTL_SECONDS, MIN_TTL_SECONDS};
 use crate::raft::types::{store_request::Op, store_response::Result as Res};
 

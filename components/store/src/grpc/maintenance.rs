@@ -9,10 +9,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use etcd_client::proto::{
-    PbAlarmMember, PbAlarmRequest, PbAlarmResponse, PbDefragmentRequest, PbDefragmentResponse, PbDowngradeRequest,
-    PbDowngradeResponse, PbHashKvRequest, PbHashKvResponse, PbHashRequest, PbHashResponse,
-    PbMaintenanceService, PbMoveLeaderRequest, PbMoveLeaderResponse, PbSnapshotRequest,
-    PbSnapshotResponse, PbStatusRequest, PbStatusResponse,
+    PbAlarmMember, PbAlarmRequest, PbAlarmResponse, PbDefragmentRequest, PbDefragmentResponse,
+    PbDowngradeRequest, PbDowngradeResponse, PbHashKvRequest, PbHashKvResponse, PbHashRequest,
+    PbHashResponse, PbMaintenanceService, PbMoveLeaderRequest, PbMoveLeaderResponse,
+    PbSnapshotRequest, PbSnapshotResponse, PbStatusRequest, PbStatusResponse,
 };
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -110,7 +110,9 @@ impl PbMaintenanceService for MaintenanceService {
                 .alarms()
                 .map_err(mvcc_status)?
                 .into_iter()
-                .filter(|(m, a)| (r.member_id == 0 || *m == r.member_id) && (r.alarm == 0 || *a == r.alarm))
+                .filter(|(m, a)| {
+                    (r.member_id == 0 || *m == r.member_id) && (r.alarm == 0 || *a == r.alarm)
+                })
                 .map(|(member_id, alarm)| PbAlarmMember { member_id, alarm })
                 .collect();
             return Ok(Response::new(PbAlarmResponse {
@@ -119,7 +121,9 @@ impl PbMaintenanceService for MaintenanceService {
             }));
         }
         let Res::Alarm(mut resp) = self.ctx.write(Op::Alarm(r)).await? else {
-            return Err(Status::internal("state machine answered an alarm with something else"));
+            return Err(Status::internal(
+                "state machine answered an alarm with something else",
+            ));
         };
         self.ctx.fill(&mut resp.header);
         Ok(Response::new(resp))
@@ -194,7 +198,7 @@ impl PbMaintenanceService for MaintenanceService {
             sent += chunk.len();
             chunks.push(Ok(PbSnapshotResponse {
                 header: if sent == chunk.len() {
-                    Some(header.clone())
+                    Some(header)
                 } else {
                     None
                 },

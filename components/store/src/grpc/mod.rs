@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use etcd_client::proto::{
-    PbAlarmRequest, PbClusterServer, PbTxnOpRequest, PbTxnRequest, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbResponseHeader,
-    PbWatchServer,
+    PbAlarmRequest, PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer,
+    PbResponseHeader, PbTxnOpRequest, PbTxnRequest, PbWatchServer,
 };
 use tokio::sync::watch as tokio_watch;
 use tonic::Status;
@@ -68,7 +68,9 @@ impl StoreContext {
         }
         let reply = leader::leader_call(self, LeaderOp::Write(StoreRequest::new(op))).await?;
         let LeaderReply::Write { index, response } = reply else {
-            return Err(Status::internal("leader answered a write with something else"));
+            return Err(Status::internal(
+                "leader answered a write with something else",
+            ));
         };
         leader::wait_applied(self, index).await?;
         if response.error_code != 0 {
@@ -102,7 +104,11 @@ impl StoreContext {
         if size as i64 <= self.quota_bytes() {
             return Ok(());
         }
-        tracing::warn!(size, quota = self.quota_bytes(), "backend quota exceeded; raising NOSPACE");
+        tracing::warn!(
+            size,
+            quota = self.quota_bytes(),
+            "backend quota exceeded; raising NOSPACE"
+        );
         let raise = Op::Alarm(PbAlarmRequest {
             action: 1,
             member_id: self.member_id,
@@ -120,7 +126,9 @@ impl StoreContext {
     pub async fn linearizable(&self) -> Result<(), Status> {
         let reply = leader::leader_call(self, LeaderOp::ReadIndex).await?;
         let LeaderReply::ReadIndex { index } = reply else {
-            return Err(Status::internal("leader answered a read index with something else"));
+            return Err(Status::internal(
+                "leader answered a read index with something else",
+            ));
         };
         leader::wait_applied(self, index).await
     }
@@ -153,11 +161,14 @@ impl StoreContext {
 /// Whether a write can add data (etcd refuses those while NOSPACE is raised).
 fn grows(op: &Op) -> bool {
     fn txn_puts(t: &PbTxnRequest) -> bool {
-        t.success.iter().chain(&t.failure).any(|o| match &o.request {
-            Some(PbTxnOpRequest::RequestPut(_)) => true,
-            Some(PbTxnOpRequest::RequestTxn(inner)) => txn_puts(inner),
-            _ => false,
-        })
+        t.success
+            .iter()
+            .chain(&t.failure)
+            .any(|o| match &o.request {
+                Some(PbTxnOpRequest::RequestPut(_)) => true,
+                Some(PbTxnOpRequest::RequestTxn(inner)) => txn_puts(inner),
+                _ => false,
+            })
     }
     match op {
         Op::Put(_) | Op::LeaseGrant(_) => true,

@@ -2,8 +2,8 @@
 //! the same batch from the same command).
 
 use etcd_client::proto::{
-    PbAlarmMember, PbAlarmResponse, PbCompactionResponse, PbDeleteRequest, PbLeaseGrantResponse, PbLeaseRevokeResponse,
-    PbResponseHeader,
+    PbAlarmMember, PbAlarmResponse, PbCompactionResponse, PbDeleteRequest, PbLeaseGrantResponse,
+    PbLeaseRevokeResponse, PbResponseHeader,
 };
 use rocksdb::{WriteBatch, DB};
 

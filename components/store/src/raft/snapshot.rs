@@ -1,5 +1,6 @@
 //! Raft snapshots of the state machine: every state-machine column family, framed as
-//! `magic ‖ (cf u8, key len u32, key, value len u32, value)* ‖ 0xFF ‖ sha256`.
+//! `magic ‖ (cf u8, key len u32, key, value len u32, value)* ‖ 0xFF ‖ zero padding to 512 ‖
+//! sha256`. The same blob is what Maintenance.Snapshot streams to `etcdctl snapshot save`.
 //! The trailing digest lets a receiver refuse a corrupt or truncated snapshot.
 
 use rocksdb::{IteratorMode, WriteBatch, DB};
@@ -9,6 +10,7 @@ use crate::db::{self, STATE_MACHINE_CFS};
 
 const MAGIC: &[u8] = b"KILNSNAP1\n";
 const END: u8 = 0xFF;
+const PAD: usize = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -41,6 +43,9 @@ pub fn encode(
         }
     }
     out.push(END);
+    // Pad to a multiple of 512 bytes: etcdctl's `snapshot save` accepts a stream only when its
+    // length is 32 (the sha256) past a 512-byte boundary, as bbolt files are page-aligned.
+    out.resize(out.len().div_ceil(PAD) * PAD, 0);
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
     Ok(out)
@@ -123,6 +128,7 @@ mod tests {
         db.put_cf(db::cf(&db, crate::db::CF_KV), b"k", b"v")
             .unwrap();
         let data = encode(&db, &db.snapshot()).unwrap();
+        assert_eq!(data.len() % 512, 32, "etcdctl's size check");
 
         let batch = decode_into_batch(&db, &data).unwrap();
         assert_eq!(batch.len(), 2, "one delete of the old key, one put");

@@ -9,9 +9,9 @@ use std::io::Cursor;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use etcd_client::proto::{
-    PbAlarmRequest, PbAlarmResponse, PbCompactionRequest, PbCompactionResponse, PbDeleteRequest, PbDeleteResponse,
-    PbLeaseGrantRequest, PbLeaseGrantResponse, PbLeaseRevokeRequest, PbLeaseRevokeResponse,
-    PbPutRequest, PbPutResponse, PbTxnRequest, PbTxnResponse,
+    PbAlarmRequest, PbAlarmResponse, PbCompactionRequest, PbCompactionResponse, PbDeleteRequest,
+    PbDeleteResponse, PbLeaseGrantRequest, PbLeaseGrantResponse, PbLeaseRevokeRequest,
+    PbLeaseRevokeResponse, PbPutRequest, PbPutResponse, PbTxnRequest, PbTxnResponse,
 };
 use prost::Message as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -111,11 +111,7 @@ impl Cluster {
                 handle: None,
             });
         }
-        Self {
-            root,
-            pki,
-            members,
-        }
+        Self { root, pki, members }
     }
 
     /// Starts every member concurrently (a lone founding member cannot form a quorum).

@@ -1,0 +1,281 @@
+//! The `cri` runtime against real containerd, runc and CNI on a lab host (root; CI runs as root).
+//! `kiln lab up` makes a host with its own namespaces; the test installs the CNI plugins, writes the
+//! containerd config and starts containerd there, then runs `kiln-cri-smoke` (the kubelet's CRI runtime
+//! without an API server) on the host: pods are pulled from the lab registry, served over the pod network,
+//! crash-looped, liveness-restarted, and finally stopped and removed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const LAB: &str = "kubelet-cri";
+const HOST: &str = "host1";
+
+/// target/debug/<name>, next to the test's own deps directory (like tests/lib.rs `bin()`).
+fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().and_then(|d| d.parent()).unwrap().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --all-targets` first",
+        p.display()
+    );
+    p
+}
+
+struct Lab {
+    kiln: PathBuf,
+}
+
+impl Lab {
+    fn up() -> Lab {
+        let kiln = bin("kiln");
+        // A lab left by an interrupted run goes first.
+        let _ = Command::new(&kiln)
+            .args(["lab", "down", "--name", LAB])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let out = Command::new(&kiln)
+            .args(["lab", "up", "--name", LAB, "--hosts", "1"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kiln lab up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Lab { kiln }
+    }
+
+    fn exec(&self, argv: &[&str]) -> Command {
+        let mut c = Command::new(&self.kiln);
+        c.args(["lab", "exec", "--name", LAB, HOST, "--"]).args(argv);
+        c
+    }
+
+    /// Runs a shell script on the host with `stdin` as its input; returns stdout, panics on failure.
+    fn sh(&self, script: &str, stdin: &[u8]) -> String {
+        let mut child = self
+            .exec(&["sh", "-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "on {HOST}: {script}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn put(&self, local: &Path, remote: &str, mode: &str) {
+        let bytes = std::fs::read(local).unwrap();
+        self.sh(
+            &format!("mkdir -p $(dirname {remote}) && cat > {remote} && chmod {mode} {remote}"),
+            &bytes,
+        );
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.kiln)
+            .args(["lab", "down", "--name", LAB])
+            .status();
+    }
+}
+
+struct Smoke(Child);
+
+impl Drop for Smoke {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The last status line per pod, and every line seen.
+#[derive(Default)]
+struct Seen {
+    lines: Vec<String>,
+    last: std::collections::HashMap<String, serde_json::Value>,
+}
+
+impl Seen {
+    fn take(&mut self, line: String) {
+        if let Some(rest) = line.strip_prefix("STATUS ") {
+            let (name, json) = rest.split_once(' ').unwrap();
+            self.last
+                .insert(name.to_string(), serde_json::from_str(json).unwrap());
+        }
+        self.lines.push(line);
+    }
+
+    fn ctr(&self, pod: &str) -> Option<&serde_json::Value> {
+        self.last.get(pod)?.pointer("/containerStatuses/0")
+    }
+
+    /// restartCount of the pod's container, in the order the statuses were printed.
+    fn restart_counts(&self, pod: &str) -> Vec<i64> {
+        let prefix = format!("STATUS {pod} ");
+        self.lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+            .filter_map(|v| v.pointer("/containerStatuses/0/restartCount")?.as_i64())
+            .collect()
+    }
+}
+
+fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    seen: &mut Seen,
+    secs: u64,
+    what: &str,
+    mut done: impl FnMut(&Seen) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done(seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "timed out after {secs}s waiting for {what}; last statuses: {:#?}",
+            seen.last
+        );
+        match rx.recv_timeout(left.min(Duration::from_millis(500))) {
+            Ok(line) => seen.take(line),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("kiln-cri-smoke ended while waiting for {what}: {:#?}", seen.lines)
+            }
+        }
+    }
+}
+
+#[test]
+fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
+    if !is_root() {
+        eprintln!("skipping: the lab needs root");
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let lab = Lab::up();
+    let setup = std::fs::read_to_string(here.join("host-setup.sh")).unwrap();
+    assert!(lab.sh(&setup, b"").contains("containerd-up"));
+    lab.put(
+        Path::new(env!("CARGO_BIN_EXE_kiln-cri-smoke")),
+        "/usr/local/bin/kiln-cri-smoke",
+        "0755",
+    );
+    for pod in ["web", "crash", "sick"] {
+        lab.put(&here.join(format!("{pod}.yaml")), &format!("/tmp/smoke/{pod}.yaml"), "0644");
+    }
+
+    let child = lab
+        .exec(&[
+            "/usr/local/bin/kiln-cri-smoke",
+            "--pod-infra-container-image=10.250.0.1:5000/kiln/pause:1",
+            "--pod-cidr=10.244.1.0/24",
+            "--node-name=host1",
+            "--node-ip=10.250.0.11",
+            "--restart-backoff-base=1",
+            "--release-file=/tmp/smoke/release",
+            "--timeout-secs=240",
+            "/tmp/smoke/web.yaml",
+            "/tmp/smoke/crash.yaml",
+            "/tmp/smoke/sick.yaml",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut smoke = Smoke(child);
+    let stdout = smoke.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Seen::default();
+
+    // The CNI conflist the runtime wrote for the pod CIDR.
+    wait_for(&rx, &mut seen, 60, "the runtime", |s| {
+        s.lines.iter().any(|l| l.starts_with("RUNTIME containerd://"))
+    });
+    let conf = lab.sh("cat /etc/cni/net.d/10-kiln.conflist", b"");
+    assert!(conf.contains("\"10.244.1.0/24\"") && conf.contains("\"cni0\""), "{conf}");
+
+    // web: pulled (imagePullPolicy Always) from the lab registry, Ready once its httpGet readiness
+    // probe passes, with a pod IP from the node's CIDR that answers from the host.
+    wait_for(&rx, &mut seen, 120, "web Running and Ready", |s| {
+        s.last.get("web").is_some_and(|v| {
+            v["phase"] == "Running"
+                && v["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+    });
+    let web = seen.last["web"].clone();
+    let ip = web["podIP"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("10.244.1."), "{web}");
+    assert_eq!(web["hostIP"], "10.250.0.11");
+    assert!(web["containerStatuses"][0]["containerID"]
+        .as_str()
+        .unwrap()
+        .starts_with("containerd://"));
+    let body = lab.sh(&format!("timeout 3 busybox wget -qO- http://{ip}/"), b"");
+    assert_eq!(body.trim(), "hello-web", "env from fieldRef reached the container");
+
+    // crash: exits 3 every run; restarted with growing restartCount, CrashLoopBackOff between runs,
+    // lastState.terminated with the exit code; each run has its own log file.
+    wait_for(&rx, &mut seen, 120, "crash restarted 3 times", |s| {
+        s.ctr("crash")
+            .is_some_and(|c| c["restartCount"].as_i64().unwrap_or(0) >= 3)
+    });
+    let counts = seen.restart_counts("crash");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    assert!(seen.lines.iter().any(|l| l.starts_with("STATUS crash ") && l.contains("CrashLoopBackOff")));
+    let last = &seen.ctr("crash").unwrap()["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 3, "{last}");
+    assert_eq!(last["reason"], "Error");
+    let logs = lab.sh(
+        "cat /var/log/pods/default_crash_uid-crash/main/0.log /var/log/pods/default_crash_uid-crash/main/1.log",
+        b"",
+    );
+    assert_eq!(logs.lines().filter(|l| l.ends_with(" stdout F run")).count(), 2, "{logs}");
+
+    // sick: its exec liveness probe starts failing after ~3 s; the kubelet kills and restarts it.
+    wait_for(&rx, &mut seen, 120, "sick restarted by its liveness probe", |s| {
+        s.ctr("sick").is_some_and(|c| {
+            c["restartCount"].as_i64().unwrap_or(0) >= 1 && c["lastState"]["terminated"]["exitCode"] == 137
+        })
+    });
+
+    // Stop everything: the smoke binary stops each pod (StopContainer with grace, StopPodSandbox,
+    // RemoveContainer, RemovePodSandbox) and checks no sandbox of ours is left.
+    lab.sh("touch /tmp/smoke/release", b"");
+    wait_for(&rx, &mut seen, 120, "CLEAN", |s| {
+        s.lines.iter().any(|l| l == "CLEAN" || l.starts_with("LEFTOVER"))
+    });
+    assert!(seen.lines.iter().any(|l| l == "CLEAN"), "{:#?}", seen.lines);
+    let status = smoke.0.wait().unwrap();
+    assert!(status.success(), "kiln-cri-smoke: {status}");
+    assert_eq!(lab.sh("ctr -n k8s.io containers ls -q", b"").trim(), "");
+    // CNI DEL ran for every sandbox: no IP is left reserved.
+    let reserved = lab.sh("ls /var/lib/cni/networks/kiln/", b"");
+    assert!(!reserved.contains("10.244.1."), "{reserved}");
+}
