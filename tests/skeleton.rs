@@ -59,7 +59,7 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
     );
 
     let pods = kubectl(&["get", "pods", "-A"]);
-    for name in ["kiln-store-host1", "kiln-apiserver-host1"] {
+    for name in ["kiln-store-host1", "kiln-apiserver-host1", "kiln-proxy-host1"] {
         let line = pods
             .lines()
             .find(|l| l.contains(name))
@@ -163,7 +163,7 @@ fn init_joins_the_workers_and_join_converges() {
     let worker = lab.ssh_ok("host2", "ls /usr/local/bin; ls /etc/kiln/pki");
     assert_eq!(
         worker.split_whitespace().collect::<Vec<_>>(),
-        vec!["kiln-kubelet", "ca.crt"]
+        vec!["kiln-kubelet", "kiln-proxy", "ca.crt"]
     );
 
     // Joining again changes nothing.

@@ -204,9 +204,13 @@ impl Kubeconfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeconfigKind {
     Admin,
-    Kubelet { node_name: String },
+    Kubelet {
+        node_name: String,
+    },
     Scheduler,
     ControllerManager,
+    /// kiln-proxy on every node (upstream's kube-proxy identity, bound to system:node-proxier).
+    Proxy,
 }
 
 impl KubeconfigKind {
@@ -216,6 +220,7 @@ impl KubeconfigKind {
             KubeconfigKind::Kubelet { .. } => "kubelet.conf",
             KubeconfigKind::Scheduler => "scheduler.conf",
             KubeconfigKind::ControllerManager => "controller-manager.conf",
+            KubeconfigKind::Proxy => "proxy.conf",
         }
     }
 
@@ -225,6 +230,7 @@ impl KubeconfigKind {
             KubeconfigKind::Kubelet { node_name } => format!("system:node:{node_name}"),
             KubeconfigKind::Scheduler => "system:kube-scheduler".into(),
             KubeconfigKind::ControllerManager => "system:kube-controller-manager".into(),
+            KubeconfigKind::Proxy => "system:kube-proxy".into(),
         }
     }
 
@@ -232,7 +238,11 @@ impl KubeconfigKind {
         match self {
             KubeconfigKind::Admin => vec!["system:masters".into()],
             KubeconfigKind::Kubelet { .. } => vec!["system:nodes".into()],
-            KubeconfigKind::Scheduler | KubeconfigKind::ControllerManager => vec![],
+            KubeconfigKind::Scheduler
+            | KubeconfigKind::ControllerManager
+            | KubeconfigKind::Proxy => {
+                vec![]
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ pub const PHASES: &[&str] = &[
     "kubeconfigs",
     "push",
     "control-plane",
+    "proxy",
     "kubelet-start",
     "wait-control-plane",
     "wait-node-ready",
@@ -28,13 +29,15 @@ pub const PHASES: &[&str] = &[
     "mark-control-plane",
     "stop-static-pods",
     "stop-kubelet",
+    "cleanup-network",
     "remove-files",
     "verify-clean",
 ];
 
 /// Component binaries pushed to controllers, and to every other node.
-pub const CONTROL_PLANE_BINARIES: &[&str] = &["kiln-store", "kiln-apiserver", "kiln-kubelet"];
-pub const NODE_BINARIES: &[&str] = &["kiln-kubelet"];
+pub const CONTROL_PLANE_BINARIES: &[&str] =
+    &["kiln-store", "kiln-apiserver", "kiln-kubelet", "kiln-proxy"];
+pub const NODE_BINARIES: &[&str] = &["kiln-kubelet", "kiln-proxy"];
 pub const REMOTE_BIN: &str = "/usr/local/bin";
 pub const KILN_ETC: &str = "/etc/kiln";
 pub const MANIFESTS: &str = "/etc/kiln/manifests";
@@ -78,6 +81,7 @@ pub async fn run_phase(
         "kubeconfigs" => kubeconfigs(ctx),
         "push" => push(ctx, &need_host(host)?).await,
         "control-plane" => control_plane(ctx, &need_host(host)?).await,
+        "proxy" => proxy(ctx, &need_host(host)?).await,
         "kubelet-start" => kubelet_start(ctx, &need_host(host)?).await,
         "wait-control-plane" => wait_control_plane(ctx).await,
         "wait-node-ready" => wait_node_ready(ctx, &need_host(host)?).await,
@@ -263,17 +267,15 @@ fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     let name = &ctx.cluster.config.metadata.name;
     let v = validity(ctx);
     let mut made = vec![];
-    if kiln_pki::ensure_kubeconfig(
-        &ctx.state_dir,
-        &ca,
-        &kiln_pki::KubeconfigKind::Admin,
-        name,
-        &server,
-        &v,
-    )
-    .map_err(pki_err)?
-    {
-        made.push("admin.conf".to_string());
+    for kind in [
+        kiln_pki::KubeconfigKind::Admin,
+        kiln_pki::KubeconfigKind::Proxy,
+    ] {
+        if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, &kind, name, &server, &v)
+            .map_err(pki_err)?
+        {
+            made.push(kind.file_name().to_string());
+        }
     }
     for h in &ctx.cluster.config.spec.hosts {
         let dir = kubeconfig_dir(ctx, &h.name);
@@ -430,6 +432,11 @@ async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
         remote: format!("{KILN_ETC}/kubelet.conf"),
         mode: 0o600,
     });
+    files.push(Install {
+        local: ctx.state_dir.join("proxy.conf"),
+        remote: format!("{KILN_ETC}/proxy.conf"),
+        mode: 0o600,
+    });
     let changed = install_files(ctx, host, &files).await?;
     Ok(if changed.is_empty() {
         Outcome::Skipped(format!("{} files up to date", files.len()))
@@ -491,6 +498,54 @@ async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapEr
         Outcome::Skipped("manifests up to date".into())
     } else {
         Outcome::Done(format!("wrote {}", changed.join(", ")))
+    })
+}
+
+/// The kiln-proxy static pod, on every node.
+async fn proxy(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let h = ctx.host(host);
+    let mut c = tera::Context::new();
+    c.insert("version", version());
+    c.insert("node_name", &h.name);
+    c.insert("node_ip", &h.node_address());
+    c.insert(
+        "pod_cidr",
+        &ctx.cluster.config.spec.networking.pod_cidr.to_string(),
+    );
+    install_manifest(ctx, host, "kiln-proxy.yaml", &c).await
+}
+
+/// Render one manifest and install it into /etc/kiln/manifests if it changed.
+async fn install_manifest(
+    ctx: &Context,
+    host: &str,
+    template: &str,
+    c: &tera::Context,
+) -> Result<Outcome, BootstrapError> {
+    let staging = ctx.state_dir.join("rendered").join(host);
+    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
+        what: "creating",
+        path: staging.clone(),
+        source,
+    })?;
+    let local = staging.join(template);
+    kiln_pki::files::write_atomic(&local, render(template, c)?.as_bytes(), 0o600)
+        .map_err(pki_err)?;
+    let remote = format!("{MANIFESTS}/{template}");
+    let changed = install_files(
+        ctx,
+        host,
+        &[Install {
+            local,
+            remote: remote.clone(),
+            mode: 0o600,
+        }],
+    )
+    .await?;
+    Ok(if changed.is_empty() {
+        Outcome::Skipped(format!("{remote} up to date"))
+    } else {
+        Outcome::Done(format!("wrote {remote}"))
     })
 }
 

@@ -12,6 +12,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../templates/kiln-apiserver.yaml"),
     ),
     (
+        "kiln-proxy.yaml",
+        include_str!("../../../templates/kiln-proxy.yaml"),
+    ),
+    (
         "kubelet-supervisor.sh",
         include_str!("../../../templates/kubelet-supervisor.sh"),
     ),
@@ -79,6 +83,7 @@ mod tests {
             "initial_cluster_state",
             "service_cidr",
             "kubelet_command",
+            "pod_cidr",
         ] {
             c.insert(k, "x");
         }

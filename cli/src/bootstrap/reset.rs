@@ -44,6 +44,7 @@ pub async fn run_phase(ctx: &Context, name: &str, host: &str) -> Result<Outcome,
     match name {
         "stop-static-pods" => stop_static_pods(&*t).await,
         "stop-kubelet" => stop_kubelet(&*t).await,
+        "cleanup-network" => cleanup_network(&*t).await,
         "remove-files" => remove_files(&*t).await,
         "verify-clean" => verify_clean(&*t).await,
         other => Err(BootstrapError::UnknownPhase {
@@ -123,6 +124,25 @@ async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     })
 }
 
+/// kiln-proxy leaves its rules and routes in place when it stops (like kube-proxy); remove them: the
+/// nftables table `kiln` and the routes with kiln's protocol number. Nothing else is touched.
+const NETWORK_RESIDUE: &str =
+    "nft list table ip kiln >/dev/null 2>&1 && echo 'nftables table ip kiln'; \
+     ip route show proto 252 | sed 's/^/route /'; true";
+
+async fn cleanup_network(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+    let found = t.run(NETWORK_RESIDUE).await?;
+    if found.trim().is_empty() {
+        return Ok(Outcome::Skipped("no rules or routes".into()));
+    }
+    t.run("nft delete table ip kiln 2>/dev/null; ip route flush proto 252; true")
+        .await?;
+    Ok(Outcome::Done(format!(
+        "removed {}",
+        found.lines().collect::<Vec<_>>().join(", ")
+    )))
+}
+
 async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let present = t.run(&present_script()).await?;
     if present.trim().is_empty() {
@@ -147,11 +167,13 @@ async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
 async fn verify_clean(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let files = t.run(&present_script()).await?;
     let procs = t.run(&kiln_pids_script()).await?;
+    let network = t.run(NETWORK_RESIDUE).await?;
     let residue: Vec<String> = files
         .lines()
         .map(str::to_string)
         .map(|l| format!("file {l}"))
         .chain(procs.lines().map(|l| format!("process {l}")))
+        .chain(network.lines().map(str::to_string))
         .collect();
     if residue.is_empty() {
         Ok(Outcome::Done("clean".into()))

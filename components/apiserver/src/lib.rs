@@ -4,7 +4,9 @@
 //! `handlers` (HTTP: CRUD, watch, discovery, Table), `auth` + `tls` (client certs, authorizer),
 //! `status` (metav1.Status errors), `server` (start/stop, in-process for tests).
 
+pub mod allocator;
 pub mod auth;
+pub mod bootstrap;
 pub mod config;
 pub mod handlers;
 pub mod metrics;

@@ -13,6 +13,14 @@ use serde_json::{json, Map, Value};
 const PROTOS: &[&str] = &[
     include_str!("../proto/core_v1.proto"),
     include_str!("../proto/coordination_v1.proto"),
+    include_str!("../proto/apps_v1.proto"),
+    include_str!("../proto/policy_v1.proto"),
+    include_str!("../proto/autoscaling_v1.proto"),
+    include_str!("../proto/discovery_v1.proto"),
+    include_str!("../proto/rbac_v1.proto"),
+    include_str!("../proto/authorization_v1.proto"),
+    include_str!("../proto/authentication_v1.proto"),
+    include_str!("../proto/certificates_v1.proto"),
     include_str!("../proto/meta_v1.proto"),
     include_str!("../proto/runtime.proto"),
     include_str!("../proto/resource.proto"),
@@ -313,6 +321,10 @@ pub fn message(ty: &str, buf: &[u8]) -> Result<Value, ProtoError> {
     }
     if let Some(v) = special(ty, &obj) {
         return Ok(v);
+    }
+    if ty.ends_with(".ExtraValue") {
+        // authentication/authorization/certificates ExtraValue is a plain []string in JSON.
+        return Ok(obj.remove("items").unwrap_or_else(|| json!([])));
     }
     obj.retain(|_, v| !is_zero(v));
     Ok(Value::Object(obj))

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
+use crate::allocator::{ServiceAllocator, NODE_PORTS};
 use crate::auth::{user_from_certificate, Identity};
 use crate::config::Options;
 use crate::handlers::{router, AppState};
@@ -40,6 +41,10 @@ pub enum ServerError {
     },
     #[error("creating default namespace {name}: {message}")]
     Bootstrap { name: String, message: String },
+    #[error("{0}")]
+    Allocator(#[from] crate::allocator::AllocatorError),
+    #[error("bootstrap objects: {0}")]
+    Objects(#[from] crate::bootstrap::BootstrapError),
 }
 
 /// A running server; dropping it (or `shutdown`) stops accepting and closes every connection.
@@ -126,6 +131,7 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         options.client_ca_file.as_deref(),
     )?;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let allocator = ServiceAllocator::new(&options.service_cluster_ip_range, NODE_PORTS)?;
     let store = connect_store(&options).await?;
 
     let bind = SocketAddr::new(options.bind_address, options.secure_port);
@@ -136,15 +142,25 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         .local_addr()
         .map_err(|source| ServerError::Bind { addr: bind, source })?;
     let advertise_ip = options.advertise_address.unwrap_or(addr.ip());
+    let advertise = SocketAddr::new(advertise_ip, addr.port());
+    crate::bootstrap::kubernetes_service(&store, &allocator, advertise).await?;
+    let (terminating, terminating_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = Arc::new(AppState {
         store,
         registry: Registry::default(),
         metrics: Metrics::default(),
-        advertise: SocketAddr::new(advertise_ip, addr.port()).to_string(),
+        advertise: advertise.to_string(),
         bookmark_interval: options.bookmark_interval(),
+        allocator,
+        terminating,
     });
-    let app = router(state);
     let (stop, stopped) = watch::channel(false);
+    tokio::spawn(crate::handlers::namespaces::run(
+        state.clone(),
+        terminating_rx,
+        stopped.clone(),
+    ));
+    let app = router(state);
     tracing::info!(%addr, "serving the Kubernetes API");
     let task = tokio::spawn(accept_loop(listener, acceptor, app, stopped));
     Ok(RunningServer {

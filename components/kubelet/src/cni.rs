@@ -28,7 +28,9 @@ pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), CniError> {
         cidr: cidr.into(),
         message: message.into(),
     };
-    let (ip, len) = cidr.split_once('/').ok_or_else(|| err("expected ADDRESS/PREFIX"))?;
+    let (ip, len) = cidr
+        .split_once('/')
+        .ok_or_else(|| err("expected ADDRESS/PREFIX"))?;
     let ip: Ipv4Addr = ip.parse().map_err(|_| err("not an IPv4 address"))?;
     let len: u8 = len.parse().map_err(|_| err("bad prefix length"))?;
     if !(8..=30).contains(&len) {
@@ -93,7 +95,8 @@ mod tests {
 
     #[test]
     fn renders_bridge_host_local_portmap() {
-        let v: serde_json::Value = serde_json::from_str(&render_conflist("10.244.3.0/24").unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&render_conflist("10.244.3.0/24").unwrap()).unwrap();
         assert_eq!(v["name"], "kiln");
         let bridge = &v["plugins"][0];
         assert_eq!(bridge["type"], "bridge");
@@ -109,7 +112,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_cidrs() {
-        for bad in ["10.244.3.1/24", "10.244.3.0", "x/24", "10.0.0.0/31", "::1/64"] {
+        for bad in [
+            "10.244.3.1/24",
+            "10.244.3.0",
+            "x/24",
+            "10.0.0.0/31",
+            "::1/64",
+        ] {
             assert!(render_conflist(bad).is_err(), "{bad}");
         }
     }
@@ -121,7 +130,10 @@ mod tests {
         let first = std::fs::metadata(&p).unwrap().modified().unwrap();
         write_conflist(d.path(), "10.244.1.0/24").unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), first);
-        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(CONFLIST_NAME)]);
     }
 }

@@ -278,10 +278,21 @@ mod tests {
         let cri = KubeletConfig::from_flags(f).unwrap().cri.unwrap();
         assert_eq!(cri.pod_cidr.as_deref(), Some("10.244.2.0/24"));
         assert_eq!(cri.pause_image, "10.250.0.1:5000/kiln/pause:1");
-        let off = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--container-runtime-endpoint="]);
+        let off = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--container-runtime-endpoint=",
+        ]);
         assert!(KubeletConfig::from_flags(off).unwrap().cri.is_none());
-        let bad = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--pod-cidr=10.244.2.1/24"]);
-        assert!(KubeletConfig::from_flags(bad).unwrap_err().to_string().contains("pod-cidr"));
+        let bad = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--pod-cidr=10.244.2.1/24",
+        ]);
+        assert!(KubeletConfig::from_flags(bad)
+            .unwrap_err()
+            .to_string()
+            .contains("pod-cidr"));
     }
 
     #[test]

@@ -123,7 +123,10 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     })
 }
 
-fn start_cri(cfg: &KubeletConfig, cri: &config::CriSettings) -> Result<Arc<CriRuntime>, KubeletError> {
+fn start_cri(
+    cfg: &KubeletConfig,
+    cri: &config::CriSettings,
+) -> Result<Arc<CriRuntime>, KubeletError> {
     if let Some(cidr) = &cri.pod_cidr {
         cni::write_conflist(&cri.cni_conf_dir, cidr)?;
     }
@@ -156,7 +159,9 @@ async fn run_workloads(
         let step = async {
             rt.ready().await.map_err(|e| e.to_string())?;
             let client = agent::load_client(&cfg).await.map_err(|e| e.to_string())?;
-            rt.remove_unknown_sandboxes().await.map_err(|e| e.to_string())?;
+            rt.remove_unknown_sandboxes()
+                .await
+                .map_err(|e| e.to_string())?;
             Ok::<_, String>(client)
         };
         match step.await {

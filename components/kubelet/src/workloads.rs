@@ -35,7 +35,10 @@ pub enum WorkloadError {
 pub enum Action {
     Start(Box<Pod>),
     /// Stop the pod's containers with this grace (None: the pod's own terminationGracePeriodSeconds).
-    Stop { uid: String, grace: Option<Duration> },
+    Stop {
+        uid: String,
+        grace: Option<Duration>,
+    },
     /// The pod is stopped and was deleted in the API: remove the object (grace 0, precondition uid).
     Finalize {
         namespace: String,
@@ -58,10 +61,9 @@ fn key(p: &Pod) -> String {
 
 /// Static pods run from files and their mirrors are only reports: neither is this loop's to run.
 pub fn is_static_or_mirror(p: &Pod) -> bool {
-    p.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(CONFIG_MIRROR) || a.get(CONFIG_SOURCE).is_some_and(|s| s != "api"))
+    p.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(CONFIG_MIRROR) || a.get(CONFIG_SOURCE).is_some_and(|s| s != "api")
+    })
 }
 
 /// The workload pods of this node among what the watch returned (the server's field selector is checked
@@ -173,7 +175,8 @@ impl WorkloadPods {
         let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node_name));
         let mut events = watcher(api, cfg).default_backoff().boxed();
         let mut init: Option<HashMap<String, Pod>> = None;
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(String, Result<(), RuntimeError>)>();
+        let (done_tx, mut done_rx) =
+            mpsc::unbounded_channel::<(String, Result<(), RuntimeError>)>();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut watch_error: Option<String> = None;
@@ -287,7 +290,10 @@ async fn post_status(client: &Client, p: &Pod, status: ApiPodStatus) -> Result<(
     let ns = p.metadata.namespace.as_deref().unwrap_or("default");
     let name = p.metadata.name.as_deref().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let err = |source| WorkloadError::Api { pod: key(p), source };
+    let err = |source| WorkloadError::Api {
+        pod: key(p),
+        source,
+    };
     // GET + PUT: the PUT carries the current resourceVersion, so a concurrent change is a conflict,
     // retried on the next pass.
     let mut current = api.get_status(name).await.map_err(err)?;

@@ -38,7 +38,8 @@ fn new_pods_on_this_node_start_others_are_ignored() {
     let mut mirror = pod("mirror", "n1");
     mirror.metadata.annotations = Some([(CONFIG_MIRROR.to_string(), "h".to_string())].into());
     let mut static_file = pod("static", "n1");
-    static_file.metadata.annotations = Some([(CONFIG_SOURCE.to_string(), "file".to_string())].into());
+    static_file.metadata.annotations =
+        Some([(CONFIG_SOURCE.to_string(), "file".to_string())].into());
     let pods = vec![pod("a", "n1"), pod("b", "n2"), mirror, static_file];
     let a = plan("n1", &pods, &set(&[]), &set(&[]), &set(&[]));
     assert_eq!(names(&a), vec!["start a"]);

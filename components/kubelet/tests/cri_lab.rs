@@ -4,93 +4,15 @@
 //! without an API server) on the host: pods are pulled from the lab registry, served over the pod network,
 //! crash-looped, liveness-restarted, and finally stopped and removed.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const LAB: &str = "kubelet-cri";
-const HOST: &str = "host1";
-
-/// target/debug/<name>, next to the test's own deps directory (like tests/lib.rs `bin()`).
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().and_then(|d| d.parent()).unwrap().join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --all-targets` first",
-        p.display()
-    );
-    p
-}
-
-struct Lab {
-    kiln: PathBuf,
-}
-
-impl Lab {
-    fn up() -> Lab {
-        let kiln = bin("kiln");
-        // A lab left by an interrupted run goes first.
-        let _ = Command::new(&kiln)
-            .args(["lab", "down", "--name", LAB])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let out = Command::new(&kiln)
-            .args(["lab", "up", "--name", LAB, "--hosts", "1"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kiln lab up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Lab { kiln }
-    }
-
-    fn exec(&self, argv: &[&str]) -> Command {
-        let mut c = Command::new(&self.kiln);
-        c.args(["lab", "exec", "--name", LAB, HOST, "--"]).args(argv);
-        c
-    }
-
-    /// Runs a shell script on the host with `stdin` as its input; returns stdout, panics on failure.
-    fn sh(&self, script: &str, stdin: &[u8]) -> String {
-        let mut child = self
-            .exec(&["sh", "-c", script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "on {HOST}: {script}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn put(&self, local: &Path, remote: &str, mode: &str) {
-        let bytes = std::fs::read(local).unwrap();
-        self.sh(
-            &format!("mkdir -p $(dirname {remote}) && cat > {remote} && chmod {mode} {remote}"),
-            &bytes,
-        );
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.kiln)
-            .args(["lab", "down", "--name", LAB])
-            .status();
-    }
-}
+use common::lab::{is_root, Lab};
 
 struct Smoke(Child);
 
@@ -99,10 +21,6 @@ impl Drop for Smoke {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
 }
 
 /// The last status line per pod, and every line seen.
@@ -157,7 +75,10 @@ fn wait_for(
             Ok(line) => seen.take(line),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                panic!("kiln-cri-smoke ended while waiting for {what}: {:#?}", seen.lines)
+                panic!(
+                    "kiln-cri-smoke ended while waiting for {what}: {:#?}",
+                    seen.lines
+                )
             }
         }
     }
@@ -170,7 +91,7 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         return;
     }
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
-    let lab = Lab::up();
+    let lab = Lab::up("kubelet-cri");
     let setup = std::fs::read_to_string(here.join("host-setup.sh")).unwrap();
     assert!(lab.sh(&setup, b"").contains("containerd-up"));
     lab.put(
@@ -179,7 +100,11 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         "0755",
     );
     for pod in ["web", "crash", "sick"] {
-        lab.put(&here.join(format!("{pod}.yaml")), &format!("/tmp/smoke/{pod}.yaml"), "0644");
+        lab.put(
+            &here.join(format!("{pod}.yaml")),
+            &format!("/tmp/smoke/{pod}.yaml"),
+            "0644",
+        );
     }
 
     let child = lab
@@ -214,19 +139,25 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
 
     // The CNI conflist the runtime wrote for the pod CIDR.
     wait_for(&rx, &mut seen, 60, "the runtime", |s| {
-        s.lines.iter().any(|l| l.starts_with("RUNTIME containerd://"))
+        s.lines
+            .iter()
+            .any(|l| l.starts_with("RUNTIME containerd://"))
     });
     let conf = lab.sh("cat /etc/cni/net.d/10-kiln.conflist", b"");
-    assert!(conf.contains("\"10.244.1.0/24\"") && conf.contains("\"cni0\""), "{conf}");
+    assert!(
+        conf.contains("\"10.244.1.0/24\"") && conf.contains("\"cni0\""),
+        "{conf}"
+    );
 
     // web: pulled (imagePullPolicy Always) from the lab registry, Ready once its httpGet readiness
     // probe passes, with a pod IP from the node's CIDR that answers from the host.
     wait_for(&rx, &mut seen, 120, "web Running and Ready", |s| {
         s.last.get("web").is_some_and(|v| {
             v["phase"] == "Running"
-                && v["conditions"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+                && v["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
         })
     });
     let web = seen.last["web"].clone();
@@ -238,7 +169,14 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         .unwrap()
         .starts_with("containerd://"));
     let body = lab.sh(&format!("timeout 3 busybox wget -qO- http://{ip}/"), b"");
-    assert_eq!(body.trim(), "hello-web", "env from fieldRef reached the container");
+    assert_eq!(
+        body.trim(),
+        "hello-web",
+        "env from fieldRef reached the container"
+    );
+    // hostPort 8080 on the node's address (CNI portmap).
+    let body = lab.sh("timeout 3 busybox wget -qO- http://10.250.0.11:8080/", b"");
+    assert_eq!(body.trim(), "hello-web", "hostPort");
 
     // crash: exits 3 every run; restarted with growing restartCount, CrashLoopBackOff between runs,
     // lastState.terminated with the exit code; each run has its own log file.
@@ -248,7 +186,10 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
     });
     let counts = seen.restart_counts("crash");
     assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
-    assert!(seen.lines.iter().any(|l| l.starts_with("STATUS crash ") && l.contains("CrashLoopBackOff")));
+    assert!(seen
+        .lines
+        .iter()
+        .any(|l| l.starts_with("STATUS crash ") && l.contains("CrashLoopBackOff")));
     let last = &seen.ctr("crash").unwrap()["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 3, "{last}");
     assert_eq!(last["reason"], "Error");
@@ -256,20 +197,35 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         "cat /var/log/pods/default_crash_uid-crash/main/0.log /var/log/pods/default_crash_uid-crash/main/1.log",
         b"",
     );
-    assert_eq!(logs.lines().filter(|l| l.ends_with(" stdout F run")).count(), 2, "{logs}");
+    assert_eq!(
+        logs.lines()
+            .filter(|l| l.ends_with(" stdout F run"))
+            .count(),
+        2,
+        "{logs}"
+    );
 
     // sick: its exec liveness probe starts failing after ~3 s; the kubelet kills and restarts it.
-    wait_for(&rx, &mut seen, 120, "sick restarted by its liveness probe", |s| {
-        s.ctr("sick").is_some_and(|c| {
-            c["restartCount"].as_i64().unwrap_or(0) >= 1 && c["lastState"]["terminated"]["exitCode"] == 137
-        })
-    });
+    wait_for(
+        &rx,
+        &mut seen,
+        120,
+        "sick restarted by its liveness probe",
+        |s| {
+            s.ctr("sick").is_some_and(|c| {
+                c["restartCount"].as_i64().unwrap_or(0) >= 1
+                    && c["lastState"]["terminated"]["exitCode"] == 137
+            })
+        },
+    );
 
     // Stop everything: the smoke binary stops each pod (StopContainer with grace, StopPodSandbox,
     // RemoveContainer, RemovePodSandbox) and checks no sandbox of ours is left.
     lab.sh("touch /tmp/smoke/release", b"");
     wait_for(&rx, &mut seen, 120, "CLEAN", |s| {
-        s.lines.iter().any(|l| l == "CLEAN" || l.starts_with("LEFTOVER"))
+        s.lines
+            .iter()
+            .any(|l| l == "CLEAN" || l.starts_with("LEFTOVER"))
     });
     assert!(seen.lines.iter().any(|l| l == "CLEAN"), "{:#?}", seen.lines);
     let status = smoke.0.wait().unwrap();

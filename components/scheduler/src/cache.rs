@@ -243,6 +243,14 @@ impl Cache {
         }
     }
 
+    pub fn is_placed(&self, key: &str) -> bool {
+        self.placed.contains_key(key)
+    }
+
+    pub fn placed_keys(&self) -> Vec<PodKey> {
+        self.placed.keys().cloned().collect()
+    }
+
     pub fn is_assumed(&self, key: &str) -> bool {
         self.placed.get(key).is_some_and(|(_, assumed)| *assumed)
     }

@@ -1,1 +1,127 @@
-//! kiln-scheduler
+//! kiln-scheduler: places unbound pods on nodes (filter, then score), on kube-rs watchers, with
+//! leader election so several control planes can run it.
+//!
+//! Pure parts (unit-tested without a server): `resources`, `matching`, `cache`, `filters`,
+//! `scores`, `algorithm`, `queue`. I/O: `scheduler` (the loop), `pod_status` (binding, condition),
+//! `events`. `leader_election`, `serving`, `events`, `client` and `duration` are shared with
+//! kiln-controller-manager (candidates for kiln-common).
+
+pub mod algorithm;
+pub mod cache;
+pub mod client;
+pub mod config;
+pub mod duration;
+pub mod events;
+pub mod filters;
+pub mod leader_election;
+pub mod matching;
+pub mod metrics;
+pub mod pod_status;
+pub mod queue;
+pub mod resources;
+pub mod scheduler;
+pub mod scores;
+pub mod serving;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use config::Options;
+
+use leader_election::{LeaderElectionConfig, LeaderElector};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error(transparent)]
+    Client(#[from] client::ClientError),
+    #[error(transparent)]
+    Serving(#[from] serving::ServingError),
+    #[error("leader election lost")]
+    LeadershipLost,
+    #[error("the scheduling loop ended (its watches closed)")]
+    LoopEnded,
+}
+
+/// A started scheduler: the health endpoint is up; the loop runs (or waits for leadership) in a
+/// task. Dropping it stops both.
+pub struct RunningScheduler {
+    health: serving::HealthServer,
+    task: tokio::task::JoinHandle<Result<(), SchedulerError>>,
+    metrics: Arc<metrics::Metrics>,
+}
+
+impl RunningScheduler {
+    pub fn health_addr(&self) -> SocketAddr {
+        self.health.local_addr()
+    }
+
+    pub fn metrics(&self) -> Arc<metrics::Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Runs until leadership is lost or the loop ends.
+    pub async fn wait(mut self) -> Result<(), SchedulerError> {
+        match (&mut self.task).await {
+            Ok(result) => result,
+            Err(_) => Err(SchedulerError::LoopEnded),
+        }
+    }
+}
+
+impl Drop for RunningScheduler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn start(options: Options) -> Result<RunningScheduler, SchedulerError> {
+    let client = client::client(options.kubeconfig.as_deref()).await?;
+    let identity = client::process_identity();
+    let metrics = Arc::new(metrics::Metrics::default());
+    let render = metrics.clone();
+    let health = serving::serve(
+        SocketAddr::new(options.bind_address, options.secure_port),
+        Arc::new(move || render.render()),
+    )
+    .await?;
+    let loop_metrics = metrics.clone();
+    let task = tokio::spawn(async move {
+        let mut leadership = None;
+        if options.leader_elect {
+            let mut config = LeaderElectionConfig::new(
+                &options.leader_elect_resource_namespace,
+                &options.leader_elect_resource_name,
+                &identity,
+            );
+            config.lease_duration = options.leader_elect_lease_duration;
+            config.renew_deadline = options.leader_elect_renew_deadline;
+            config.retry_period = options.leader_elect_retry_period;
+            leadership = Some(LeaderElector::new(client.clone(), config).acquire().await);
+        }
+        loop_metrics.set_leader(true);
+        let scheduling = scheduler::SchedulingLoop::run(client, &identity, loop_metrics.clone());
+        let result = match leadership.as_mut() {
+            Some(l) => tokio::select! {
+                _ = l.lost() => Err(SchedulerError::LeadershipLost),
+                _ = scheduling => Err(SchedulerError::LoopEnded),
+            },
+            None => {
+                scheduling.await;
+                Err(SchedulerError::LoopEnded)
+            }
+        };
+        loop_metrics.set_leader(false);
+        result
+    });
+    Ok(RunningScheduler {
+        health,
+        task,
+        metrics,
+    })
+}
+
+/// Starts the scheduler and runs it until leadership is lost (then the process should exit, as
+/// upstream's does, and its supervisor restarts it as a candidate).
+pub async fn run(options: Options) -> Result<(), SchedulerError> {
+    start(options).await?.wait().await
+}

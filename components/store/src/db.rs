@@ -36,6 +36,8 @@ const ALL_CFS: [&str; 7] = [
 /// Column families that make up the state machine (what a Raft snapshot carries).
 pub const STATE_MACHINE_CFS: [&str; 5] = [CF_KV, CF_EVENTS, CF_LEASES, CF_LEASE_KEYS, CF_SM_META];
 
+const ARENA_BLOCK_BYTES: usize = 16 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("cannot create data dir {path}: {source}")]
@@ -59,9 +61,15 @@ pub fn open(dir: &Path) -> Result<Arc<DB>, DbError> {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
-    let cfs = ALL_CFS
-        .iter()
-        .map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
+    let cfs = ALL_CFS.iter().map(|name| {
+        let mut cf_opts = Options::default();
+        if STATE_MACHINE_CFS.contains(name) {
+            // Small arena blocks keep the memtable's reported memory close to the data in it:
+            // that figure is part of the backend size --quota-backend-bytes limits.
+            cf_opts.set_arena_block_size(ARENA_BLOCK_BYTES);
+        }
+        ColumnFamilyDescriptor::new(*name, cf_opts)
+    });
     let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(|source| DbError::Open {
         path: dir.display().to_string(),
         source,

@@ -233,16 +233,27 @@ async fn quota_raises_nospace_until_compacted_defragmented_and_disarmed() {
         .await
         .unwrap();
     c.defragment().await.unwrap();
-    // Disarm (what `etcdctl alarm disarm` sends), then writes work again.
-    let mut disarm = etcd_client::AlarmOptions::new();
-    disarm.with_member(store.member_id());
-    c.alarm(
-        etcd_client::AlarmAction::Deactivate,
-        etcd_client::AlarmType::Nospace,
-        Some(disarm),
-    )
-    .await
-    .unwrap();
+    // Disarm, then writes work again.
+    if have_etcdctl() {
+        let ep = store.client_addr().to_string();
+        let list = etcdctl_async(ep.clone(), vec![], vec!["alarm".into(), "list".into()]).await;
+        assert_eq!(
+            stdout(&list).trim(),
+            format!("memberID:{} alarm:NOSPACE", store.member_id())
+        );
+        let disarm = etcdctl_async(ep, vec![], vec!["alarm".into(), "disarm".into()]).await;
+        assert!(stdout(&disarm).contains("alarm:NOSPACE"));
+    } else {
+        let mut disarm = etcd_client::AlarmOptions::new();
+        disarm.with_member(store.member_id());
+        c.alarm(
+            etcd_client::AlarmAction::Deactivate,
+            etcd_client::AlarmType::Nospace,
+            Some(disarm),
+        )
+        .await
+        .unwrap();
+    }
     let none = c
         .alarm(
             etcd_client::AlarmAction::Get,

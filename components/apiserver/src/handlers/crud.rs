@@ -15,12 +15,61 @@ use crate::registry::lifecycle::{
     UpdateScope,
 };
 use crate::registry::resources::NAMESPACES;
+use crate::registry::strategy::Reservation;
 use crate::registry::ResourceSpec;
-use crate::status::ApiError;
+use crate::status::{ApiError, Cause};
 use crate::storage::{StoreError, Versioned};
 
 /// Attempts for writes that retry on a lost compare-and-swap (no client precondition).
 pub(super) const MAX_ATTEMPTS: usize = 16;
+
+/// The store keys an object holds exclusively, with the owner's name as their value.
+pub(super) fn reservations(spec: &ResourceSpec, obj: &Value) -> Vec<Reservation> {
+    spec.reservations.map(|f| f(obj)).unwrap_or_default()
+}
+
+fn owner(obj: &Value) -> Vec<u8> {
+    format!(
+        "{}/{}",
+        obj["metadata"]["namespace"].as_str().unwrap_or(""),
+        name_of(obj)
+    )
+    .into_bytes()
+}
+
+/// Keys `new` holds that `old` did not (to claim) and keys `old` held that `new` does not (to free).
+pub(super) fn reservation_diff(
+    spec: &ResourceSpec,
+    old: Option<&Value>,
+    new: Option<&Value>,
+) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
+    let before = old.map(|o| reservations(spec, o)).unwrap_or_default();
+    let after = new.map(|n| reservations(spec, n)).unwrap_or_default();
+    let claims = after
+        .iter()
+        .filter(|r| !before.iter().any(|b| b.key == r.key))
+        .map(|r| (r.key.clone(), new.map(owner).unwrap_or_default()))
+        .collect();
+    let releases = before
+        .iter()
+        .filter(|b| !after.iter().any(|r| r.key == b.key))
+        .map(|b| b.key.clone())
+        .collect();
+    (claims, releases)
+}
+
+/// The 422 for a reservation another object holds (a taken ClusterIP or NodePort).
+pub(super) fn taken_error(spec: &ResourceSpec, obj: &Value, key: &str) -> ApiError {
+    match reservations(spec, obj).into_iter().find(|r| r.key == key) {
+        Some(r) => ApiError::invalid(
+            spec.group,
+            spec.kind,
+            name_of(obj),
+            vec![Cause::invalid_raw(&r.field, &r.rendered, &r.detail)],
+        ),
+        None => ApiError::conflict(spec.group, spec.plural, name_of(obj)),
+    }
+}
 
 pub fn store_error(e: StoreError) -> ApiError {
     match e {
@@ -138,16 +187,22 @@ pub async fn create(
             }
         }
     }
+    state
+        .allocator
+        .prepare(&state.store, spec, &mut obj, None)
+        .await?;
     let name = name_of(&obj).to_string();
     if !is_dry_run(query) {
+        let (claims, _) = reservation_diff(spec, None, Some(&obj));
         let rev = state
             .store
-            .create(&target.key(&name), to_stored(&obj))
+            .create_claiming(&target.key(&name), to_stored(&obj), &claims)
             .await
             .map_err(|e| match e {
                 StoreError::AlreadyExists => {
                     ApiError::already_exists(spec.group, spec.plural, &name)
                 }
+                StoreError::Taken(key) => taken_error(spec, &obj, &key),
                 other => store_error(other),
             })?;
         obj["metadata"]["resourceVersion"] = json!(rev.to_string());
@@ -156,7 +211,7 @@ pub async fn create(
     Ok(json_response(StatusCode::CREATED, &obj))
 }
 
-fn scope(target: &Target) -> UpdateScope {
+pub(super) fn scope(target: &Target) -> UpdateScope {
     if target.status {
         UpdateScope::Status
     } else {
@@ -166,9 +221,10 @@ fn scope(target: &Target) -> UpdateScope {
 
 /// The read-modify-write loop behind update and patch. `build` makes the new object from the stored
 /// one; a resourceVersion in the result is a precondition (409 on mismatch, no retry).
-async fn guaranteed_update(
+pub(super) async fn guaranteed_update(
     state: &AppState,
     target: &Target,
+    scope: UpdateScope,
     query: &HashMap<String, String>,
     build: impl Fn(&Value) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
@@ -189,12 +245,16 @@ async fn guaranteed_update(
         }
         let mut new = prepare_update(
             spec,
-            scope(target),
+            scope,
             target.namespace.as_deref(),
             &old,
             candidate,
             field_validation(query),
         )?;
+        state
+            .allocator
+            .prepare(&state.store, spec, &mut new, Some(&old))
+            .await?;
         if same_object(&old, &new) {
             return Ok(old);
         }
@@ -202,7 +262,12 @@ async fn guaranteed_update(
             return Ok(new);
         }
         if finalized(&new) {
-            match state.store.delete(&target.key(name), rev).await {
+            let (_, releases) = reservation_diff(spec, Some(&old), None);
+            match state
+                .store
+                .delete_releasing(&target.key(name), rev, &releases)
+                .await
+            {
                 Ok(_) => return Ok(new),
                 Err(StoreError::Conflict) if precondition.is_none() => continue,
                 Err(StoreError::Conflict) => {
@@ -214,15 +279,17 @@ async fn guaranteed_update(
                 Err(e) => return Err(store_error(e)),
             }
         }
+        let (claims, releases) = reservation_diff(spec, Some(&old), Some(&new));
         match state
             .store
-            .update(&target.key(name), to_stored(&new), rev)
+            .update_claiming(&target.key(name), to_stored(&new), rev, &claims, &releases)
             .await
         {
             Ok(new_rev) => {
                 new["metadata"]["resourceVersion"] = json!(new_rev.to_string());
                 return Ok(new);
             }
+            Err(StoreError::Taken(key)) => return Err(taken_error(spec, &new, &key)),
             Err(StoreError::Conflict) if precondition.is_none() => continue,
             Err(StoreError::Conflict) => {
                 return Err(ApiError::conflict(spec.group, spec.plural, name))
@@ -242,6 +309,8 @@ fn finalized(obj: &Value) -> bool {
     meta["deletionTimestamp"].is_string()
         && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
         && meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0
+        // A namespace's own finalizers (spec.finalizers) hold it too.
+        && obj["spec"]["finalizers"].as_array().is_none_or(Vec::is_empty)
 }
 
 pub async fn update(
@@ -250,8 +319,22 @@ pub async fn update(
     query: &HashMap<String, String>,
     incoming: Value,
 ) -> Result<Response, ApiError> {
-    let obj = guaranteed_update(state, target, query, |_| Ok(incoming.clone())).await?;
+    let obj = guaranteed_update(state, target, scope(target), query, |_| {
+        Ok(incoming.clone())
+    })
+    .await?;
     Ok(json_response(StatusCode::OK, &obj))
+}
+
+/// The patch type (from Content-Type) and the parsed patch document.
+pub(super) fn patch_request(headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), ApiError> {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let kind = PatchType::from_content_type(content_type)
+        .map_err(|_| ApiError::unsupported_media_type(content_type))?;
+    Ok((kind, parse_json(body)?))
 }
 
 pub async fn patch(
@@ -261,14 +344,8 @@ pub async fn patch(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let content_type = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let kind = PatchType::from_content_type(content_type)
-        .map_err(|_| ApiError::unsupported_media_type(content_type))?;
-    let patch_body = parse_json(body)?;
-    let obj = guaranteed_update(state, target, query, |old| {
+    let (kind, patch_body) = patch_request(headers, body)?;
+    let obj = guaranteed_update(state, target, scope(target), query, |old| {
         patch::apply(kind, old, &patch_body).map_err(|e| ApiError::bad_request(e.to_string()))
     })
     .await?;

@@ -15,10 +15,10 @@ use crate::status::ApiError;
 use crate::storage::StoreError;
 
 /// DeleteOptions from the body (may be empty) and the query.
-struct DeleteOptions {
-    grace: Option<i64>,
-    uid: Option<String>,
-    resource_version: Option<String>,
+pub(super) struct DeleteOptions {
+    pub grace: Option<i64>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
 }
 
 fn delete_options(
@@ -38,16 +38,25 @@ fn delete_options(
         ),
         None => body["gracePeriodSeconds"].as_i64(),
     };
-    let pre = &body["preconditions"];
-    Ok(DeleteOptions {
-        grace,
-        uid: pre["uid"].as_str().map(str::to_string),
-        resource_version: pre["resourceVersion"].as_str().map(str::to_string),
-    })
+    let mut opts = DeleteOptions::from_body(&body);
+    opts.grace = grace;
+    Ok(opts)
+}
+
+impl DeleteOptions {
+    /// A DeleteOptions object (a DELETE body, or an Eviction's `deleteOptions`).
+    pub(super) fn from_body(body: &Value) -> Self {
+        let pre = &body["preconditions"];
+        DeleteOptions {
+            grace: body["gracePeriodSeconds"].as_i64(),
+            uid: pre["uid"].as_str().map(str::to_string),
+            resource_version: pre["resourceVersion"].as_str().map(str::to_string),
+        }
+    }
 }
 
 /// Deletes one object (or starts its graceful deletion); returns its last state.
-async fn delete_object(
+pub(super) async fn delete_object(
     state: &AppState,
     target: &Target,
     name: &str,
@@ -80,9 +89,12 @@ async fn delete_object(
         let has_finalizers = obj["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
-        if grace.is_some() || has_finalizers {
+        if grace.is_some() || has_finalizers || spec.terminating {
             if obj["metadata"]["deletionTimestamp"].is_string() {
                 return Ok(obj);
+            }
+            if spec.terminating {
+                obj["status"]["phase"] = json!("Terminating");
             }
             let grace = grace.unwrap_or(0);
             let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace);
@@ -106,6 +118,11 @@ async fn delete_object(
             {
                 Ok(new_rev) => {
                     obj["metadata"]["resourceVersion"] = json!(new_rev.to_string());
+                    if spec.terminating {
+                        // The namespace controller's job, done in-process: delete the content,
+                        // then the namespace itself (see `namespaces.rs`).
+                        let _ = state.terminating.send(name.to_string());
+                    }
                     return Ok(obj);
                 }
                 Err(StoreError::Conflict) => continue,
@@ -118,7 +135,12 @@ async fn delete_object(
         if is_dry_run(query) {
             return Ok(obj);
         }
-        match state.store.delete(&target.key(name), rev).await {
+        let (_, releases) = super::crud::reservation_diff(spec, Some(&obj), None);
+        match state
+            .store
+            .delete_releasing(&target.key(name), rev, &releases)
+            .await
+        {
             Ok(_) => {
                 tracing::debug!(resource = spec.plural, name, "deleted");
                 return Ok(obj);

@@ -73,6 +73,31 @@ fn resource_entries(spec: &ResourceSpec) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    if spec.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", spec.plural),
+            "singularName": "",
+            "namespaced": spec.namespaced,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    for action in spec.actions {
+        let mut entry = json!({
+            "name": format!("{}/{}", spec.plural, action.name),
+            "singularName": "",
+            "namespaced": spec.namespaced,
+            "kind": action.kind,
+            "verbs": action.verbs,
+        });
+        if !action.group.is_empty() {
+            entry["group"] = json!(action.group);
+            entry["version"] = json!(action.version);
+        }
+        out.push(entry);
+    }
     out
 }
 

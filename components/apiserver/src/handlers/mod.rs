@@ -6,7 +6,9 @@ pub mod delete;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub mod namespaces;
 pub mod path;
+pub mod subresources;
 pub mod table;
 pub mod watch;
 
@@ -39,6 +41,9 @@ pub struct AppState {
     /// `host:port` clients should use, for /api's serverAddressByClientCIDRs.
     pub advertise: String,
     pub bookmark_interval: Duration,
+    pub allocator: crate::allocator::ServiceAllocator,
+    /// Namespaces that just became Terminating, for the cleanup worker (`namespaces.rs`).
+    pub terminating: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 pub type Shared = Arc<AppState>;
@@ -220,6 +225,45 @@ async fn serve_resource(
     let status = match rp.subresource.as_deref() {
         None => false,
         Some("status") if spec.status_subresource => true,
+        Some("scale") if spec.scale.is_some() => {
+            if !matches!(verb, "get" | "update" | "patch") {
+                return Err(ApiError::method_not_allowed(verb, spec.group, spec.plural));
+            }
+            let target = Target {
+                spec,
+                namespace: rp.namespace,
+                name: rp.name,
+                status: false,
+            };
+            let (parts, body) = req.into_parts();
+            let body = read_body(body).await?;
+            return subresources::scale(&state, &target, verb, &parts.headers, &query, &body)
+                .await;
+        }
+        Some(action) if spec.action(action).is_some() => {
+            let allowed = spec.action(action).is_some_and(|a| a.verbs.contains(&verb));
+            if !allowed || rp.name.is_none() {
+                return Err(ApiError::method_not_allowed(verb, spec.group, spec.plural));
+            }
+            let target = Target {
+                spec,
+                namespace: rp.namespace,
+                name: rp.name,
+                status: false,
+            };
+            let (parts, body) = req.into_parts();
+            let body = read_body(body).await?;
+            let headers = &parts.headers;
+            return match action {
+                "binding" => {
+                    subresources::binding(&state, &target, headers, &query, &body).await
+                }
+                "eviction" => {
+                    subresources::eviction(&state, &target, headers, &query, &body).await
+                }
+                _ => Err(ApiError::path_not_found()),
+            };
+        }
         Some(_) => return Err(ApiError::path_not_found()),
     };
     let main_verb_ok = status || spec.supports(verb);

@@ -29,7 +29,9 @@ pub fn namespace_defaults(obj: &mut Value) {
     if obj["spec"]["finalizers"].is_null() {
         obj["spec"]["finalizers"] = json!(["kubernetes"]);
     }
-    obj["status"] = json!({"phase": "Active"});
+    if obj["status"]["phase"].is_null() {
+        obj["status"] = json!({"phase": "Active"});
+    }
 }
 
 pub fn pod_defaults(obj: &mut Value) {

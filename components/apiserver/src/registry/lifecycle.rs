@@ -14,6 +14,8 @@ pub enum UpdateScope {
     Main,
     /// `<resource>/status`: only status.
     Status,
+    /// Server-internal writes (pods/binding): spec and status together.
+    All,
 }
 
 pub fn now_rfc3339() -> String {
@@ -343,20 +345,20 @@ pub fn prepare_update(
                 }
             }
         },
-        UpdateScope::Main => {}
+        UpdateScope::Main | UpdateScope::All => {}
     }
     if let Some(o) = new.as_object_mut() {
         if o.get("spec").is_some_and(Value::is_null) {
             o.remove("spec");
         }
     }
-    if scope == UpdateScope::Main {
+    if scope != UpdateScope::Status {
         // Defaults apply on every write, so an update that omits a defaulted field keeps it.
         (spec.defaults)(&mut new);
     }
     let mut new = decode(spec, new, validation)?;
     // Compared after decoding, so representation differences are not spec changes.
-    if spec.generation && scope == UpdateScope::Main && new.get("spec") != old.get("spec") {
+    if spec.generation && scope != UpdateScope::Status && new.get("spec") != old.get("spec") {
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }

@@ -1,10 +1,12 @@
 //! One generic registry keyed by group/version/resource. Per-kind behaviour lives in `ResourceSpec`
 //! data (`strategy.rs`, `resources.rs`); object lifecycle rules shared by all kinds in `lifecycle.rs`.
 
+pub mod apps;
 pub mod columns;
 pub mod defaults;
 pub mod lifecycle;
 pub mod resources;
+pub mod services;
 pub mod strategy;
 
 pub use strategy::ResourceSpec;

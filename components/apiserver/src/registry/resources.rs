@@ -66,6 +66,7 @@ pub static NAMESPACES: ResourceSpec = ResourceSpec {
     defaults: namespace_defaults,
     validate: no_validation,
     graceful_delete: None,
+    terminating: true,
     ..ResourceSpec::BASE
 };
 
@@ -501,7 +502,13 @@ pub static ALL: &[&ResourceSpec] = &[
     &SECRETS,
     &SERVICE_ACCOUNTS,
     &EVENTS,
+    &super::services::SERVICES,
+    &super::services::ENDPOINTS,
     &LEASES,
+    &super::apps::DEPLOYMENTS,
+    &super::apps::REPLICASETS,
+    &super::apps::DAEMONSETS,
+    &super::services::ENDPOINT_SLICES,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.

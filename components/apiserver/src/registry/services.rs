@@ -313,7 +313,7 @@ pub fn service_reservations(obj: &Value) -> Vec<Reservation> {
         out.push(Reservation {
             key: format!("{SERVICE_IP_PREFIX}{ip}"),
             field: "spec.clusterIPs".into(),
-            value: json!([ip]),
+            rendered: format!("[]string{{{ip:?}}}"),
             detail: format!("failed to allocate IP {ip}: provided IP is already allocated"),
         });
     }
@@ -333,7 +333,7 @@ pub fn service_reservations(obj: &Value) -> Vec<Reservation> {
         out.push(Reservation {
             key,
             field: format!("spec.ports[{i}].nodePort"),
-            value: json!(np),
+            rendered: np.to_string(),
             detail: "provided port is already allocated".into(),
         });
     }

@@ -112,7 +112,8 @@ pub struct Action {
 pub struct Reservation {
     pub key: String,
     pub field: String,
-    pub value: Value,
+    /// The value as Go's `%#v` prints it in the field error.
+    pub rendered: String,
     pub detail: String,
 }
 

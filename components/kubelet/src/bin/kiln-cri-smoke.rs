@@ -61,7 +61,8 @@ async fn main() -> anyhow::Result<()> {
     let mut pods = Vec::new();
     for p in &a.pods {
         let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-        let pod: Pod = serde_norway::from_slice(&bytes).with_context(|| format!("parsing {}", p.display()))?;
+        let pod: Pod =
+            serde_norway::from_slice(&bytes).with_context(|| format!("parsing {}", p.display()))?;
         if pod.metadata.uid.as_deref().unwrap_or_default().is_empty() {
             bail!("{}: metadata.uid is required", p.display());
         }
@@ -86,7 +87,9 @@ async fn main() -> anyhow::Result<()> {
     loop {
         match rt.ready().await {
             Ok(()) => break,
-            Err(e) if tokio::time::Instant::now() > deadline => bail!("runtime never became ready: {e}"),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                bail!("runtime never became ready: {e}")
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
@@ -108,9 +111,13 @@ async fn main() -> anyhow::Result<()> {
         for (i, p) in pods.iter().enumerate() {
             let uid = p.metadata.uid.as_deref().unwrap_or_default();
             if let Some(st) = rt.pod_status(uid) {
-                let line = serde_json::to_string(&api_status(&st, &a.node_ip, st.pod_ip.as_deref()))?;
+                let line =
+                    serde_json::to_string(&api_status(&st, &a.node_ip, st.pod_ip.as_deref()))?;
                 if line != last[i] {
-                    println!("STATUS {} {line}", p.metadata.name.as_deref().unwrap_or_default());
+                    println!(
+                        "STATUS {} {line}",
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    );
                     last[i] = line;
                 }
             }
@@ -123,20 +130,33 @@ async fn main() -> anyhow::Result<()> {
         match rt.stop_pod(uid, Some(Duration::from_secs(5))).await {
             Ok(()) => println!("STOPPED {}", p.metadata.name.as_deref().unwrap_or_default()),
             Err(e) => {
-                eprintln!("stopping {}: {e}", p.metadata.name.as_deref().unwrap_or_default());
+                eprintln!(
+                    "stopping {}: {e}",
+                    p.metadata.name.as_deref().unwrap_or_default()
+                );
                 failed = true;
             }
         }
     }
     let left = kiln_kubelet::runtime::cri::CriApi::list_pod_sandboxes(
         cri.as_ref(),
-        [(spec::LABEL_MANAGED_BY.to_string(), spec::MANAGED_BY.to_string())].into(),
+        [(
+            spec::LABEL_MANAGED_BY.to_string(),
+            spec::MANAGED_BY.to_string(),
+        )]
+        .into(),
     )
     .await?;
     if left.is_empty() && !failed {
         println!("CLEAN");
     } else {
-        println!("LEFTOVER {}", left.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(","));
+        println!(
+            "LEFTOVER {}",
+            left.iter()
+                .map(|s| s.id.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         std::process::exit(1);
     }
     if timed_out {

@@ -1,6 +1,8 @@
 //! Helpers shared by the kubelet's integration tests.
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::future::Future;
 use std::time::Duration;
 

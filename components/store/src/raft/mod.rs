@@ -56,6 +56,10 @@ pub async fn start(
         snapshot_policy: SnapshotPolicy::LogsSinceLast(timing.snapshot_count.max(1)),
         // Logs kept behind a snapshot for lagging followers (etcd's snapshot-catchup-entries);
         // a member further behind gets the snapshot instead.
+        // openraft's 200 ms per snapshot chunk is too tight for 3 MiB over TLS on a busy host;
+        // append-entries time out after one heartbeat interval, so keep batches moderate.
+        install_snapshot_timeout: (timing.election_ms * 5).max(5_000),
+        max_payload_entries: 64,
         max_in_snapshot_log_to_keep: timing.snapshot_count.clamp(1, 1000),
         ..Default::default()
     }

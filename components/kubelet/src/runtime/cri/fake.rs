@@ -74,7 +74,10 @@ impl CriApi for FakeCri {
     }
 
     async fn conditions(&self) -> Result<Vec<(String, bool, String)>, CriError> {
-        Ok(vec![("RuntimeReady".into(), true, String::new()), ("NetworkReady".into(), true, String::new())])
+        Ok(vec![
+            ("RuntimeReady".into(), true, String::new()),
+            ("NetworkReady".into(), true, String::new()),
+        ])
     }
 
     async fn image_present(&self, image: &str) -> Result<bool, CriError> {
@@ -115,10 +118,17 @@ impl CriApi for FakeCri {
     }
 
     async fn pod_sandbox_status(&self, id: &str) -> Result<Sandbox, CriError> {
-        self.st().sandboxes.get(id).cloned().ok_or_else(|| not_found("PodSandboxStatus", id))
+        self.st()
+            .sandboxes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| not_found("PodSandboxStatus", id))
     }
 
-    async fn list_pod_sandboxes(&self, labels: HashMap<String, String>) -> Result<Vec<Sandbox>, CriError> {
+    async fn list_pod_sandboxes(
+        &self,
+        labels: HashMap<String, String>,
+    ) -> Result<Vec<Sandbox>, CriError> {
         Ok(self
             .st()
             .sandboxes
@@ -131,7 +141,10 @@ impl CriApi for FakeCri {
     async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
         self.log(format!("StopPodSandbox {id}"));
         let mut st = self.st();
-        let sb = st.sandboxes.get_mut(id).ok_or_else(|| not_found("StopPodSandbox", id))?;
+        let sb = st
+            .sandboxes
+            .get_mut(id)
+            .ok_or_else(|| not_found("StopPodSandbox", id))?;
         sb.ready = false;
         Ok(())
     }
@@ -139,8 +152,11 @@ impl CriApi for FakeCri {
     async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
         self.log(format!("RemovePodSandbox {id}"));
         let mut st = self.st();
-        st.sandboxes.remove(id).ok_or_else(|| not_found("RemovePodSandbox", id))?;
-        st.containers.retain(|_, c| c.labels.get("sandbox").map(String::as_str) != Some(id));
+        st.sandboxes
+            .remove(id)
+            .ok_or_else(|| not_found("RemovePodSandbox", id))?;
+        st.containers
+            .retain(|_, c| c.labels.get("sandbox").map(String::as_str) != Some(id));
         Ok(())
     }
 
@@ -151,7 +167,10 @@ impl CriApi for FakeCri {
         _: &cri::PodSandboxConfig,
     ) -> Result<String, CriError> {
         let meta = config.metadata.clone().unwrap_or_default();
-        self.log(format!("CreateContainer {} attempt={} log={}", meta.name, meta.attempt, config.log_path));
+        self.log(format!(
+            "CreateContainer {} attempt={} log={}",
+            meta.name, meta.attempt, config.log_path
+        ));
         let mut st = self.st();
         st.next_id += 1;
         let id = format!("c{}", st.next_id);
@@ -179,7 +198,10 @@ impl CriApi for FakeCri {
     async fn start_container(&self, id: &str) -> Result<(), CriError> {
         self.log(format!("StartContainer {id}"));
         let mut st = self.st();
-        let c = st.containers.get_mut(id).ok_or_else(|| not_found("StartContainer", id))?;
+        let c = st
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found("StartContainer", id))?;
         c.state = CriState::Running;
         c.started_at = 1_000_000_000_000_000_000;
         Ok(())
@@ -188,7 +210,10 @@ impl CriApi for FakeCri {
     async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<(), CriError> {
         self.log(format!("StopContainer {id} timeout={timeout_secs}"));
         let mut st = self.st();
-        let c = st.containers.get_mut(id).ok_or_else(|| not_found("StopContainer", id))?;
+        let c = st
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found("StopContainer", id))?;
         if c.state == CriState::Running {
             c.state = CriState::Exited;
             c.exit_code = 137;
@@ -199,11 +224,19 @@ impl CriApi for FakeCri {
 
     async fn remove_container(&self, id: &str) -> Result<(), CriError> {
         self.log(format!("RemoveContainer {id}"));
-        self.st().containers.remove(id).map(|_| ()).ok_or_else(|| not_found("RemoveContainer", id))
+        self.st()
+            .containers
+            .remove(id)
+            .map(|_| ())
+            .ok_or_else(|| not_found("RemoveContainer", id))
     }
 
     async fn container_status(&self, id: &str) -> Result<CriContainer, CriError> {
-        self.st().containers.get(id).cloned().ok_or_else(|| not_found("ContainerStatus", id))
+        self.st()
+            .containers
+            .get(id)
+            .cloned()
+            .ok_or_else(|| not_found("ContainerStatus", id))
     }
 
     async fn list_containers(&self, sandbox_id: &str) -> Result<Vec<CriContainer>, CriError> {

@@ -43,17 +43,21 @@ impl GrpcCri {
         if !path.is_absolute() {
             return Err(GrpcError::Endpoint {
                 endpoint: endpoint.into(),
-                message: "expected an absolute unix socket path (unix:///run/containerd/containerd.sock)"
-                    .into(),
+                message:
+                    "expected an absolute unix socket path (unix:///run/containerd/containerd.sock)"
+                        .into(),
             });
         }
         // The URI is required by tonic but unused: every connection goes to the socket.
-        let channel = Endpoint::from_static("http://cri.invalid")
-            .connect_timeout(Duration::from_secs(5))
-            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-            }));
+        let channel =
+            Endpoint::from_static("http://cri.invalid")
+                .connect_timeout(Duration::from_secs(5))
+                .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move {
+                        Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?))
+                    }
+                }));
         Ok(GrpcCri {
             runtime: RuntimeServiceClient::new(channel.clone()),
             image: ImageServiceClient::new(channel),
@@ -185,10 +189,7 @@ impl CriApi for GrpcCri {
             .map_err(|e| CriError::call("PodSandboxStatus", e))?
             .into_inner();
         let s = r.status.unwrap_or_default();
-        let ip = s
-            .network
-            .map(|n| n.ip)
-            .filter(|ip| !ip.is_empty());
+        let ip = s.network.map(|n| n.ip).filter(|ip| !ip.is_empty());
         Ok(Sandbox {
             id: s.id,
             ready: s.state == cri::PodSandboxState::SandboxReady as i32,

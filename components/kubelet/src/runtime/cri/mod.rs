@@ -64,7 +64,10 @@ impl CriRuntime {
     /// Stops and removes sandboxes this kubelet made that it does not know (left by a previous run of the
     /// kubelet; adopting them is future work). Returns how many were removed.
     pub async fn remove_unknown_sandboxes(&self) -> Result<usize, RuntimeError> {
-        let labels = HashMap::from([(spec::LABEL_MANAGED_BY.to_string(), spec::MANAGED_BY.to_string())]);
+        let labels = HashMap::from([(
+            spec::LABEL_MANAGED_BY.to_string(),
+            spec::MANAGED_BY.to_string(),
+        )]);
         let list = self
             .cri
             .list_pod_sandboxes(labels)
@@ -73,7 +76,11 @@ impl CriRuntime {
         let known: Vec<String> = self.pod_uids();
         let mut removed = 0;
         for sb in list {
-            let uid = sb.labels.get(spec::LABEL_POD_UID).cloned().unwrap_or_default();
+            let uid = sb
+                .labels
+                .get(spec::LABEL_POD_UID)
+                .cloned()
+                .unwrap_or_default();
             if known.contains(&uid) {
                 continue;
             }
@@ -124,7 +131,10 @@ impl Runtime for CriRuntime {
     }
 
     fn version(&self) -> String {
-        self.version.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.version
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     async fn ready(&self) -> Result<(), RuntimeError> {
@@ -155,7 +165,8 @@ impl Runtime for CriRuntime {
         let w = PodWorker::new(pod, self.cfg.clone(), self.cri.clone()).map_err(|e| {
             RuntimeError::InvalidSpec {
                 pod: match &e {
-                    worker::WorkerError::Spec { pod, .. } | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
+                    worker::WorkerError::Spec { pod, .. }
+                    | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
                 },
                 message: e.to_string(),
             }

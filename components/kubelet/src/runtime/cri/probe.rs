@@ -28,7 +28,8 @@ pub struct Timing {
 
 impl Timing {
     pub fn of(p: &Probe) -> Self {
-        let secs = |v: Option<i32>, default: i32| Duration::from_secs(v.unwrap_or(default).max(0) as u64);
+        let secs =
+            |v: Option<i32>, default: i32| Duration::from_secs(v.unwrap_or(default).max(0) as u64);
         Timing {
             initial_delay: secs(p.initial_delay_seconds, 0),
             period: secs(p.period_seconds, 10).max(Duration::from_secs(1)),
@@ -118,7 +119,10 @@ pub async fn run(
     let timeout = Timing::of(p).timeout;
     if let Some(exec) = &p.exec {
         let cmd = exec.command.clone().unwrap_or_default();
-        return match cri.exec_sync(container_id, cmd, timeout.as_secs() as i64).await {
+        return match cri
+            .exec_sync(container_id, cmd, timeout.as_secs() as i64)
+            .await
+        {
             Ok(r) if r.exit_code == 0 => Outcome::Success,
             Ok(r) => Outcome::Failure(format!(
                 "exec probe exited {}: {}",
@@ -133,8 +137,14 @@ pub async fn run(
             Ok(p) => p,
             Err(e) => return Outcome::Failure(e),
         };
-        let host = tcp.host.as_deref().or(pod_ip).unwrap_or("127.0.0.1").to_string();
-        return match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port))).await {
+        let host = tcp
+            .host
+            .as_deref()
+            .or(pod_ip)
+            .unwrap_or("127.0.0.1")
+            .to_string();
+        return match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port))).await
+        {
             Ok(Ok(_)) => Outcome::Success,
             Ok(Err(e)) => Outcome::Failure(format!("dial tcp {host}:{port}: {e}")),
             Err(_) => Outcome::Failure(format!("dial tcp {host}:{port}: timeout")),
@@ -148,7 +158,12 @@ pub async fn run(
         if http.scheme.as_deref().is_some_and(|s| s != "HTTP") {
             return Outcome::Failure("httpGet probe: only scheme HTTP is supported".into());
         }
-        let host = http.host.as_deref().or(pod_ip).unwrap_or("127.0.0.1").to_string();
+        let host = http
+            .host
+            .as_deref()
+            .or(pod_ip)
+            .unwrap_or("127.0.0.1")
+            .to_string();
         let path = http.path.as_deref().unwrap_or("/");
         let headers: String = http
             .http_headers
@@ -187,7 +202,9 @@ async fn http_get(host: &str, port: u16, path: &str, headers: &str) -> std::io::
     line.split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed HTTP response"))
+        .ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed HTTP response")
+        })
 }
 
 #[cfg(test)]
@@ -200,8 +217,10 @@ mod tests {
 
     #[test]
     fn thresholds_and_period() {
-        let p = probe(serde_json::json!({"exec": {"command": ["true"]}, "initialDelaySeconds": 5,
-            "periodSeconds": 2, "failureThreshold": 2, "successThreshold": 2}));
+        let p = probe(
+            serde_json::json!({"exec": {"command": ["true"]}, "initialDelaySeconds": 5,
+            "periodSeconds": 2, "failureThreshold": 2, "successThreshold": 2}),
+        );
         let t0 = Instant::now();
         let mut s = ProbeState::new(&p, t0, false);
         assert!(!s.due(t0 + Duration::from_secs(4)));
@@ -223,27 +242,49 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move {
             loop {
-                let Ok((mut s, _)) = listener.accept().await else { return };
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
                 let mut buf = [0u8; 1024];
                 let n = s.read(&mut buf).await.unwrap_or(0);
                 let req = String::from_utf8_lossy(&buf[..n]).to_string();
-                let code = if req.starts_with("GET /healthz ") { "200 OK" } else { "404 Not Found" };
-                let _ = s.write_all(format!("HTTP/1.1 {code}\r\nContent-Length: 0\r\n\r\n").as_bytes()).await;
+                let code = if req.starts_with("GET /healthz ") {
+                    "200 OK"
+                } else {
+                    "404 Not Found"
+                };
+                let _ = s
+                    .write_all(format!("HTTP/1.1 {code}\r\nContent-Length: 0\r\n\r\n").as_bytes())
+                    .await;
             }
         });
         let c = Container {
             name: "c".into(),
-            ports: Some(vec![serde_json::from_value(serde_json::json!({"name": "http", "containerPort": port})).unwrap()]),
+            ports: Some(vec![serde_json::from_value(
+                serde_json::json!({"name": "http", "containerPort": port}),
+            )
+            .unwrap()]),
             ..Default::default()
         };
         let cri = crate::runtime::cri::fake::FakeCri::default();
         let ok = probe(serde_json::json!({"httpGet": {"path": "/healthz", "port": "http"}}));
-        assert_eq!(run(&ok, &c, "id", Some("127.0.0.1"), &cri).await, Outcome::Success);
+        assert_eq!(
+            run(&ok, &c, "id", Some("127.0.0.1"), &cri).await,
+            Outcome::Success
+        );
         let bad = probe(serde_json::json!({"httpGet": {"path": "/nope", "port": port}}));
-        assert!(matches!(run(&bad, &c, "id", Some("127.0.0.1"), &cri).await, Outcome::Failure(m) if m.contains("404")));
+        assert!(
+            matches!(run(&bad, &c, "id", Some("127.0.0.1"), &cri).await, Outcome::Failure(m) if m.contains("404"))
+        );
         let tcp = probe(serde_json::json!({"tcpSocket": {"port": port}}));
-        assert_eq!(run(&tcp, &c, "id", Some("127.0.0.1"), &cri).await, Outcome::Success);
+        assert_eq!(
+            run(&tcp, &c, "id", Some("127.0.0.1"), &cri).await,
+            Outcome::Success
+        );
         let missing = probe(serde_json::json!({"tcpSocket": {"port": "nope"}}));
-        assert!(matches!(run(&missing, &c, "id", Some("127.0.0.1"), &cri).await, Outcome::Failure(_)));
+        assert!(matches!(
+            run(&missing, &c, "id", Some("127.0.0.1"), &cri).await,
+            Outcome::Failure(_)
+        ));
     }
 }

@@ -63,7 +63,11 @@ fn protocol(p: Option<&str>) -> Result<i32, SpecError> {
         "TCP" => cri::Protocol::Tcp as i32,
         "UDP" => cri::Protocol::Udp as i32,
         "SCTP" => cri::Protocol::Sctp as i32,
-        other => return Err(SpecError::Invalid(format!("unknown port protocol {other:?}"))),
+        other => {
+            return Err(SpecError::Invalid(format!(
+                "unknown port protocol {other:?}"
+            )))
+        }
     })
 }
 
@@ -97,7 +101,9 @@ pub fn sandbox_config(
 ) -> Result<cri::PodSandboxConfig, SpecError> {
     let (ns, name, uid) = meta(pod);
     if uid.is_empty() || name.is_empty() {
-        return Err(SpecError::Invalid("metadata.name and metadata.uid are required".into()));
+        return Err(SpecError::Invalid(
+            "metadata.name and metadata.uid are required".into(),
+        ));
     }
     let spec = pod
         .spec
@@ -262,7 +268,9 @@ pub fn container_config(
                 run_as_user: run_as_user.map(|value| cri::Int64Value { value }),
                 run_as_group: run_as_group.map(|value| cri::Int64Value { value }),
                 privileged: sc.and_then(|s| s.privileged).unwrap_or(false),
-                readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem).unwrap_or(false),
+                readonly_rootfs: sc
+                    .and_then(|s| s.read_only_root_filesystem)
+                    .unwrap_or(false),
                 ..Default::default()
             }),
         }),
@@ -312,7 +320,10 @@ mod tests {
     fn sandbox_has_metadata_logs_host_ports_and_labels() {
         let s = sandbox_config(&pod(), Path::new("/var/log/pods"), 0).unwrap();
         let m = s.metadata.unwrap();
-        assert_eq!((m.name.as_str(), m.namespace.as_str(), m.uid.as_str()), ("web", "apps", "u1"));
+        assert_eq!(
+            (m.name.as_str(), m.namespace.as_str(), m.uid.as_str()),
+            ("web", "apps", "u1")
+        );
         assert_eq!(s.hostname, "web");
         assert_eq!(s.log_directory, "/var/log/pods/apps_web_u1");
         assert_eq!(
@@ -327,7 +338,13 @@ mod tests {
         assert_eq!(s.labels["app"], "web");
         assert_eq!(s.labels[LABEL_POD_UID], "u1");
         assert_eq!(s.labels[LABEL_MANAGED_BY], MANAGED_BY);
-        let ns = s.linux.unwrap().security_context.unwrap().namespace_options.unwrap();
+        let ns = s
+            .linux
+            .unwrap()
+            .security_context
+            .unwrap()
+            .namespace_options
+            .unwrap();
         assert_eq!(ns.network, cri::NamespaceMode::Pod as i32);
         assert_eq!(ns.pid, cri::NamespaceMode::Container as i32);
     }
@@ -380,8 +397,14 @@ mod tests {
         };
         assert_eq!(pull_policy(&c("busybox", None)), "Always");
         assert_eq!(pull_policy(&c("busybox:latest", None)), "Always");
-        assert_eq!(pull_policy(&c("10.250.0.1:5000/kiln/busybox:1", None)), "IfNotPresent");
-        assert_eq!(pull_policy(&c("10.250.0.1:5000/kiln/busybox", None)), "Always");
+        assert_eq!(
+            pull_policy(&c("10.250.0.1:5000/kiln/busybox:1", None)),
+            "IfNotPresent"
+        );
+        assert_eq!(
+            pull_policy(&c("10.250.0.1:5000/kiln/busybox", None)),
+            "Always"
+        );
         assert_eq!(pull_policy(&c("busybox:1", Some("Never"))), "Never");
     }
 }

@@ -116,7 +116,11 @@ pub enum WorkerError {
 }
 
 impl PodWorker {
-    pub fn new(pod: &Pod, cfg: Arc<WorkerConfig>, cri: Arc<dyn CriApi>) -> Result<Self, WorkerError> {
+    pub fn new(
+        pod: &Pod,
+        cfg: Arc<WorkerConfig>,
+        cri: Arc<dyn CriApi>,
+    ) -> Result<Self, WorkerError> {
         let key = format!(
             "{}/{}",
             pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -133,8 +137,8 @@ impl PodWorker {
         if spec.containers.is_empty() {
             return Err(invalid("no containers".into()));
         }
-        let sandbox_config = spec::sandbox_config(pod, &cfg.log_root, 0)
-            .map_err(|e| invalid(e.to_string()))?;
+        let sandbox_config =
+            spec::sandbox_config(pod, &cfg.log_root, 0).map_err(|e| invalid(e.to_string()))?;
         Ok(PodWorker {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             key: key.clone(),
@@ -202,7 +206,11 @@ impl PodWorker {
 
     async fn create_sandbox(&mut self) -> Result<(), String> {
         let pause = &self.cfg.pause_image;
-        let present = self.cri.image_present(pause).await.map_err(|e| e.to_string())?;
+        let present = self
+            .cri
+            .image_present(pause)
+            .await
+            .map_err(|e| e.to_string())?;
         if !present {
             tracing::info!(pod = %self.key, image = %pause, "pulling pause image");
             self.cri
@@ -462,7 +470,8 @@ impl PodWorker {
         match (c.spec.readiness_probe.clone(), c.readiness.as_mut()) {
             (Some(p), Some(state)) => {
                 if state.due(now) {
-                    let outcome = probe::run(&p, &c.spec, id, pod_ip.as_deref(), cri.as_ref()).await;
+                    let outcome =
+                        probe::run(&p, &c.spec, id, pod_ip.as_deref(), cri.as_ref()).await;
                     if state.record(now, outcome) {
                         tracing::info!(pod = %key, container = %c.spec.name, ready = state.result, "readiness changed");
                     }
@@ -480,7 +489,8 @@ impl PodWorker {
         let mut errors = Vec::new();
         let running: Vec<String> = self.ctrs.iter().filter_map(|c| c.id.clone()).collect();
         // In parallel: each container may use its whole grace period.
-        let stops = futures::future::join_all(running.iter().map(|id| cri.stop_container(id, secs))).await;
+        let stops =
+            futures::future::join_all(running.iter().map(|id| cri.stop_container(id, secs))).await;
         for e in stops.into_iter().filter_map(Result::err) {
             if !e.is_not_found() {
                 errors.push(e.to_string());

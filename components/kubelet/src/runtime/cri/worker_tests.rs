@@ -71,7 +71,10 @@ async fn first_sync_pulls_pause_runs_sandbox_pulls_creates_and_starts() {
     let st = w.status();
     assert_eq!(st.pod_ip.as_deref(), Some("10.244.1.2"));
     assert_eq!(st.containers[0].container_id, "containerd://c2");
-    assert!(st.containers[0].ready, "no readiness probe: ready when running");
+    assert!(
+        st.containers[0].ready,
+        "no readiness probe: ready when running"
+    );
     // Steady state: nothing but status reads.
     w.sync(Instant::now()).await;
     assert_eq!(fake.take_calls(), Vec::<String>::new());
@@ -81,20 +84,43 @@ async fn first_sync_pulls_pause_runs_sandbox_pulls_creates_and_starts() {
 #[tokio::test]
 async fn pull_policies() {
     // IfNotPresent with the image present: no pull.
-    let (mut w, fake) = worker(&pod(serde_json::json!({"container": {"imagePullPolicy": "IfNotPresent"}})));
-    fake.st().images.extend([PAUSE.to_string(), IMG.to_string()]);
+    let (mut w, fake) = worker(&pod(
+        serde_json::json!({"container": {"imagePullPolicy": "IfNotPresent"}}),
+    ));
+    fake.st()
+        .images
+        .extend([PAUSE.to_string(), IMG.to_string()]);
     w.sync(Instant::now()).await;
-    assert!(!fake.calls().iter().any(|c| c.starts_with("PullImage")), "{:?}", fake.calls());
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("PullImage")),
+        "{:?}",
+        fake.calls()
+    );
     // Always: pulls even when present.
-    let (mut w, fake) = worker(&pod(serde_json::json!({"container": {"imagePullPolicy": "Always"}})));
-    fake.st().images.extend([PAUSE.to_string(), IMG.to_string()]);
+    let (mut w, fake) = worker(&pod(
+        serde_json::json!({"container": {"imagePullPolicy": "Always"}}),
+    ));
+    fake.st()
+        .images
+        .extend([PAUSE.to_string(), IMG.to_string()]);
     w.sync(Instant::now()).await;
-    assert_eq!(fake.calls().iter().filter(|c| c.starts_with("PullImage")).count(), 1);
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| c.starts_with("PullImage"))
+            .count(),
+        1
+    );
     // Never with the image absent: ErrImageNeverPull, nothing created.
-    let (mut w, fake) = worker(&pod(serde_json::json!({"container": {"imagePullPolicy": "Never"}})));
+    let (mut w, fake) = worker(&pod(
+        serde_json::json!({"container": {"imagePullPolicy": "Never"}}),
+    ));
     w.sync(Instant::now()).await;
     assert_eq!(reason(&w), "ErrImageNeverPull");
-    assert!(!fake.calls().iter().any(|c| c.starts_with("CreateContainer")));
+    assert!(!fake
+        .calls()
+        .iter()
+        .any(|c| c.starts_with("CreateContainer")));
 }
 
 #[tokio::test]
@@ -142,7 +168,10 @@ async fn crash_loop_restarts_with_growing_backoff_and_keeps_one_dead_container()
         ContainerState::Waiting { message, .. } => message.unwrap(),
         s => panic!("{s:?}"),
     };
-    assert!(msg.starts_with("back-off 10s restarting failed container=main"), "{msg}");
+    assert!(
+        msg.starts_with("back-off 10s restarting failed container=main"),
+        "{msg}"
+    );
     w.sync(t0 + Duration::from_secs(10)).await;
     assert_eq!(reason(&w), "CrashLoopBackOff");
     fake.take_calls();
@@ -150,7 +179,9 @@ async fn crash_loop_restarts_with_growing_backoff_and_keeps_one_dead_container()
     assert_eq!(reason(&w), "Running");
     assert_eq!(w.status().containers[0].restart_count, 2);
     // The run before the previous one is removed; the previous one stays for its log.
-    assert!(fake.take_calls().contains(&"RemoveContainer c2".to_string()));
+    assert!(fake
+        .take_calls()
+        .contains(&"RemoveContainer c2".to_string()));
     assert!(fake.st().containers.contains_key("c3"));
     // Third exit: 20 s.
     fake.exit("main", 3);
@@ -164,24 +195,33 @@ async fn crash_loop_restarts_with_growing_backoff_and_keeps_one_dead_container()
 
 #[tokio::test]
 async fn restart_policies_never_and_on_failure() {
-    let (mut w, fake) = worker(&pod(serde_json::json!({"spec": {"restartPolicy": "Never"}})));
+    let (mut w, fake) = worker(&pod(
+        serde_json::json!({"spec": {"restartPolicy": "Never"}}),
+    ));
     w.sync(Instant::now()).await;
     fake.exit("main", 1);
     w.sync(Instant::now()).await;
     assert_eq!(reason(&w), "Terminated:Error");
     fake.take_calls();
     w.sync(Instant::now()).await;
-    assert!(fake.take_calls().is_empty(), "a terminated Never container is left alone");
+    assert!(
+        fake.take_calls().is_empty(),
+        "a terminated Never container is left alone"
+    );
     assert_eq!(crate::mirror::phase(&w.status()), "Failed");
 
-    let (mut w, fake) = worker(&pod(serde_json::json!({"spec": {"restartPolicy": "OnFailure"}})));
+    let (mut w, fake) = worker(&pod(
+        serde_json::json!({"spec": {"restartPolicy": "OnFailure"}}),
+    ));
     w.sync(Instant::now()).await;
     fake.exit("main", 0);
     w.sync(Instant::now()).await;
     assert_eq!(reason(&w), "Terminated:Completed");
     assert_eq!(crate::mirror::phase(&w.status()), "Succeeded");
 
-    let (mut w, fake) = worker(&pod(serde_json::json!({"spec": {"restartPolicy": "OnFailure"}})));
+    let (mut w, fake) = worker(&pod(
+        serde_json::json!({"spec": {"restartPolicy": "OnFailure"}}),
+    ));
     w.sync(Instant::now()).await;
     fake.exit("main", 2);
     w.sync(Instant::now()).await;
@@ -191,13 +231,18 @@ async fn restart_policies_never_and_on_failure() {
 
 #[tokio::test]
 async fn readiness_probe_gates_ready() {
-    let p = pod(serde_json::json!({"container": {"readinessProbe": {"exec": {"command": ["cat", "/ready"]},
-        "periodSeconds": 1, "failureThreshold": 1}}}));
+    let p = pod(
+        serde_json::json!({"container": {"readinessProbe": {"exec": {"command": ["cat", "/ready"]},
+        "periodSeconds": 1, "failureThreshold": 1}}}),
+    );
     let (mut w, fake) = worker(&p);
     let t0 = Instant::now();
     fake.st().exec_results.extend([1, 0]);
     w.sync(t0).await;
-    assert!(!w.status().containers[0].ready, "not ready before the first probe");
+    assert!(
+        !w.status().containers[0].ready,
+        "not ready before the first probe"
+    );
     w.sync(t0).await; // probe 1: exit 1
     assert!(!w.status().containers[0].ready);
     w.sync(t0 + Duration::from_secs(1)).await; // probe 2: exit 0
@@ -217,7 +262,12 @@ async fn liveness_failures_restart_the_container() {
     w.sync(t0).await; // failure 1 of 2
     assert!(!fake.calls().iter().any(|c| c.starts_with("StopContainer")));
     w.sync(t0 + Duration::from_secs(1)).await; // failure 2: killed with the pod's grace
-    assert!(fake.calls().contains(&"StopContainer c2 timeout=7".to_string()), "{:?}", fake.calls());
+    assert!(
+        fake.calls()
+            .contains(&"StopContainer c2 timeout=7".to_string()),
+        "{:?}",
+        fake.calls()
+    );
     w.sync(t0 + Duration::from_secs(2)).await; // exit seen: restarted (first restart is immediate)
     let st = w.status().containers[0].clone();
     assert_eq!(st.restart_count, 1);
@@ -249,16 +299,23 @@ async fn kill_stops_with_grace_then_removes_everything() {
 
 #[tokio::test]
 async fn unsupported_env_is_a_config_error_not_a_crash() {
-    let p = pod(serde_json::json!({"container": {"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}}));
+    let p = pod(
+        serde_json::json!({"container": {"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}}),
+    );
     let (mut w, fake) = worker(&p);
     w.sync(Instant::now()).await;
     assert_eq!(reason(&w), "CreateContainerConfigError");
-    assert!(!fake.calls().iter().any(|c| c.starts_with("CreateContainer ")));
+    assert!(!fake
+        .calls()
+        .iter()
+        .any(|c| c.starts_with("CreateContainer ")));
 }
 
 #[test]
 fn init_containers_are_refused_up_front() {
     let p = pod(serde_json::json!({"spec": {"initContainers": [{"name": "i", "image": IMG}]}}));
-    let err = PodWorker::new(&p, cfg(), Arc::new(FakeCri::default())).err().unwrap();
+    let err = PodWorker::new(&p, cfg(), Arc::new(FakeCri::default()))
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("initContainers"), "{err}");
 }

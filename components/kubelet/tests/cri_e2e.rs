@@ -1,0 +1,136 @@
+//! The kiln-kubelet binary on a lab host, end to end (root): etcd and kiln-apiserver run on the host's
+//! loopback, containerd on the host, and the kubelet registers the node, sees pods bound to it through its
+//! watch, runs them over CRI and reports their status; `kubectl delete` stops them gracefully and the
+//! kubelet removes the objects. Everything is driven with the real kubectl on the host.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::lab::{bin, is_root, Lab};
+use kiln_pki::{ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity};
+
+const KUBECTL: &str = "kubectl --kubeconfig /etc/kiln/admin.conf";
+
+/// Polls a shell command on the host until `done(stdout)`; bounded.
+fn wait_sh(lab: &Lab, script: &str, secs: u64, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut last = String::new();
+    loop {
+        let out = lab
+            .exec(&["sh", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && done(&stdout) {
+            return stdout;
+        }
+        last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        if Instant::now() > deadline {
+            let logs = lab.sh("tail -n 40 /var/log/kiln-kubelet.log", b"");
+            panic!("timed out after {secs}s waiting for {what}; last output:\n{last}\nkubelet log:\n{logs}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn pod_json(lab: &Lab, name: &str) -> serde_json::Value {
+    serde_json::from_str(&lab.sh(&format!("{KUBECTL} get pod {name} -o json"), b"")).unwrap()
+}
+
+#[test]
+fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
+    if !is_root() {
+        eprintln!("skipping: the lab needs root");
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let apiserver = bin("kiln-apiserver");
+    let lab = Lab::up("kubelet-e2e");
+    assert!(lab
+        .sh(&std::fs::read_to_string(here.join("host-setup.sh")).unwrap(), b"")
+        .contains("containerd-up"));
+
+    // PKI and kubeconfigs for an API server on the host's loopback.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let mut params = TreeParams::new("host1");
+    params.host_addresses = vec!["127.0.0.1".into()];
+    ensure_tree(&pki, &params).unwrap();
+    let ca = load_ca(&pki, spec("ca").unwrap()).unwrap();
+    let etc = dir.path().join("etc");
+    for kind in [
+        KubeconfigKind::Admin,
+        KubeconfigKind::Kubelet {
+            node_name: "host1".into(),
+        },
+    ] {
+        ensure_kubeconfig(&etc, &ca, &kind, "kiln", "https://127.0.0.1:6443", &Validity::default()).unwrap();
+    }
+    for f in ["ca.crt", "apiserver.crt", "apiserver.key"] {
+        lab.put(&pki.join(f), &format!("/etc/kiln/pki/{f}"), "0600");
+    }
+    for f in ["admin.conf", "kubelet.conf"] {
+        lab.put(&etc.join(f), &format!("/etc/kiln/{f}"), "0600");
+    }
+    lab.put(&apiserver, "/usr/local/bin/kiln-apiserver", "0755");
+    lab.put(Path::new(env!("CARGO_BIN_EXE_kiln-kubelet")), "/usr/local/bin/kiln-kubelet", "0755");
+    lab.put(&here.join("pods-e2e.yaml"), "/tmp/pods.yaml", "0644");
+
+    // The control plane and the kubelet, as host processes (they die with the lab).
+    lab.sh(
+        "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests
+         setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
+           --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
+           >/var/log/etcd.log 2>&1 </dev/null &
+         setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
+           --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
+           --client-ca-file /etc/kiln/pki/ca.crt >/var/log/kiln-apiserver.log 2>&1 </dev/null &
+         setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf --hostname-override host1 \
+           --node-ip 10.250.0.11 --pod-cidr 10.244.1.0/24 --restart-backoff-base 1 \
+           --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 >/var/log/kiln-kubelet.log 2>&1 </dev/null &",
+        b"",
+    );
+    wait_sh(&lab, &format!("{KUBECTL} get node host1 -o json"), 90, "node host1 Ready", |o| {
+        serde_json::from_str::<serde_json::Value>(o).is_ok_and(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+    });
+    lab.sh(&format!("{KUBECTL} apply -f /tmp/pods.yaml"), b"");
+
+    // web: Running and Ready (readiness probe), pod IP from the node's CIDR, serving from the pod network.
+    wait_sh(&lab, &format!("{KUBECTL} get pod web -o json"), 120, "web Ready", |o| {
+        serde_json::from_str::<serde_json::Value>(o).is_ok_and(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+    });
+    let web = pod_json(&lab, "web");
+    assert_eq!(web["status"]["phase"], "Running");
+    assert_eq!(web["status"]["hostIP"], "10.250.0.11");
+    let ip = web["status"]["podIP"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("10.244.1."), "{ip}");
+    let body = lab.sh(&format!("timeout 3 busybox wget -qO- http://{ip}/"), b"");
+    assert_eq!(body.trim(), "hello-web-on-host1");
+
+    // crash: restarted with a growing restartCount, last exit 1, as kubectl shows it.
+    wait_sh(&lab, &format!("{KUBECTL} get pod crash -o json"), 120, "crash restarted twice", |o| {
+        serde_json::from_str::<serde_json::Value>(o).is_ok_and(|p| {
+            let c = &p["status"]["containerStatuses"][0];
+            c["restartCount"].as_i64().unwrap_or(0) >= 2 && c["lastState"]["terminated"]["exitCode"] == 1
+        })
+    });
+    let table = lab.sh(&format!("{KUBECTL} get pods"), b"");
+    assert!(table.contains("web") && table.contains("1/1"), "{table}");
+
+    // Graceful delete: kubectl waits until the kubelet stopped the pods and removed the objects.
+    lab.sh(&format!("{KUBECTL} delete pod web crash --timeout=90s"), b"");
+    let left = lab.sh(&format!("{KUBECTL} get pods -o name"), b"");
+    assert_eq!(left.trim(), "", "pods left: {left}");
+    assert_eq!(lab.sh("ctr -n k8s.io containers ls -q", b"").trim(), "");
+}

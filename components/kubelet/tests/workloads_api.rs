@@ -1,0 +1,288 @@
+//! The workload pod loop against the real kiln-apiserver on a real etcd (127.0.0.1), with a recording fake
+//! runtime: a pod bound to the node is started and its status reported through pods/status; static/mirror
+//! pods and other nodes' pods are left alone; `kubectl delete` (graceful) stops the pod with its grace
+//! period, and the kubelet then removes the object.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use clap::Parser;
+use common::eventually;
+use k8s_openapi::api::core::v1::Pod;
+use kiln_kubelet::runtime::{ContainerState, ContainerStatus, PodStatus, Runtime, RuntimeError};
+use kiln_kubelet::workloads::WorkloadPods;
+use kiln_pki::{
+    ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
+};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::Client;
+
+const NODE: &str = "node-w";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Etcd(Child);
+
+impl Etcd {
+    fn start(dir: &Path) -> (Etcd, String) {
+        let client = format!("http://127.0.0.1:{}", free_port());
+        let peer = format!("http://127.0.0.1:{}", free_port());
+        let mut cmd = Command::new("/usr/bin/etcd");
+        // SAFETY: prctl in the forked child only sets its parent-death signal.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .args(["--name", "default", "--data-dir"])
+            .arg(dir.join("etcd"))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap())
+            .spawn()
+            .expect("spawn /usr/bin/etcd");
+        (Etcd(child), client)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Records run/stop calls; every pod it runs has one running container and IP 10.244.9.2.
+#[derive(Default)]
+struct FakeRuntime {
+    calls: Mutex<Vec<String>>,
+    pods: Mutex<HashMap<String, PodStatus>>,
+}
+
+impl FakeRuntime {
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Runtime for FakeRuntime {
+    fn handler(&self) -> &'static str {
+        "fake"
+    }
+    fn version(&self) -> String {
+        "fake://1".into()
+    }
+    async fn ready(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+    async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        let uid = pod.metadata.uid.clone().unwrap();
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("run {}", pod.metadata.name.as_deref().unwrap()));
+        let now = SystemTime::now();
+        self.pods.lock().unwrap().insert(
+            uid.clone(),
+            PodStatus {
+                uid,
+                started_at: now,
+                pod_ip: Some("10.244.9.2".into()),
+                containers: pod
+                    .spec
+                    .as_ref()
+                    .unwrap()
+                    .containers
+                    .iter()
+                    .map(|c| ContainerStatus {
+                        name: c.name.clone(),
+                        image: c.image.clone().unwrap_or_default(),
+                        container_id: "fake://c1".into(),
+                        restart_count: 0,
+                        state: ContainerState::Running {
+                            pid: 0,
+                            started_at: now,
+                        },
+                        last_termination: None,
+                        ready: true,
+                    })
+                    .collect(),
+            },
+        );
+        Ok(())
+    }
+    async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("stop {uid} {grace:?}"));
+        self.pods
+            .lock()
+            .unwrap()
+            .remove(uid)
+            .map(|_| ())
+            .ok_or_else(|| RuntimeError::NotFound(uid.into()))
+    }
+    fn pod_status(&self, uid: &str) -> Option<PodStatus> {
+        self.pods.lock().unwrap().get(uid).cloned()
+    }
+    fn pod_uids(&self) -> Vec<String> {
+        self.pods.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+async fn client(path: &Path) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(cfg).unwrap()
+}
+
+fn pod(name: &str, node: &str, annotations: serde_json::Value) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 3,
+                 "containers": [{"name": "c", "image": "10.250.0.1:5000/kiln/busybox:1"}]}
+    }))
+    .unwrap()
+}
+
+fn condition(p: &Pod, t: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test]
+async fn bound_pods_run_report_status_and_are_removed_after_graceful_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let mut params = TreeParams::new(NODE);
+    params.host_addresses = vec!["127.0.0.1".into()];
+    ensure_tree(&pki, &params).unwrap();
+    let ca = load_ca(&pki, spec("ca").unwrap()).unwrap();
+    let port = free_port();
+    let server = format!("https://127.0.0.1:{port}");
+    let etc = dir.path().join("etc");
+    for kind in [
+        KubeconfigKind::Admin,
+        KubeconfigKind::Kubelet {
+            node_name: NODE.into(),
+        },
+    ] {
+        ensure_kubeconfig(&etc, &ca, &kind, "kiln", &server, &Validity::default()).unwrap();
+    }
+    let (_etcd, endpoint) = Etcd::start(dir.path());
+    let p = |f: &str| pki.join(f).display().to_string();
+    let options = kiln_apiserver::Options::parse_from([
+        "kiln-apiserver".to_string(),
+        format!("--etcd-servers={endpoint}"),
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--tls-cert-file={}", p("apiserver.crt")),
+        format!("--tls-private-key-file={}", p("apiserver.key")),
+        format!("--client-ca-file={}", p("ca.crt")),
+    ]);
+    let apiserver = kiln_apiserver::start(options)
+        .await
+        .expect("apiserver starts");
+    let admin = client(&etc.join("admin.conf")).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+
+    let runtime = Arc::new(FakeRuntime::default());
+    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let kubelet = client(&etc.join("kubelet.conf")).await;
+    let loop_task = tokio::spawn(
+        WorkloadPods::new(NODE, "127.0.0.1", runtime.clone()).run(kubelet, shutdown_rx),
+    );
+
+    let pp = PostParams::default();
+    let web = pods
+        .create(&pp, &pod("web", NODE, serde_json::json!({})))
+        .await
+        .unwrap();
+    pods.create(&pp, &pod("elsewhere", "other-node", serde_json::json!({})))
+        .await
+        .unwrap();
+    pods.create(
+        &pp,
+        &pod(
+            "mirror",
+            NODE,
+            serde_json::json!({"kubernetes.io/config.mirror": "abc"}),
+        ),
+    )
+    .await
+    .unwrap();
+
+    // Started once, and its status reported: Running, Ready, pod IP from the runtime, host IP the node's.
+    let reported = eventually(30, "web status reported", || async {
+        let p = pods.get("web").await.ok()?;
+        (condition(&p, "Ready").as_deref() == Some("True")).then_some(p)
+    })
+    .await;
+    let st = reported.status.unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Running"));
+    assert_eq!(st.pod_ip.as_deref(), Some("10.244.9.2"));
+    assert_eq!(st.host_ip.as_deref(), Some("127.0.0.1"));
+    let cs = &st.container_statuses.unwrap()[0];
+    assert!(cs.state.as_ref().unwrap().running.is_some());
+    assert_eq!(
+        runtime.calls(),
+        vec!["run web".to_string()],
+        "only this node's workload pod"
+    );
+
+    // Graceful delete: the pod stays (deletionTimestamp) until the kubelet stopped it, then it is gone.
+    pods.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually(30, "web removed from the API", || async {
+        pods.get_opt("web").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let uid = web.metadata.uid.unwrap();
+    assert_eq!(
+        runtime.calls(),
+        vec!["run web".to_string(), format!("stop {uid} Some(3s)")]
+    );
+    // The other node's pod and the mirror pod are untouched.
+    assert!(pods.get_opt("elsewhere").await.unwrap().is_some());
+    assert!(pods.get_opt("mirror").await.unwrap().is_some());
+
+    let _ = shutdown.send(true);
+    loop_task.await.unwrap();
+    apiserver.shutdown().await;
+}

@@ -1,0 +1,126 @@
+//! Prometheus text for /metrics, named like kube-scheduler's series.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::queue::QueueLengths;
+
+/// Upper bounds (seconds) of the attempt-duration histogram.
+const BUCKETS: &[f64] = &[0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    scheduled: AtomicU64,
+    unschedulable: AtomicU64,
+    error: AtomicU64,
+    duration_micros: AtomicU64,
+    buckets: [AtomicU64; 11],
+    active: AtomicU64,
+    backoff: AtomicU64,
+    unschedulable_pending: AtomicU64,
+    leader: AtomicBool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum AttemptResult {
+    Scheduled,
+    Unschedulable,
+    Error,
+}
+
+impl Metrics {
+    pub fn attempt(&self, result: AttemptResult, seconds: f64) {
+        let counter = match result {
+            AttemptResult::Scheduled => &self.scheduled,
+            AttemptResult::Unschedulable => &self.unschedulable,
+            AttemptResult::Error => &self.error,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.duration_micros
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
+            if seconds <= *bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn set_pending(&self, q: QueueLengths) {
+        self.active.store(q.active as u64, Ordering::Relaxed);
+        self.backoff.store(q.backoff as u64, Ordering::Relaxed);
+        self.unschedulable_pending
+            .store(q.unschedulable as u64, Ordering::Relaxed);
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::Relaxed);
+    }
+
+    pub fn render(&self) -> String {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let total = get(&self.scheduled) + get(&self.unschedulable) + get(&self.error);
+        let mut out = String::new();
+        out.push_str("# HELP scheduler_schedule_attempts_total Number of attempts to schedule pods, by the result.\n");
+        out.push_str("# TYPE scheduler_schedule_attempts_total counter\n");
+        for (result, v) in [
+            ("scheduled", &self.scheduled),
+            ("unschedulable", &self.unschedulable),
+            ("error", &self.error),
+        ] {
+            out.push_str(&format!(
+                "scheduler_schedule_attempts_total{{profile=\"default-scheduler\",result=\"{result}\"}} {}\n",
+                get(v)
+            ));
+        }
+        out.push_str("# HELP scheduler_scheduling_attempt_duration_seconds Scheduling attempt latency in seconds (scheduling algorithm + binding).\n");
+        out.push_str("# TYPE scheduler_scheduling_attempt_duration_seconds histogram\n");
+        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
+            out.push_str(&format!(
+                "scheduler_scheduling_attempt_duration_seconds_bucket{{le=\"{bound}\"}} {}\n",
+                get(bucket)
+            ));
+        }
+        out.push_str(&format!(
+            "scheduler_scheduling_attempt_duration_seconds_bucket{{le=\"+Inf\"}} {total}\n"
+        ));
+        out.push_str(&format!(
+            "scheduler_scheduling_attempt_duration_seconds_sum {}\n",
+            get(&self.duration_micros) as f64 / 1e6
+        ));
+        out.push_str(&format!(
+            "scheduler_scheduling_attempt_duration_seconds_count {total}\n"
+        ));
+        out.push_str("# HELP scheduler_pending_pods Number of pending pods, by the queue type.\n");
+        out.push_str("# TYPE scheduler_pending_pods gauge\n");
+        for (queue, v) in [
+            ("active", &self.active),
+            ("backoff", &self.backoff),
+            ("unschedulable", &self.unschedulable_pending),
+        ] {
+            out.push_str(&format!("scheduler_pending_pods{{queue=\"{queue}\"}} {}\n", get(v)));
+        }
+        out.push_str("# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n");
+        out.push_str("# TYPE leader_election_master_status gauge\n");
+        out.push_str(&format!(
+            "leader_election_master_status{{name=\"kube-scheduler\"}} {}\n",
+            u8::from(self.leader.load(Ordering::Relaxed))
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_histogram() {
+        let m = Metrics::default();
+        m.attempt(AttemptResult::Scheduled, 0.003);
+        m.attempt(AttemptResult::Unschedulable, 2.0);
+        let text = m.render();
+        assert!(text.contains("scheduler_schedule_attempts_total{profile=\"default-scheduler\",result=\"scheduled\"} 1"));
+        assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"0.004\"} 1"));
+        assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_count 2"));
+    }
+}

@@ -1,0 +1,371 @@
+//! The scheduling loop: kube-rs watchers (with reflectors) feed the cache and the queue; each cycle
+//! pops a pod, runs the pure algorithm, assumes the result in the cache and binds in the background,
+//! so the next cycle already sees the previous decision.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use tokio::sync::mpsc;
+
+use crate::algorithm::{schedule, ScheduleError};
+use crate::cache::{assigned_node, is_terminal, pod_key, Cache, PodKey};
+use crate::config::{COMPONENT, SCHEDULER_NAMES};
+use crate::events::{object_reference, EventRecorder, NORMAL, WARNING};
+use crate::metrics::{AttemptResult, Metrics};
+use crate::pod_status;
+use crate::queue::SchedulingQueue;
+
+/// Pods handled per drain before events are looked at again, so a long backlog does not starve
+/// the watch (and the cache stays current).
+const DRAIN_BATCH: usize = 256;
+
+/// Is this an unbound pod that this scheduler should place?
+pub fn wants_scheduling(pod: &Pod) -> bool {
+    let name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler");
+    assigned_node(pod).is_none()
+        && !is_terminal(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+        && SCHEDULER_NAMES.contains(&name)
+}
+
+fn hash_of<T: Hash>(value: T) -> u64 {
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+/// What of a pending pod matters to scheduling: spec and labels (not status, so our own condition
+/// writes do not count as updates).
+fn pod_fingerprint(pod: &Pod) -> u64 {
+    hash_of((
+        serde_json::to_string(&pod.spec).unwrap_or_default(),
+        serde_json::to_string(&pod.metadata.labels).unwrap_or_default(),
+    ))
+}
+
+/// What of a node matters to scheduling (heartbeats do not).
+fn node_fingerprint(node: &Node) -> u64 {
+    let status = node.status.as_ref();
+    hash_of((
+        serde_json::to_string(&node.metadata.labels).unwrap_or_default(),
+        serde_json::to_string(&node.spec).unwrap_or_default(),
+        serde_json::to_string(&status.map(|s| (&s.allocatable, &s.images))).unwrap_or_default(),
+    ))
+}
+
+struct BindOutcome {
+    key: PodKey,
+    started: Instant,
+    result: Result<(), pod_status::PodWriteError>,
+}
+
+pub struct SchedulingLoop {
+    client: kube::Client,
+    cache: Cache,
+    queue: SchedulingQueue,
+    pods: Store<Pod>,
+    recorder: Arc<EventRecorder>,
+    metrics: Arc<Metrics>,
+    rng: StdRng,
+    node_fingerprints: HashMap<String, u64>,
+    bind_tx: mpsc::UnboundedSender<BindOutcome>,
+    pods_synced: bool,
+    nodes_synced: bool,
+    relist_pods: Option<HashSet<PodKey>>,
+    relist_nodes: Option<HashSet<String>>,
+}
+
+impl SchedulingLoop {
+    pub async fn run(client: kube::Client, identity: &str, metrics: Arc<Metrics>) {
+        let (pod_store, pod_writer) = reflector::store();
+        let pod_events = reflector::reflector(
+            pod_writer,
+            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff();
+        let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+            .default_backoff();
+        let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
+        let mut this = SchedulingLoop {
+            recorder: Arc::new(EventRecorder::new(client.clone(), COMPONENT, identity)),
+            client,
+            cache: Cache::default(),
+            queue: SchedulingQueue::default(),
+            pods: pod_store,
+            metrics,
+            rng: StdRng::from_os_rng(),
+            node_fingerprints: HashMap::new(),
+            bind_tx,
+            pods_synced: false,
+            nodes_synced: false,
+            relist_pods: None,
+            relist_nodes: None,
+        };
+        let mut pod_events = std::pin::pin!(pod_events);
+        let mut node_events = std::pin::pin!(node_events);
+        loop {
+            if this.pods_synced && this.nodes_synced {
+                let now = Instant::now();
+                for _ in 0..DRAIN_BATCH {
+                    let Some(key) = this.queue.pop(now) else {
+                        break;
+                    };
+                    this.schedule_one(&key);
+                }
+            }
+            this.metrics.set_pending(this.queue.lengths());
+            let wake = this
+                .queue
+                .next_wakeup()
+                .map(tokio::time::Instant::from_std)
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+            let busy = this.queue.lengths().active > 0 && this.pods_synced && this.nodes_synced;
+            tokio::select! {
+                ev = pod_events.next() => match ev {
+                    Some(Ok(ev)) => this.on_pod_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                    None => return,
+                },
+                ev = node_events.next() => match ev {
+                    Some(Ok(ev)) => this.on_node_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "node watch failed; retrying"),
+                    None => return,
+                },
+                Some(outcome) = bind_rx.recv() => this.on_bind_outcome(outcome),
+                _ = tokio::time::sleep_until(wake) => {}
+                // More pods are ready: loop straight back to the drain.
+                _ = std::future::ready(()), if busy => {}
+            }
+        }
+    }
+
+    fn on_pod_event(&mut self, ev: watcher::Event<Pod>) {
+        let now = Instant::now();
+        match ev {
+            watcher::Event::Init => self.relist_pods = Some(HashSet::new()),
+            watcher::Event::InitApply(pod) => {
+                if let Some(seen) = self.relist_pods.as_mut() {
+                    seen.insert(pod_key(&pod));
+                }
+                self.apply_pod(&pod, now);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relist_pods.take() {
+                    for key in self.cache.placed_keys() {
+                        if !seen.contains(&key) && !self.cache.is_assumed(&key) {
+                            self.cache.remove_pod(&key);
+                        }
+                    }
+                    self.queue.retain(|k| seen.contains(k));
+                }
+                self.pods_synced = true;
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Apply(pod) => self.apply_pod(&pod, now),
+            watcher::Event::Delete(pod) => {
+                let key = pod_key(&pod);
+                let freed = self.cache.is_placed(&key);
+                self.cache.remove_pod(&key);
+                self.queue.remove(&key);
+                if freed {
+                    self.queue.move_all_to_active_or_backoff(now);
+                }
+            }
+        }
+    }
+
+    fn apply_pod(&mut self, pod: &Pod, now: Instant) {
+        let key = pod_key(pod);
+        let was_placed = self.cache.is_placed(&key);
+        self.cache.upsert_pod(pod);
+        if wants_scheduling(pod) {
+            self.queue.add_or_update(&key, pod_fingerprint(pod), now);
+        } else {
+            self.queue.remove(&key);
+            // A placed pod that finished frees its resources.
+            if was_placed && !self.cache.is_placed(&key) {
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+        }
+    }
+
+    fn on_node_event(&mut self, ev: watcher::Event<Node>) {
+        let now = Instant::now();
+        match ev {
+            watcher::Event::Init => self.relist_nodes = Some(HashSet::new()),
+            watcher::Event::InitApply(node) | watcher::Event::Apply(node) => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                if let Some(seen) = self.relist_nodes.as_mut() {
+                    seen.insert(name.clone());
+                }
+                let fp = node_fingerprint(&node);
+                let changed = self.node_fingerprints.insert(name, fp) != Some(fp);
+                self.cache.upsert_node(node);
+                if changed {
+                    self.queue.move_all_to_active_or_backoff(now);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relist_nodes.take() {
+                    let gone: Vec<String> = self
+                        .node_fingerprints
+                        .keys()
+                        .filter(|n| !seen.contains(*n))
+                        .cloned()
+                        .collect();
+                    for name in gone {
+                        self.node_fingerprints.remove(&name);
+                        self.cache.remove_node(&name);
+                    }
+                }
+                self.nodes_synced = true;
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Delete(node) => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                self.node_fingerprints.remove(&name);
+                self.cache.remove_node(&name);
+            }
+        }
+    }
+
+    fn schedule_one(&mut self, key: &str) {
+        let Some((namespace, name)) = key.split_once('/') else {
+            return;
+        };
+        let Some(pod) = self.pods.get(&ObjectRef::new(name).within(namespace)) else {
+            self.queue.remove(key);
+            return;
+        };
+        if !wants_scheduling(&pod) {
+            self.queue.remove(key);
+            return;
+        }
+        // A binding for it is in flight: its outcome decides what happens next.
+        if self.cache.is_assumed(key) {
+            return;
+        }
+        let started = Instant::now();
+        match schedule(&pod, &self.cache, &mut self.rng) {
+            Ok(node) => {
+                self.cache.assume(&pod, &node);
+                let client = self.client.clone();
+                let recorder = self.recorder.clone();
+                let tx = self.bind_tx.clone();
+                let key = key.to_string();
+                tokio::spawn(async move {
+                    let result = pod_status::bind(client, &pod, &node).await;
+                    if result.is_ok() {
+                        tracing::info!(pod = %key, node = %node, "bound");
+                        let message = format!("Successfully assigned {key} to {node}");
+                        if let Err(e) = recorder
+                            .record(&object_reference(pod.as_ref()), NORMAL, "Scheduled", &message)
+                            .await
+                        {
+                            tracing::warn!(error = %e, "writing the Scheduled event failed");
+                        }
+                    }
+                    let _ = tx.send(BindOutcome {
+                        key,
+                        started,
+                        result,
+                    });
+                });
+            }
+            Err(err) => {
+                self.metrics
+                    .attempt(AttemptResult::Unschedulable, started.elapsed().as_secs_f64());
+                self.queue.mark_unschedulable(key, Instant::now());
+                self.report_unschedulable(pod, err);
+            }
+        }
+    }
+
+    fn report_unschedulable(&self, pod: Arc<Pod>, err: ScheduleError) {
+        let message = err.message();
+        tracing::info!(pod = %pod_key(&pod), %message, "unschedulable");
+        let client = self.client.clone();
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(e) = recorder
+                .record(&object_reference(pod.as_ref()), WARNING, "FailedScheduling", &message)
+                .await
+            {
+                tracing::warn!(error = %e, "writing the FailedScheduling event failed");
+            }
+            if let Err(e) = pod_status::mark_unschedulable(client, &pod, &message).await {
+                tracing::warn!(error = %e, "updating the pod condition failed");
+            }
+        });
+    }
+
+    fn on_bind_outcome(&mut self, outcome: BindOutcome) {
+        let seconds = outcome.started.elapsed().as_secs_f64();
+        match outcome.result {
+            Ok(()) => self.metrics.attempt(AttemptResult::Scheduled, seconds),
+            Err(e) => {
+                tracing::warn!(error = %e, "binding failed; retrying after backoff");
+                self.metrics.attempt(AttemptResult::Error, seconds);
+                self.cache.forget_assumed(&outcome.key);
+                self.queue.mark_error(&outcome.key, Instant::now());
+                if let Some((ns, name)) = outcome.key.split_once('/') {
+                    if let Some(pod) = self.pods.get(&ObjectRef::new(name).within(ns)) {
+                        let recorder = self.recorder.clone();
+                        let message = format!("Binding rejected: {e}");
+                        tokio::spawn(async move {
+                            let _ = recorder
+                                .record(&object_reference(pod.as_ref()), WARNING, "FailedScheduling", &message)
+                                .await;
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_our_unbound_live_pods_are_scheduled() {
+        let base = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+        assert!(wants_scheduling(&pod(base.clone())));
+        assert!(wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulerName": "kiln-scheduler"}}))));
+        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulerName": "other"}}))));
+        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeName": "n1"}}))));
+        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p", "deletionTimestamp": "2025-01-01T00:00:00Z"}, "spec": {"containers": []}}))));
+        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Failed"}}))));
+    }
+
+    #[test]
+    fn status_writes_do_not_change_the_fingerprint() {
+        let a = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}));
+        let mut b = a.clone();
+        b.status = Some(Default::default());
+        assert_eq!(pod_fingerprint(&a), pod_fingerprint(&b));
+        let mut c = a.clone();
+        c.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        assert_ne!(pod_fingerprint(&a), pod_fingerprint(&c));
+    }
+}
