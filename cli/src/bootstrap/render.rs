@@ -12,6 +12,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../templates/kiln-apiserver.yaml"),
     ),
     (
+        "containerd.toml",
+        include_str!("../../../templates/containerd.toml"),
+    ),
+    (
+        "registry-hosts.toml",
+        include_str!("../../../templates/registry-hosts.toml"),
+    ),
+    (
         "kiln-proxy.yaml",
         include_str!("../../../templates/kiln-proxy.yaml"),
     ),
@@ -84,6 +92,11 @@ mod tests {
             "service_cidr",
             "kubelet_command",
             "pod_cidr",
+            "pause_image",
+            "cni_bin_dir",
+            "systemd_cgroup",
+            "registry",
+            "scheme",
         ] {
             c.insert(k, "x");
         }

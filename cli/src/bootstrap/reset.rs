@@ -45,6 +45,7 @@ pub async fn run_phase(ctx: &Context, name: &str, host: &str) -> Result<Outcome,
         "stop-static-pods" => stop_static_pods(&*t).await,
         "stop-kubelet" => stop_kubelet(&*t).await,
         "cleanup-network" => cleanup_network(&*t).await,
+        "remove-workloads" => super::phases::runtime::remove_workloads(&*t).await,
         "remove-files" => remove_files(&*t).await,
         "verify-clean" => verify_clean(&*t).await,
         other => Err(BootstrapError::UnknownPhase {
@@ -168,12 +169,14 @@ async fn verify_clean(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let files = t.run(&present_script()).await?;
     let procs = t.run(&kiln_pids_script()).await?;
     let network = t.run(NETWORK_RESIDUE).await?;
+    let workloads = t.run(super::phases::runtime::WORKLOAD_RESIDUE).await?;
     let residue: Vec<String> = files
         .lines()
         .map(str::to_string)
         .map(|l| format!("file {l}"))
         .chain(procs.lines().map(|l| format!("process {l}")))
         .chain(network.lines().map(str::to_string))
+        .chain(workloads.lines().map(str::to_string))
         .collect();
     if residue.is_empty() {
         Ok(Outcome::Done("clean".into()))

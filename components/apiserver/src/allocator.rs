@@ -188,9 +188,9 @@ impl ServiceAllocator {
                     }
                 }
                 None => {
-                    let same = old_ports.iter().find(|o| {
-                        o["port"] == port["port"] && o["protocol"] == port["protocol"]
-                    });
+                    let same = old_ports
+                        .iter()
+                        .find(|o| o["port"] == port["port"] && o["protocol"] == port["protocol"]);
                     if let Some(np) = same.and_then(|o| o["nodePort"].as_i64()) {
                         port["nodePort"] = json!(np);
                         continue;

@@ -36,7 +36,10 @@ async fn upsert(
     obj: Value,
     compare: &[&str],
 ) -> Result<(), BootstrapError> {
-    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+    let ns = obj["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
     let key = spec.key(Some(&ns), &name);
     for _ in 0..5 {
@@ -47,12 +50,13 @@ async fn upsert(
                 Err(e) => return Err(e.into()),
             },
             Some(current) => {
-                let mut stored = from_stored(&current.value, current.mod_revision).map_err(|e| {
-                    BootstrapError::Invalid {
-                        what: spec.kind.to_string(),
-                        message: e.message,
-                    }
-                })?;
+                let mut stored =
+                    from_stored(&current.value, current.mod_revision).map_err(|e| {
+                        BootstrapError::Invalid {
+                            what: spec.kind.to_string(),
+                            message: e.message,
+                        }
+                    })?;
                 if compare.iter().all(|f| stored[*f] == obj[*f]) {
                     return Ok(());
                 }
@@ -98,7 +102,11 @@ pub async fn kubernetes_service(
         .map(|r| (r.key, b"default/kubernetes".to_vec()))
         .collect();
     match store
-        .create_claiming(&SERVICES.key(Some("default"), "kubernetes"), to_stored(&svc), &claims)
+        .create_claiming(
+            &SERVICES.key(Some("default"), "kubernetes"),
+            to_stored(&svc),
+            &claims,
+        )
         .await
     {
         Ok(_) => tracing::info!(cluster_ip = %ip, "created the kubernetes service"),

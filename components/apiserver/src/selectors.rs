@@ -204,7 +204,11 @@ pub fn label_selector_string(selector: &Value) -> String {
                 .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
         );
     }
-    for e in selector["matchExpressions"].as_array().into_iter().flatten() {
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let key = e["key"].as_str().unwrap_or("");
         let mut values: Vec<&str> = e["values"]
             .as_array()

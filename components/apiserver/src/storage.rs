@@ -274,7 +274,12 @@ impl Store {
     }
 
     /// Compare-and-delete of `key` at `expected`, releasing the keys it held in the same transaction.
-    pub async fn delete_releasing(&self, key: &str, expected: i64, releases: &[String]) -> Result<i64> {
+    pub async fn delete_releasing(
+        &self,
+        key: &str,
+        expected: i64,
+        releases: &[String],
+    ) -> Result<i64> {
         let mut then = vec![TxnOp::delete(key, None)];
         then.extend(releases.iter().map(|k| TxnOp::delete(k.as_str(), None)));
         let txn = Txn::new()

@@ -147,6 +147,23 @@ fn start_cri(
     )))
 }
 
+/// Without --pod-cidr, the node's CIDR is the one the controller-manager's nodeipam assigns: wait for
+/// spec.podCIDR on our Node, then write the CNI config for it (CRI is not ready without one).
+async fn ensure_cni_config(cfg: &KubeletConfig, client: &kube::Client) -> Result<(), String> {
+    let Some(cri) = &cfg.cri else { return Ok(()) };
+    if cri.pod_cidr.is_some() {
+        return Ok(());
+    }
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let node = nodes.get(&cfg.node_name).await.map_err(|e| e.to_string())?;
+    let cidr = node
+        .spec
+        .and_then(|s| s.pod_cidr)
+        .ok_or_else(|| format!("node {} has no spec.podCIDR yet", cfg.node_name))?;
+    cni::write_conflist(&cri.cni_conf_dir, &cidr).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 /// Waits for the container runtime and the API server (both may come up after the kubelet), clears
 /// sandboxes a previous kubelet run left (adoption is future work), then syncs workload pods.
 async fn run_workloads(
@@ -157,8 +174,9 @@ async fn run_workloads(
     let mut last_error = String::new();
     let client = loop {
         let step = async {
-            rt.ready().await.map_err(|e| e.to_string())?;
             let client = agent::load_client(&cfg).await.map_err(|e| e.to_string())?;
+            ensure_cni_config(&cfg, &client).await?;
+            rt.ready().await.map_err(|e| e.to_string())?;
             rt.remove_unknown_sandboxes()
                 .await
                 .map_err(|e| e.to_string())?;

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -206,9 +208,19 @@ pub fn node_object(cfg: &KubeletConfig, status: NodeStatus) -> Node {
             labels: Some(labels),
             ..Default::default()
         },
-        spec: None,
+        // A --pod-cidr given to the kubelet is the node's: published so kiln-proxy routes to it and the
+        // controller-manager's nodeipam does not hand out another.
+        spec: configured_pod_cidr(cfg).map(|c| NodeSpec {
+            pod_cidr: Some(c.clone()),
+            pod_cidrs: Some(vec![c]),
+            ..Default::default()
+        }),
         status: Some(status),
     }
+}
+
+fn configured_pod_cidr(cfg: &KubeletConfig) -> Option<String> {
+    cfg.cri.as_ref().and_then(|c| c.pod_cidr.clone())
 }
 
 /// Creates the Node, or takes over the existing one of the same name. Returns the server's copy.
@@ -232,7 +244,23 @@ pub async fn register(
         }
         Err(kube::Error::Api(e)) if e.code == 409 => {
             tracing::info!(node = %cfg.node_name, "node already registered");
-            api.get(&cfg.node_name).await.map_err(err)
+            let mut node = api.get(&cfg.node_name).await.map_err(err)?;
+            let has_cidr = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.pod_cidr.as_ref())
+                .is_some();
+            match configured_pod_cidr(cfg) {
+                Some(c) if !has_cidr => {
+                    let spec = node.spec.get_or_insert_with(Default::default);
+                    spec.pod_cidr = Some(c.clone());
+                    spec.pod_cidrs = Some(vec![c]);
+                    api.replace(&cfg.node_name, &PostParams::default(), &node)
+                        .await
+                        .map_err(err)
+                }
+                _ => Ok(node),
+            }
         }
         Err(e) => Err(err(e)),
     }

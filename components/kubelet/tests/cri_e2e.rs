@@ -9,14 +9,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::lab::{bin, is_root, Lab};
-use kiln_pki::{ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity};
+use kiln_pki::{
+    ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
+};
 
 const KUBECTL: &str = "kubectl --kubeconfig /etc/kiln/admin.conf";
 
 /// Polls a shell command on the host until `done(stdout)`; bounded.
 fn wait_sh(lab: &Lab, script: &str, secs: u64, what: &str, done: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut last = String::new();
     loop {
         let out = lab
             .exec(&["sh", "-c", script])
@@ -27,8 +28,8 @@ fn wait_sh(lab: &Lab, script: &str, secs: u64, what: &str, done: impl Fn(&str) -
         if out.status.success() && done(&stdout) {
             return stdout;
         }
-        last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
         if Instant::now() > deadline {
+            let last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
             let logs = lab.sh("tail -n 40 /var/log/kiln-kubelet.log", b"");
             panic!("timed out after {secs}s waiting for {what}; last output:\n{last}\nkubelet log:\n{logs}");
         }
@@ -50,7 +51,10 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
     let apiserver = bin("kiln-apiserver");
     let lab = Lab::up("kubelet-e2e");
     assert!(lab
-        .sh(&std::fs::read_to_string(here.join("host-setup.sh")).unwrap(), b"")
+        .sh(
+            &std::fs::read_to_string(here.join("host-setup.sh")).unwrap(),
+            b""
+        )
         .contains("containerd-up"));
 
     // PKI and kubeconfigs for an API server on the host's loopback.
@@ -67,7 +71,15 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
             node_name: "host1".into(),
         },
     ] {
-        ensure_kubeconfig(&etc, &ca, &kind, "kiln", "https://127.0.0.1:6443", &Validity::default()).unwrap();
+        ensure_kubeconfig(
+            &etc,
+            &ca,
+            &kind,
+            "kiln",
+            "https://127.0.0.1:6443",
+            &Validity::default(),
+        )
+        .unwrap();
     }
     for f in ["ca.crt", "apiserver.crt", "apiserver.key"] {
         lab.put(&pki.join(f), &format!("/etc/kiln/pki/{f}"), "0600");
@@ -76,7 +88,11 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
         lab.put(&etc.join(f), &format!("/etc/kiln/{f}"), "0600");
     }
     lab.put(&apiserver, "/usr/local/bin/kiln-apiserver", "0755");
-    lab.put(Path::new(env!("CARGO_BIN_EXE_kiln-kubelet")), "/usr/local/bin/kiln-kubelet", "0755");
+    lab.put(
+        Path::new(env!("CARGO_BIN_EXE_kiln-kubelet")),
+        "/usr/local/bin/kiln-kubelet",
+        "0755",
+    );
     lab.put(&here.join("pods-e2e.yaml"), "/tmp/pods.yaml", "0644");
 
     // The control plane and the kubelet, as host processes (they die with the lab).
@@ -93,23 +109,37 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
            --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 >/var/log/kiln-kubelet.log 2>&1 </dev/null &",
         b"",
     );
-    wait_sh(&lab, &format!("{KUBECTL} get node host1 -o json"), 90, "node host1 Ready", |o| {
-        serde_json::from_str::<serde_json::Value>(o).is_ok_and(|n| {
-            n["status"]["conditions"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-        })
-    });
+    wait_sh(
+        &lab,
+        &format!("{KUBECTL} get node host1 -o json"),
+        90,
+        "node host1 Ready",
+        |o| {
+            serde_json::from_str::<serde_json::Value>(o).is_ok_and(|n| {
+                n["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+        },
+    );
     lab.sh(&format!("{KUBECTL} apply -f /tmp/pods.yaml"), b"");
 
     // web: Running and Ready (readiness probe), pod IP from the node's CIDR, serving from the pod network.
-    wait_sh(&lab, &format!("{KUBECTL} get pod web -o json"), 120, "web Ready", |o| {
-        serde_json::from_str::<serde_json::Value>(o).is_ok_and(|p| {
-            p["status"]["conditions"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-        })
-    });
+    wait_sh(
+        &lab,
+        &format!("{KUBECTL} get pod web -o json"),
+        120,
+        "web Ready",
+        |o| {
+            serde_json::from_str::<serde_json::Value>(o).is_ok_and(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+        },
+    );
     let web = pod_json(&lab, "web");
     assert_eq!(web["status"]["phase"], "Running");
     assert_eq!(web["status"]["hostIP"], "10.250.0.11");
@@ -119,17 +149,27 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
     assert_eq!(body.trim(), "hello-web-on-host1");
 
     // crash: restarted with a growing restartCount, last exit 1, as kubectl shows it.
-    wait_sh(&lab, &format!("{KUBECTL} get pod crash -o json"), 120, "crash restarted twice", |o| {
-        serde_json::from_str::<serde_json::Value>(o).is_ok_and(|p| {
-            let c = &p["status"]["containerStatuses"][0];
-            c["restartCount"].as_i64().unwrap_or(0) >= 2 && c["lastState"]["terminated"]["exitCode"] == 1
-        })
-    });
+    wait_sh(
+        &lab,
+        &format!("{KUBECTL} get pod crash -o json"),
+        120,
+        "crash restarted twice",
+        |o| {
+            serde_json::from_str::<serde_json::Value>(o).is_ok_and(|p| {
+                let c = &p["status"]["containerStatuses"][0];
+                c["restartCount"].as_i64().unwrap_or(0) >= 2
+                    && c["lastState"]["terminated"]["exitCode"] == 1
+            })
+        },
+    );
     let table = lab.sh(&format!("{KUBECTL} get pods"), b"");
     assert!(table.contains("web") && table.contains("1/1"), "{table}");
 
     // Graceful delete: kubectl waits until the kubelet stopped the pods and removed the objects.
-    lab.sh(&format!("{KUBECTL} delete pod web crash --timeout=90s"), b"");
+    lab.sh(
+        &format!("{KUBECTL} delete pod web crash --timeout=90s"),
+        b"",
+    );
     let left = lab.sh(&format!("{KUBECTL} get pods -o name"), b"");
     assert_eq!(left.trim(), "", "pods left: {left}");
     assert_eq!(lab.sh("ctr -n k8s.io containers ls -q", b"").trim(), "");

@@ -107,9 +107,13 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         );
     }
 
+    // Its log goes to the host's /var/log/kiln-cri-smoke.log; stdout is the status stream.
     let child = lab
         .exec(&[
-            "/usr/local/bin/kiln-cri-smoke",
+            "sh",
+            "-c",
+            "exec /usr/local/bin/kiln-cri-smoke \"$@\" 2>/var/log/kiln-cri-smoke.log",
+            "kiln-cri-smoke",
             "--pod-infra-container-image=10.250.0.1:5000/kiln/pause:1",
             "--pod-cidr=10.244.1.0/24",
             "--node-name=host1",

@@ -61,7 +61,11 @@ impl FitError {
 }
 
 /// Nodes that pass every filter, and the reasons of those that do not.
-pub fn find_feasible<'a>(pod: &Pod, pod_info: &PodInfo, nodes: &[&'a NodeInfo]) -> (Vec<&'a NodeInfo>, FitError) {
+pub fn find_feasible<'a>(
+    pod: &Pod,
+    pod_info: &PodInfo,
+    nodes: &[&'a NodeInfo],
+) -> (Vec<&'a NodeInfo>, FitError) {
     let mut diagnosis = FitError {
         num_all_nodes: nodes.len(),
         ..Default::default()
@@ -86,7 +90,13 @@ pub fn find_feasible<'a>(pod: &Pod, pod_info: &PodInfo, nodes: &[&'a NodeInfo]) 
 }
 
 /// Weighted sum of every scorer per feasible node, in the order given.
-pub fn prioritize(pod: &Pod, pod_info: &PodInfo, feasible: &[&NodeInfo], cache: &Cache, total_nodes: usize) -> Vec<i64> {
+pub fn prioritize(
+    pod: &Pod,
+    pod_info: &PodInfo,
+    feasible: &[&NodeInfo],
+    cache: &Cache,
+    total_nodes: usize,
+) -> Vec<i64> {
     let mut totals = vec![0i64; feasible.len()];
     for scorer in SCORERS {
         let mut scores: Vec<i64> = feasible
@@ -247,7 +257,11 @@ mod tests {
             placed.push(host);
         }
         placed.sort();
-        assert_eq!(placed, ["a", "b", "c"], "least-allocated spreads equal nodes");
+        assert_eq!(
+            placed,
+            ["a", "b", "c"],
+            "least-allocated spreads equal nodes"
+        );
     }
 
     #[test]
@@ -258,7 +272,10 @@ mod tests {
             seen[select_host(&[5, 9, 9, 1], &mut r).unwrap()] += 1;
         }
         assert_eq!(seen[0] + seen[3], 0);
-        assert!(seen[1] > 100 && seen[2] > 100, "both tied nodes chosen: {seen:?}");
+        assert!(
+            seen[1] > 100 && seen[2] > 100,
+            "both tied nodes chosen: {seen:?}"
+        );
         assert_eq!(select_host(&[], &mut r), None);
     }
 }

@@ -66,7 +66,11 @@ impl PodInfo {
         let host_ports = pod
             .spec
             .iter()
-            .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
             .flat_map(|c| c.ports.iter().flatten())
             .filter(|p| p.host_port.is_some_and(|h| h > 0))
             .map(|p| HostPort {

@@ -25,12 +25,11 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientErr
     let config = match kubeconfig {
         Some(path) => {
             let display = path.display().to_string();
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
-                ClientError::Read {
+            let kc =
+                kube::config::Kubeconfig::read_from(path).map_err(|source| ClientError::Read {
                     path: display.clone(),
                     source,
-                }
-            })?;
+                })?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|source| ClientError::Config {

@@ -61,7 +61,11 @@ mod tests {
         assert!(!o.leader_elect);
         assert_eq!(o.secure_port, 10259);
         assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));
-        let o = Options::parse_from(["kiln-scheduler", "--leader-elect", "--leader-elect-retry-period=500ms"]);
+        let o = Options::parse_from([
+            "kiln-scheduler",
+            "--leader-elect",
+            "--leader-elect-retry-period=500ms",
+        ]);
         assert!(o.leader_elect);
         assert_eq!(o.leader_elect_retry_period, Duration::from_millis(500));
     }

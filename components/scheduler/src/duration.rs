@@ -5,7 +5,9 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DurationError {
-    #[error("invalid duration {0:?}: expected a number with a unit (ns, us, ms, s, m, h), e.g. 40s")]
+    #[error(
+        "invalid duration {0:?}: expected a number with a unit (ns, us, ms, s, m, h), e.g. 40s"
+    )]
     Invalid(String),
 }
 

@@ -27,12 +27,15 @@ pub enum EventError {
 pub const NORMAL: &str = "Normal";
 pub const WARNING: &str = "Warning";
 
+/// (object uid, reason, message): events with the same key are one series.
+type SeriesKey = (String, String, String);
+
 pub struct EventRecorder {
     client: kube::Client,
     component: String,
     instance: String,
     /// (object uid, reason, message) → (event name, count) of the last event written for it.
-    seen: Mutex<HashMap<(String, String, String), (String, i32)>>,
+    seen: Mutex<HashMap<SeriesKey, (String, i32)>>,
 }
 
 /// A reference to any object for `involvedObject`.

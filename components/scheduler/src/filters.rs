@@ -132,7 +132,10 @@ fn node_affinity(i: &FilterInput) -> FilterResult {
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     match required {
         Some(sel) if !any_term_matches(&sel.node_selector_terms, i.node) => fail(REASON_AFFINITY),
         _ => Ok(()),
@@ -255,7 +258,8 @@ mod tests {
             {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
         ]}));
         assert!(reasons(&tolerant, n).is_empty());
-        let exec = node(json!({"spec": {"taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]}}));
+        let exec =
+            node(json!({"spec": {"taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]}}));
         assert_eq!(
             reasons(&pod(json!({})), exec),
             ["node(s) had untolerated taint {k: v}"]
@@ -265,14 +269,23 @@ mod tests {
     #[test]
     fn selector_and_required_affinity() {
         assert_eq!(
-            reasons(&pod(json!({"nodeSelector": {"zone": "b"}})), node(json!({}))),
+            reasons(
+                &pod(json!({"nodeSelector": {"zone": "b"}})),
+                node(json!({}))
+            ),
             [REASON_AFFINITY]
         );
-        assert!(reasons(&pod(json!({"nodeSelector": {"zone": "a"}})), node(json!({}))).is_empty());
+        assert!(reasons(
+            &pod(json!({"nodeSelector": {"zone": "a"}})),
+            node(json!({}))
+        )
+        .is_empty());
         let affinity = |zone: &str| {
-            pod(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}]
-            }}}}))
+            pod(
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}]
+                }}}}),
+            )
         };
         assert_eq!(reasons(&affinity("b"), node(json!({}))), [REASON_AFFINITY]);
         assert!(reasons(&affinity("a"), node(json!({}))).is_empty());
@@ -304,7 +317,11 @@ mod tests {
             "resources": {"requests": {"cpu": "3", "memory": "8Gi", "ephemeral-storage": "20Gi"}}}]}));
         assert_eq!(
             check(&huge, &info).unwrap_err(),
-            ["Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage"]
+            [
+                "Insufficient cpu",
+                "Insufficient memory",
+                "Insufficient ephemeral-storage"
+            ]
         );
     }
 
@@ -316,7 +333,10 @@ mod tests {
             p.key = format!("default/p{n}");
             info.add_pod(p);
         }
-        assert_eq!(check(&pod(json!({})), &info).unwrap_err(), [REASON_TOO_MANY_PODS]);
+        assert_eq!(
+            check(&pod(json!({})), &info).unwrap_err(),
+            [REASON_TOO_MANY_PODS]
+        );
     }
 
     #[test]

@@ -225,11 +225,8 @@ impl LeaderElector {
         let mut last_renewal = Instant::now();
         loop {
             tokio::time::sleep(self.config.retry_period).await;
-            let attempt = tokio::time::timeout(
-                self.config.renew_deadline,
-                self.try_acquire_or_renew(),
-            )
-            .await;
+            let attempt =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()).await;
             match attempt {
                 Ok(Ok(true)) => last_renewal = Instant::now(),
                 Ok(Ok(false)) => {
@@ -270,7 +267,19 @@ mod tests {
     fn foreign_lease_only_after_it_stayed_unchanged_for_a_lease_duration() {
         let seen = Instant::now();
         let d = Duration::from_secs(15);
-        assert!(!may_take(Some("b"), "a", seen, d, seen + Duration::from_secs(14)));
-        assert!(may_take(Some("b"), "a", seen, d, seen + Duration::from_secs(15)));
+        assert!(!may_take(
+            Some("b"),
+            "a",
+            seen,
+            d,
+            seen + Duration::from_secs(14)
+        ));
+        assert!(may_take(
+            Some("b"),
+            "a",
+            seen,
+            d,
+            seen + Duration::from_secs(15)
+        ));
     }
 }

@@ -37,9 +37,9 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
         return false;
     }
     let labels = node.metadata.labels.as_ref();
-    let label_ok = exprs.iter().all(|r| {
-        requirement_matches(r, labels.and_then(|l| l.get(&r.key)).map(String::as_str))
-    });
+    let label_ok = exprs
+        .iter()
+        .all(|r| requirement_matches(r, labels.and_then(|l| l.get(&r.key)).map(String::as_str)));
     let field_ok = fields.iter().all(|r| {
         let value = match r.key.as_str() {
             "metadata.name" => node.metadata.name.as_deref(),
@@ -81,7 +81,9 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     }
     match op {
         "Exists" => true,
-        "Equal" | "" => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        "Equal" | "" => {
+            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
         _ => false,
     }
 }
@@ -107,12 +109,24 @@ mod tests {
     fn node_selector_terms() {
         let n = node(json!({"zone": "a", "gen": "5"}));
         let t = |v| term_matches(&term(v), &n);
-        assert!(t(json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]})));
-        assert!(!t(json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]})));
-        assert!(t(json!({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]})));
-        assert!(t(json!({"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]}]})));
-        assert!(!t(json!({"matchExpressions": [{"key": "gen", "operator": "Lt", "values": ["4"]}]})));
-        assert!(t(json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]})));
+        assert!(t(
+            json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]})
+        ));
+        assert!(!t(
+            json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]})
+        ));
+        assert!(t(
+            json!({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]})
+        ));
+        assert!(t(
+            json!({"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]}]})
+        ));
+        assert!(!t(
+            json!({"matchExpressions": [{"key": "gen", "operator": "Lt", "values": ["4"]}]})
+        ));
+        assert!(t(
+            json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]})
+        ));
         assert!(!t(json!({})), "an empty term matches nothing");
     }
 
@@ -123,11 +137,15 @@ mod tests {
         )
         .unwrap();
         let tol = |v| tolerates(&serde_json::from_value::<Toleration>(v).unwrap(), &taint);
-        assert!(tol(json!({"key": "dedicated", "value": "db", "effect": "NoSchedule"})));
+        assert!(tol(
+            json!({"key": "dedicated", "value": "db", "effect": "NoSchedule"})
+        ));
         assert!(tol(json!({"key": "dedicated", "operator": "Exists"})));
         assert!(tol(json!({"operator": "Exists"})));
         assert!(!tol(json!({"key": "dedicated", "value": "web"})));
-        assert!(!tol(json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"})));
+        assert!(!tol(
+            json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"})
+        ));
         assert!(!tol(json!({"key": "other", "operator": "Exists"})));
     }
 }

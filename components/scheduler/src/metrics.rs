@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::queue::QueueLengths;
 
 /// Upper bounds (seconds) of the attempt-duration histogram.
-const BUCKETS: &[f64] = &[0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024];
+const BUCKETS: &[f64] = &[
+    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024,
+];
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -96,7 +98,10 @@ impl Metrics {
             ("backoff", &self.backoff),
             ("unschedulable", &self.unschedulable_pending),
         ] {
-            out.push_str(&format!("scheduler_pending_pods{{queue=\"{queue}\"}} {}\n", get(v)));
+            out.push_str(&format!(
+                "scheduler_pending_pods{{queue=\"{queue}\"}} {}\n",
+                get(v)
+            ));
         }
         out.push_str("# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n");
         out.push_str("# TYPE leader_election_master_status gauge\n");
@@ -119,8 +124,12 @@ mod tests {
         m.attempt(AttemptResult::Unschedulable, 2.0);
         let text = m.render();
         assert!(text.contains("scheduler_schedule_attempts_total{profile=\"default-scheduler\",result=\"scheduled\"} 1"));
-        assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"0.004\"} 1"));
-        assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(
+            text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"0.004\"} 1")
+        );
+        assert!(
+            text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"+Inf\"} 2")
+        );
         assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_count 2"));
     }
 }

@@ -21,7 +21,10 @@ pub enum PodWriteError {
 
 fn names(pod: &Pod) -> (String, String) {
     (
-        pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        pod.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         pod.metadata.name.clone().unwrap_or_default(),
     )
 }
@@ -66,7 +69,11 @@ pub async fn bind(client: kube::Client, pod: &Pod, node: &str) -> Result<(), Pod
 
 /// The pod's conditions with PodScheduled=False/Unschedulable and this message, or None when the
 /// pod already says exactly that (no write needed).
-pub fn unschedulable_conditions(pod: &Pod, message: &str, now: Timestamp) -> Option<Vec<PodCondition>> {
+pub fn unschedulable_conditions(
+    pod: &Pod,
+    message: &str,
+    now: Timestamp,
+) -> Option<Vec<PodCondition>> {
     let mut conditions = pod
         .status
         .as_ref()
@@ -81,9 +88,13 @@ pub fn unschedulable_conditions(pod: &Pod, message: &str, now: Timestamp) -> Opt
         ..Default::default()
     };
     match conditions.iter_mut().find(|c| c.type_ == "PodScheduled") {
-        Some(c) if c.status == wanted.status
-            && c.reason == wanted.reason
-            && c.message == wanted.message => None,
+        Some(c)
+            if c.status == wanted.status
+                && c.reason == wanted.reason
+                && c.message == wanted.message =>
+        {
+            None
+        }
         Some(c) => {
             let transition = if c.status == wanted.status {
                 c.last_transition_time.clone()
@@ -103,7 +114,11 @@ pub fn unschedulable_conditions(pod: &Pod, message: &str, now: Timestamp) -> Opt
     }
 }
 
-pub async fn mark_unschedulable(client: kube::Client, pod: &Pod, message: &str) -> Result<(), PodWriteError> {
+pub async fn mark_unschedulable(
+    client: kube::Client,
+    pod: &Pod,
+    message: &str,
+) -> Result<(), PodWriteError> {
     let Some(conditions) = unschedulable_conditions(pod, message, Timestamp::now()) else {
         return Ok(());
     };
@@ -150,11 +165,20 @@ mod tests {
             "status": {"phase": "Pending", "conditions": []}
         }))
         .unwrap();
-        let conditions = unschedulable_conditions(&pod, "0/1 nodes are available: 1 Insufficient cpu.", now).unwrap();
+        let conditions =
+            unschedulable_conditions(&pod, "0/1 nodes are available: 1 Insufficient cpu.", now)
+                .unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason.as_deref(), Some("Unschedulable"));
         pod.status.as_mut().unwrap().conditions = Some(conditions);
-        assert!(unschedulable_conditions(&pod, "0/1 nodes are available: 1 Insufficient cpu.", now).is_none());
-        assert!(unschedulable_conditions(&pod, "no nodes available to schedule pods", now).is_some());
+        assert!(unschedulable_conditions(
+            &pod,
+            "0/1 nodes are available: 1 Insufficient cpu.",
+            now
+        )
+        .is_none());
+        assert!(
+            unschedulable_conditions(&pod, "no nodes available to schedule pods", now).is_some()
+        );
     }
 }

@@ -200,13 +200,21 @@ mod tests {
         q.add_or_update("ns/a", 1, t0);
         assert!(q.pop(t0).is_some());
         q.mark_unschedulable("ns/a", t0);
-        assert_eq!(q.pop(t0 + Duration::from_secs(30)), None, "no event, no retry");
+        assert_eq!(
+            q.pop(t0 + Duration::from_secs(30)),
+            None,
+            "no event, no retry"
+        );
         // A status-only update (same fingerprint) changes nothing.
         q.add_or_update("ns/a", 1, t0);
         assert_eq!(q.lengths().unschedulable, 1);
         q.move_all_to_active_or_backoff(t0 + Duration::from_millis(100));
         assert_eq!(q.lengths().backoff, 1);
-        assert_eq!(q.pop(t0 + Duration::from_millis(500)), None, "still backing off");
+        assert_eq!(
+            q.pop(t0 + Duration::from_millis(500)),
+            None,
+            "still backing off"
+        );
         assert_eq!(q.next_wakeup(), Some(t0 + INITIAL_BACKOFF));
         assert_eq!(q.pop(t0 + INITIAL_BACKOFF).as_deref(), Some("ns/a"));
     }
@@ -253,6 +261,9 @@ mod tests {
         q.add_or_update("ns/a", 1, t0);
         q.pop(t0);
         q.mark_unschedulable("ns/a", t0);
-        assert_eq!(q.pop(t0 + MAX_UNSCHEDULABLE_DURATION).as_deref(), Some("ns/a"));
+        assert_eq!(
+            q.pop(t0 + MAX_UNSCHEDULABLE_DURATION).as_deref(),
+            Some("ns/a")
+        );
     }
 }

@@ -97,8 +97,8 @@ impl SchedulingLoop {
             watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
         )
         .default_backoff();
-        let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-            .default_backoff();
+        let node_events =
+            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
         let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
         let mut this = SchedulingLoop {
             recorder: Arc::new(EventRecorder::new(client.clone(), COMPONENT, identity)),
@@ -273,7 +273,12 @@ impl SchedulingLoop {
                         tracing::info!(pod = %key, node = %node, "bound");
                         let message = format!("Successfully assigned {key} to {node}");
                         if let Err(e) = recorder
-                            .record(&object_reference(pod.as_ref()), NORMAL, "Scheduled", &message)
+                            .record(
+                                &object_reference(pod.as_ref()),
+                                NORMAL,
+                                "Scheduled",
+                                &message,
+                            )
                             .await
                         {
                             tracing::warn!(error = %e, "writing the Scheduled event failed");
@@ -287,8 +292,10 @@ impl SchedulingLoop {
                 });
             }
             Err(err) => {
-                self.metrics
-                    .attempt(AttemptResult::Unschedulable, started.elapsed().as_secs_f64());
+                self.metrics.attempt(
+                    AttemptResult::Unschedulable,
+                    started.elapsed().as_secs_f64(),
+                );
                 self.queue.mark_unschedulable(key, Instant::now());
                 self.report_unschedulable(pod, err);
             }
@@ -302,7 +309,12 @@ impl SchedulingLoop {
         let recorder = self.recorder.clone();
         tokio::spawn(async move {
             if let Err(e) = recorder
-                .record(&object_reference(pod.as_ref()), WARNING, "FailedScheduling", &message)
+                .record(
+                    &object_reference(pod.as_ref()),
+                    WARNING,
+                    "FailedScheduling",
+                    &message,
+                )
                 .await
             {
                 tracing::warn!(error = %e, "writing the FailedScheduling event failed");
@@ -328,7 +340,12 @@ impl SchedulingLoop {
                         let message = format!("Binding rejected: {e}");
                         tokio::spawn(async move {
                             let _ = recorder
-                                .record(&object_reference(pod.as_ref()), WARNING, "FailedScheduling", &message)
+                                .record(
+                                    &object_reference(pod.as_ref()),
+                                    WARNING,
+                                    "FailedScheduling",
+                                    &message,
+                                )
                                 .await;
                         });
                     }
@@ -351,11 +368,21 @@ mod tests {
     fn only_our_unbound_live_pods_are_scheduled() {
         let base = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
         assert!(wants_scheduling(&pod(base.clone())));
-        assert!(wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulerName": "kiln-scheduler"}}))));
-        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulerName": "other"}}))));
-        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeName": "n1"}}))));
-        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p", "deletionTimestamp": "2025-01-01T00:00:00Z"}, "spec": {"containers": []}}))));
-        assert!(!wants_scheduling(&pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Failed"}}))));
+        assert!(wants_scheduling(&pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulerName": "kiln-scheduler"}})
+        )));
+        assert!(!wants_scheduling(&pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulerName": "other"}})
+        )));
+        assert!(!wants_scheduling(&pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeName": "n1"}})
+        )));
+        assert!(!wants_scheduling(&pod(
+            json!({"metadata": {"name": "p", "deletionTimestamp": "2025-01-01T00:00:00Z"}, "spec": {"containers": []}})
+        )));
+        assert!(!wants_scheduling(&pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Failed"}})
+        )));
     }
 
     #[test]

@@ -76,7 +76,9 @@ pub fn normalize(kind: Normalize, scores: &mut [i64]) {
         Normalize::None => {}
         Normalize::Max => {
             if max > 0 {
-                scores.iter_mut().for_each(|s| *s = *s * MAX_NODE_SCORE / max);
+                scores
+                    .iter_mut()
+                    .for_each(|s| *s = *s * MAX_NODE_SCORE / max);
             }
         }
         Normalize::ReverseMax => {
@@ -100,7 +102,12 @@ fn prefer_no_schedule_taints(i: &ScoreInput) -> i64 {
         .and_then(|s| s.tolerations.as_ref())
         .into_iter()
         .flatten()
-        .filter(|t| matches!(t.effect.as_deref(), None | Some("") | Some("PreferNoSchedule")))
+        .filter(|t| {
+            matches!(
+                t.effect.as_deref(),
+                None | Some("") | Some("PreferNoSchedule")
+            )
+        })
         .collect();
     let taints = i.node.spec.as_ref().and_then(|s| s.taints.as_ref());
     taints
@@ -119,7 +126,10 @@ fn preferred_node_affinity(i: &ScoreInput) -> i64 {
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     preferred
         .into_iter()
         .flatten()
@@ -132,7 +142,10 @@ fn preferred_node_affinity(i: &ScoreInput) -> i64 {
 fn requested_with_pod(i: &ScoreInput) -> [(i64, i64); 2] {
     let (cpu, mem) = i.node_info.non_zero_requested;
     [
-        (cpu + i.pod_info.non_zero.0, i.node_info.allocatable.milli_cpu),
+        (
+            cpu + i.pod_info.non_zero.0,
+            i.node_info.allocatable.milli_cpu,
+        ),
         (mem + i.pod_info.non_zero.1, i.node_info.allocatable.memory),
     ]
 }
@@ -236,8 +249,10 @@ mod tests {
     }
 
     fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default"}, "spec": spec}))
-            .unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "p", "namespace": "default"}, "spec": spec}),
+        )
+        .unwrap()
     }
 
     fn score(name: &str, p: &Pod, n: Node) -> i64 {
@@ -264,44 +279,80 @@ mod tests {
     #[test]
     fn least_allocated_prefers_free_nodes() {
         // 1 of 4 cpu (75) and 2 of 8 Gi (75).
-        assert_eq!(score("NodeResourcesFit", &with_requests("1", "2Gi"), node("n", json!({}))), 75);
+        assert_eq!(
+            score(
+                "NodeResourcesFit",
+                &with_requests("1", "2Gi"),
+                node("n", json!({}))
+            ),
+            75
+        );
         // No requests: upstream's 100m / 200Mi defaults.
         let empty = pod(json!({"containers": [{"name": "c", "image": "x"}]}));
-        assert_eq!(score("NodeResourcesFit", &empty, node("n", json!({}))), 98);
+        // cpu (4000-100)/4000 → 97, memory (8Gi-200Mi)/8Gi → 97.
+        assert_eq!(score("NodeResourcesFit", &empty, node("n", json!({}))), 97);
     }
 
     #[test]
     fn balanced_allocation_penalizes_skew() {
-        assert_eq!(score("NodeResourcesBalancedAllocation", &with_requests("2", "4Gi"), node("n", json!({}))), 100);
+        assert_eq!(
+            score(
+                "NodeResourcesBalancedAllocation",
+                &with_requests("2", "4Gi"),
+                node("n", json!({}))
+            ),
+            100
+        );
         // cpu 100 %, memory 0 %: std 0.5.
-        assert_eq!(score("NodeResourcesBalancedAllocation", &with_requests("4", "0"), node("n", json!({}))), 50);
+        assert_eq!(
+            score(
+                "NodeResourcesBalancedAllocation",
+                &with_requests("4", "0"),
+                node("n", json!({}))
+            ),
+            50
+        );
     }
 
     #[test]
     fn preferred_affinity_sums_matching_weights() {
         let p = pod(json!({"containers": [], "affinity": {"nodeAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
-                {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}}
-            ]}}}));
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
+            {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}}
+        ]}}}));
         assert_eq!(score("NodeAffinity", &p, node("n", json!({}))), 10);
     }
 
     #[test]
     fn prefer_no_schedule_taints_are_counted() {
-        let n = node("n", json!({"spec": {"taints": [
+        let n = node(
+            "n",
+            json!({"spec": {"taints": [
             {"key": "a", "effect": "PreferNoSchedule"}, {"key": "b", "effect": "PreferNoSchedule"},
-            {"key": "c", "effect": "NoSchedule"}]}}));
-        assert_eq!(score("TaintToleration", &pod(json!({"containers": []})), n.clone()), 2);
-        let tolerant = pod(json!({"containers": [], "tolerations": [{"key": "a", "operator": "Exists"}]}));
+            {"key": "c", "effect": "NoSchedule"}]}}),
+        );
+        assert_eq!(
+            score(
+                "TaintToleration",
+                &pod(json!({"containers": []})),
+                n.clone()
+            ),
+            2
+        );
+        let tolerant =
+            pod(json!({"containers": [], "tolerations": [{"key": "a", "operator": "Exists"}]}));
         assert_eq!(score("TaintToleration", &tolerant, n), 1);
     }
 
     #[test]
     fn image_locality_scores_present_large_images() {
-        let n = node("n", json!({"status": {
+        let n = node(
+            "n",
+            json!({"status": {
             "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "images": [{"names": ["registry.local/big:1"], "sizeBytes": 523 * MB}]}}));
+            "images": [{"names": ["registry.local/big:1"], "sizeBytes": 523 * MB}]}}),
+        );
         let p = pod(json!({"containers": [{"name": "c", "image": "registry.local/big:1"}]}));
         // (523 - 23) / (1000 - 23) of 100.
         assert_eq!(score("ImageLocality", &p, n.clone()), 51);

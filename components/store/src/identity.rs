@@ -65,17 +65,14 @@ pub fn initial_members(config: &Config) -> Result<BTreeMap<u64, MemberNode>, Con
     let mut out = BTreeMap::new();
     for (name, peer_urls) in config.initial_members()? {
         let id = member_id(&peer_urls, &config.initial_cluster_token);
-        let client_urls = if name == config.name {
-            config.advertise_client_urls.clone()
-        } else {
-            Vec::new()
-        };
+        // Every founding member must initialize Raft with the very same membership, so no
+        // member-specific detail goes in here: client URLs are published after start.
         out.insert(
             id,
             MemberNode {
                 name,
                 peer_urls,
-                client_urls,
+                client_urls: Vec::new(),
             },
         );
     }
@@ -120,15 +117,4 @@ pub fn save(db: &DB, identity: &Identity) -> Result<(), IdentityError> {
     batch.put_cf(cf, KEY_IDENTITY, serde_json::to_vec(identity)?);
     db.write_opt(batch, &db::sync_write())?;
     Ok(())
-}
-
-/// Reads this member's identity, or creates it for a new cluster (a member joining an existing
-/// cluster learns its identity from the cluster instead: see `crate::join`).
-pub fn load_or_create(db: &DB, config: &Config) -> Result<Identity, IdentityError> {
-    if let Some(stored) = load(db, config)? {
-        return Ok(stored);
-    }
-    let identity = for_new_cluster(config)?;
-    save(db, &identity)?;
-    Ok(identity)
 }

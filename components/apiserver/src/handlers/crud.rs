@@ -319,15 +319,22 @@ pub async fn update(
     query: &HashMap<String, String>,
     incoming: Value,
 ) -> Result<Response, ApiError> {
-    let obj = guaranteed_update(state, target, scope(target), query, |_| {
-        Ok(incoming.clone())
-    })
+    let obj = guaranteed_update(
+        state,
+        target,
+        scope(target),
+        query,
+        |_| Ok(incoming.clone()),
+    )
     .await?;
     Ok(json_response(StatusCode::OK, &obj))
 }
 
 /// The patch type (from Content-Type) and the parsed patch document.
-pub(super) fn patch_request(headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), ApiError> {
+pub(super) fn patch_request(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(PatchType, Value), ApiError> {
     let content_type = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -237,8 +237,7 @@ async fn serve_resource(
             };
             let (parts, body) = req.into_parts();
             let body = read_body(body).await?;
-            return subresources::scale(&state, &target, verb, &parts.headers, &query, &body)
-                .await;
+            return subresources::scale(&state, &target, verb, &parts.headers, &query, &body).await;
         }
         Some(action) if spec.action(action).is_some() => {
             let allowed = spec.action(action).is_some_and(|a| a.verbs.contains(&verb));
@@ -255,12 +254,8 @@ async fn serve_resource(
             let body = read_body(body).await?;
             let headers = &parts.headers;
             return match action {
-                "binding" => {
-                    subresources::binding(&state, &target, headers, &query, &body).await
-                }
-                "eviction" => {
-                    subresources::eviction(&state, &target, headers, &query, &body).await
-                }
+                "binding" => subresources::binding(&state, &target, headers, &query, &body).await,
+                "eviction" => subresources::eviction(&state, &target, headers, &query, &body).await,
                 _ => Err(ApiError::path_not_found()),
             };
         }

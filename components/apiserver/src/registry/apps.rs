@@ -73,7 +73,11 @@ fn template_list(obj: &Value, field: &str) -> Value {
 
 fn selector(obj: &Value, _: i64) -> Value {
     let s = label_selector_string(&obj["spec"]["selector"]);
-    json!(if s.is_empty() { "<none>".to_string() } else { s })
+    json!(if s.is_empty() {
+        "<none>".to_string()
+    } else {
+        s
+    })
 }
 
 fn deployment_ready(obj: &Value, _: i64) -> Value {
@@ -222,7 +226,9 @@ fn workload_validation(obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut causes = Vec::new();
     let selector = &spec["selector"];
-    let empty_selector = selector["matchLabels"].as_object().is_none_or(|m| m.is_empty())
+    let empty_selector = selector["matchLabels"]
+        .as_object()
+        .is_none_or(|m| m.is_empty())
         && selector["matchExpressions"]
             .as_array()
             .is_none_or(|l| l.is_empty());

@@ -110,7 +110,10 @@ pub fn pod_spec_validation(spec: &Value, path: &str) -> Vec<Cause> {
                     causes.push(Cause::required(&format!("{path}.containers[{i}].name"), ""));
                 }
                 if ctr["image"].as_str().unwrap_or("").is_empty() {
-                    causes.push(Cause::required(&format!("{path}.containers[{i}].image"), ""));
+                    causes.push(Cause::required(
+                        &format!("{path}.containers[{i}].image"),
+                        "",
+                    ));
                 }
             }
         }

@@ -9,8 +9,8 @@ use super::defaults::{
     namespace_defaults, pod_defaults, pod_grace, pod_validation, secret_defaults,
 };
 use super::strategy::{
-    no_defaults, no_validation, typed, Action, Column, GracefulDelete, ResourceSpec, SelectableField,
-    ALL_VERBS,
+    no_defaults, no_validation, typed, Action, Column, GracefulDelete, ResourceSpec,
+    SelectableField, ALL_VERBS,
 };
 
 const NAME_COL: Column = col(

@@ -247,7 +247,10 @@ pub fn service_validation(obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut causes = Vec::new();
     let ty = spec["type"].as_str().unwrap_or("");
-    if !matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
+    if !matches!(
+        ty,
+        "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
+    ) {
         causes.push(Cause {
             reason: "FieldValueNotSupported",
             message: format!(
@@ -348,12 +351,26 @@ pub static SERVICES: ResourceSpec = ResourceSpec {
     short_names: &["svc"],
     categories: &["all"],
     verbs: &[
-        "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch",
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
     ],
     status_subresource: true,
     table: &[
         NAME_COL,
-        col("Type", "string", "", "The type of the service.", 0, svc_type),
+        col(
+            "Type",
+            "string",
+            "",
+            "The type of the service.",
+            0,
+            svc_type,
+        ),
         col(
             "Cluster-IP",
             "string",

@@ -93,4 +93,3 @@ impl Drop for Lab {
             .status();
     }
 }
-

@@ -190,6 +190,17 @@ impl PodWorker {
 
     /// One step towards the pod's desired state.
     pub async fn sync(&mut self, now: Instant) {
+        if let Some(sb) = self.sandbox_id.clone() {
+            match self.cri.pod_sandbox_status(&sb).await {
+                Ok(s) if s.ready => {}
+                Ok(_) => self.drop_sandbox(&sb, "not ready").await,
+                Err(e) if e.is_not_found() => self.drop_sandbox(&sb, "gone").await,
+                Err(e) => {
+                    tracing::warn!(pod = %self.key, error = %e, "pod sandbox status");
+                    return;
+                }
+            }
+        }
         if self.sandbox_id.is_none() {
             if let Err(message) = self.create_sandbox().await {
                 tracing::warn!(pod = %self.key, error = %message, "creating pod sandbox");
@@ -201,6 +212,23 @@ impl PodWorker {
         }
         for i in 0..self.ctrs.len() {
             self.sync_container(i, now).await;
+        }
+    }
+
+    /// The sandbox died (its pause process, or the node's network for it): remove it with its containers;
+    /// the next step makes a new one, and the containers restart per restartPolicy (their old ids are gone).
+    async fn drop_sandbox(&mut self, id: &str, why: &str) {
+        tracing::warn!(pod = %self.key, sandbox = %id, why, "pod sandbox lost; recreating it");
+        let _ = self.cri.stop_pod_sandbox(id).await;
+        if let Err(e) = self.cri.remove_pod_sandbox(id).await {
+            if !e.is_not_found() {
+                tracing::warn!(pod = %self.key, sandbox = %id, error = %e, "removing lost sandbox");
+            }
+        }
+        self.sandbox_id = None;
+        self.pod_ip = None;
+        if let Some(m) = self.sandbox_config.metadata.as_mut() {
+            m.attempt += 1;
         }
     }
 

@@ -319,3 +319,36 @@ fn init_containers_are_refused_up_front() {
         .unwrap();
     assert!(err.to_string().contains("initContainers"), "{err}");
 }
+
+#[tokio::test]
+async fn a_lost_sandbox_is_recreated_and_its_containers_restarted() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    // The sandbox disappears behind the kubelet's back (with its containers).
+    {
+        let mut st = fake.st();
+        st.sandboxes.clear();
+        st.containers.clear();
+    }
+    fake.take_calls();
+    w.sync(t0).await;
+    let calls = fake.take_calls();
+    assert!(
+        calls.contains(&"RunPodSandbox web".to_string()),
+        "{calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("CreateContainer main attempt=1")),
+        "{calls:?}"
+    );
+    let st = w.status();
+    assert_eq!(st.containers[0].restart_count, 1);
+    assert_eq!(
+        st.containers[0].last_termination.as_ref().unwrap().reason,
+        "ContainerStatusUnknown"
+    );
+    assert!(st.pod_ip.is_some());
+}

@@ -1,0 +1,92 @@
+//! The phases of `init`, each a function over the context and (for host phases) one host. Each looks at
+//! the current state first and skips what is already done.
+
+mod pki;
+mod preflight;
+mod push;
+pub(super) mod runtime;
+mod wait;
+
+use super::{BootstrapError, Context};
+
+/// Every phase name a playbook may use.
+pub const PHASES: &[&str] = &[
+    "preflight",
+    "certs",
+    "kubeconfigs",
+    "push",
+    "control-plane",
+    "proxy",
+    "container-runtime",
+    "kubelet-start",
+    "wait-control-plane",
+    "wait-node-ready",
+    "wait-static-pods",
+    "upload-config",
+    "mark-control-plane",
+    "stop-static-pods",
+    "stop-kubelet",
+    "remove-workloads",
+    "cleanup-network",
+    "remove-files",
+    "verify-clean",
+];
+
+/// Component binaries pushed to controllers, and to every other node.
+pub const CONTROL_PLANE_BINARIES: &[&str] =
+    &["kiln-store", "kiln-apiserver", "kiln-kubelet", "kiln-proxy"];
+pub const NODE_BINARIES: &[&str] = &["kiln-kubelet", "kiln-proxy"];
+pub const REMOTE_BIN: &str = "/usr/local/bin";
+pub const KILN_ETC: &str = "/etc/kiln";
+pub const MANIFESTS: &str = "/etc/kiln/manifests";
+pub const SUPERVISOR: &str = "/etc/kiln/kubelet-supervisor.sh";
+pub const SUPERVISOR_PID: &str = "/run/kiln/kubelet-supervisor.pid";
+pub const UNIT: &str = "/etc/systemd/system/kiln-kubelet.service";
+
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Done(String),
+    Skipped(String),
+}
+
+impl Outcome {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Done(_) => "done",
+            Outcome::Skipped(_) => "skipped",
+        }
+    }
+    pub fn detail(&self) -> &str {
+        match self {
+            Outcome::Done(s) | Outcome::Skipped(s) => s,
+        }
+    }
+}
+
+pub async fn run_phase(
+    ctx: &Context,
+    name: &str,
+    host: Option<&str>,
+) -> Result<Outcome, BootstrapError> {
+    let need_host = |h: Option<&str>| {
+        h.map(str::to_string).ok_or_else(|| {
+            BootstrapError::phase(name, "local", "this phase runs on hosts, not locally")
+        })
+    };
+    match name {
+        "preflight" => preflight::preflight(ctx, &need_host(host)?).await,
+        "certs" => pki::certs(ctx),
+        "kubeconfigs" => pki::kubeconfigs(ctx),
+        "push" => push::push(ctx, &need_host(host)?).await,
+        "control-plane" => push::control_plane(ctx, &need_host(host)?).await,
+        "proxy" => push::proxy(ctx, &need_host(host)?).await,
+        "container-runtime" => runtime::container_runtime(ctx, &need_host(host)?).await,
+        "kubelet-start" => push::kubelet_start(ctx, &need_host(host)?).await,
+        "wait-control-plane" => wait::wait_control_plane(ctx).await,
+        "wait-node-ready" => wait::wait_node_ready(ctx, &need_host(host)?).await,
+        "wait-static-pods" => wait::wait_static_pods(ctx, &need_host(host)?).await,
+        "upload-config" => wait::upload_config(ctx).await,
+        "mark-control-plane" => wait::mark_control_plane(ctx, &need_host(host)?).await,
+        other => super::reset::run_phase(ctx, other, &need_host(host)?).await,
+    }
+}

@@ -1,0 +1,143 @@
+//! Phases certs and kubeconfigs: the cluster PKI and kubeconfigs, in the local state directory.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use super::Outcome;
+use crate::bootstrap::{BootstrapError, Context};
+
+fn service_ip(ctx: &Context) -> IpAddr {
+    let cidr = &ctx.cluster.config.spec.networking.service_cidr;
+    match cidr.addr {
+        IpAddr::V4(a) => IpAddr::V4(std::net::Ipv4Addr::from(u32::from(a) + 1)),
+        IpAddr::V6(a) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) + 1)),
+    }
+}
+
+pub(super) fn pki_err(e: impl std::fmt::Display) -> BootstrapError {
+    BootstrapError::Pki(e.to_string())
+}
+
+pub(super) fn validity(ctx: &Context) -> kiln_pki::Validity {
+    let p = &ctx.cluster.config.spec.pki;
+    kiln_pki::Validity::from_days(Some(p.ca_validity_days), Some(p.cert_validity_days))
+}
+
+/// The CA and every certificate of each controller, in the local state directory (0700).
+pub(super) fn certs(ctx: &Context) -> Result<Outcome, BootstrapError> {
+    let first = ctx.first_controller().name.clone();
+    let mut created = vec![];
+    for h in ctx.cluster.config.controllers() {
+        let dir = ctx.pki_dir(&h.name);
+        std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io {
+            what: "creating",
+            path: dir.clone(),
+            source,
+        })?;
+        set_private(&ctx.state_dir)?;
+        if h.name != first {
+            // One cluster CA: every controller's tree is issued from the first controller's.
+            copy_cas(&ctx.pki_dir(&first), &dir)?;
+        }
+        let mut params = kiln_pki::TreeParams::new(&h.name);
+        params.host_addresses = vec![h.address.clone(), h.node_address()];
+        params.control_plane_endpoint = Some(ctx.cluster.config.control_plane_endpoint());
+        params.service_ip = service_ip(ctx);
+        params.validity = validity(ctx);
+        let r = kiln_pki::ensure_tree(&dir, &params).map_err(pki_err)?;
+        created.extend(r.created.iter().map(|c| format!("{}/{c}", h.name)));
+    }
+    Ok(if created.is_empty() {
+        Outcome::Skipped("all certificates exist".into())
+    } else {
+        Outcome::Done(format!("created {}", created.join(", ")))
+    })
+}
+
+/// The state directory holds the CA key: only its owner may enter it.
+fn set_private(dir: &Path) -> Result<(), BootstrapError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
+        BootstrapError::Io {
+            what: "securing",
+            path: dir.to_path_buf(),
+            source,
+        }
+    })
+}
+
+fn copy_cas(from: &Path, to: &Path) -> Result<(), BootstrapError> {
+    for f in [
+        "ca.crt",
+        "ca.key",
+        "store/ca.crt",
+        "store/ca.key",
+        "sa.key",
+        "sa.pub",
+    ] {
+        let (src, dst) = (from.join(f), to.join(f));
+        if dst.exists() || !src.exists() {
+            continue;
+        }
+        let data = std::fs::read(&src).map_err(|source| BootstrapError::Io {
+            what: "reading",
+            path: src.clone(),
+            source,
+        })?;
+        let mode = if f.ends_with(".key") { 0o600 } else { 0o644 };
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p).map_err(|source| BootstrapError::Io {
+                what: "creating",
+                path: p.to_path_buf(),
+                source,
+            })?;
+        }
+        kiln_pki::files::write_atomic(&dst, &data, mode).map_err(pki_err)?;
+    }
+    Ok(())
+}
+
+pub(super) fn kubeconfig_dir(ctx: &Context, node: &str) -> PathBuf {
+    ctx.state_dir.join("kubeconfigs").join(node)
+}
+
+/// admin.conf for the operator, and a kubelet.conf (client cert CN=system:node:<host>) for every host, issued
+/// by the cluster CA that only the operator's state directory holds.
+pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
+    let first = ctx.first_controller().name.clone();
+    let ca_spec = kiln_pki::spec("ca").expect("ca is in the tree");
+    let ca = kiln_pki::load_ca(&ctx.pki_dir(&first), ca_spec).map_err(pki_err)?;
+    let server = format!("https://{}", ctx.cluster.config.control_plane_endpoint());
+    let name = &ctx.cluster.config.metadata.name;
+    let v = validity(ctx);
+    let mut made = vec![];
+    for kind in [
+        kiln_pki::KubeconfigKind::Admin,
+        kiln_pki::KubeconfigKind::Proxy,
+    ] {
+        if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, &kind, name, &server, &v)
+            .map_err(pki_err)?
+        {
+            made.push(kind.file_name().to_string());
+        }
+    }
+    for h in &ctx.cluster.config.spec.hosts {
+        let dir = kubeconfig_dir(ctx, &h.name);
+        std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io {
+            what: "creating",
+            path: dir.clone(),
+            source,
+        })?;
+        let kind = kiln_pki::KubeconfigKind::Kubelet {
+            node_name: h.name.clone(),
+        };
+        if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v).map_err(pki_err)? {
+            made.push(format!("{}/kubelet.conf", h.name));
+        }
+    }
+    Ok(if made.is_empty() {
+        Outcome::Skipped("all kubeconfigs exist".into())
+    } else {
+        Outcome::Done(format!("created {}", made.join(", ")))
+    })
+}

@@ -1,0 +1,346 @@
+//! Phases push, control-plane, proxy, kubelet-start: files onto hosts, only where they changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::pki::{kubeconfig_dir, pki_err};
+use super::*;
+use crate::bootstrap::render::render;
+use crate::transport::{shell_quote, Payload};
+
+fn sha256_file(path: &Path) -> Result<String, BootstrapError> {
+    let mut f = std::fs::File::open(path).map_err(|source| BootstrapError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(|source| BootstrapError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// A file to install on a host.
+pub struct Install {
+    pub local: PathBuf,
+    pub remote: String,
+    pub mode: u32,
+}
+
+/// Upload the files whose content differs on the host (one round trip to compare, then parallel uploads).
+pub async fn install_files(
+    ctx: &Context,
+    host: &str,
+    files: &[Install],
+) -> Result<Vec<String>, BootstrapError> {
+    let t = ctx.transport(host).await?;
+    let list: Vec<String> = files.iter().map(|f| shell_quote(&f.remote)).collect();
+    let out = t
+        .exec(
+            &format!("sha256sum {} 2>/dev/null; true", list.join(" ")),
+            None,
+        )
+        .await?;
+    let remote: BTreeMap<String, String> = out
+        .stdout_str()
+        .lines()
+        .filter_map(|l| {
+            let (sum, path) = l.split_once("  ")?;
+            Some((path.to_string(), sum.to_string()))
+        })
+        .collect();
+    let mut changed = vec![];
+    let mut uploads = vec![];
+    for f in files {
+        if remote.get(&f.remote) == Some(&sha256_file(&f.local)?) {
+            continue;
+        }
+        changed.push(f.remote.clone());
+        let t = t.clone();
+        uploads.push(async move { t.upload(Payload::File(&f.local), &f.remote, f.mode).await });
+    }
+    for r in futures::future::join_all(uploads).await {
+        r?;
+    }
+    Ok(changed)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// Binaries, PKI and kubeconfigs onto a controller.
+pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let controller = ctx.host(host).is_controller();
+    // Workers get only the kubelet, the cluster CA certificate and their own kubelet.conf.
+    let binaries: &[&str] = if controller {
+        CONTROL_PLANE_BINARIES
+    } else {
+        NODE_BINARIES
+    };
+    let mut files = vec![];
+    for b in binaries {
+        let local = ctx.bin_dir.join(b);
+        if !local.exists() {
+            return Err(BootstrapError::phase(
+                "push",
+                host,
+                format!(
+                    "{} not found (build it, or pass --bin-dir)",
+                    local.display()
+                ),
+            ));
+        }
+        files.push(Install {
+            local,
+            remote: format!("{REMOTE_BIN}/{b}"),
+            mode: 0o755,
+        });
+    }
+    let first = ctx.first_controller().name.clone();
+    if controller {
+        let pki = ctx.pki_dir(host);
+        let mut pki_files = vec![];
+        walk(&pki, &mut pki_files);
+        for p in pki_files {
+            let rel = p
+                .strip_prefix(&pki)
+                .expect("under pki")
+                .to_string_lossy()
+                .into_owned();
+            let mode = if rel.ends_with(".key") { 0o600 } else { 0o644 };
+            files.push(Install {
+                local: p,
+                remote: format!("{KILN_ETC}/pki/{rel}"),
+                mode,
+            });
+        }
+        files.push(Install {
+            local: ctx.admin_conf(),
+            remote: format!("{KILN_ETC}/admin.conf"),
+            mode: 0o600,
+        });
+    } else {
+        files.push(Install {
+            local: ctx.pki_dir(&first).join("ca.crt"),
+            remote: format!("{KILN_ETC}/pki/ca.crt"),
+            mode: 0o644,
+        });
+    }
+    files.push(Install {
+        local: kubeconfig_dir(ctx, host).join("kubelet.conf"),
+        remote: format!("{KILN_ETC}/kubelet.conf"),
+        mode: 0o600,
+    });
+    files.push(Install {
+        local: ctx.state_dir.join("proxy.conf"),
+        remote: format!("{KILN_ETC}/proxy.conf"),
+        mode: 0o600,
+    });
+    let changed = install_files(ctx, host, &files).await?;
+    Ok(if changed.is_empty() {
+        Outcome::Skipped(format!("{} files up to date", files.len()))
+    } else {
+        Outcome::Done(format!(
+            "{} of {} files installed",
+            changed.len(),
+            files.len()
+        ))
+    })
+}
+
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// Static pod manifests for the store and the API server.
+pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let h = ctx.host(host);
+    let ip = h.node_address();
+    let cfg = &ctx.cluster.config;
+    let initial_cluster = cfg
+        .controllers()
+        .map(|c| format!("{}=https://{}:2380", c.name, c.node_address()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut c = tera::Context::new();
+    c.insert("version", version());
+    c.insert("node_name", &h.name);
+    c.insert("node_ip", &ip);
+    c.insert("initial_cluster", &initial_cluster);
+    c.insert("initial_cluster_state", "new");
+    c.insert(
+        "quota_backend_bytes",
+        &cfg.spec.store.quota_backend_bytes.unwrap_or(0),
+    );
+    c.insert(
+        "service_cidr",
+        &cfg.spec.networking.service_cidr.to_string(),
+    );
+    let staging = ctx.state_dir.join("rendered").join(host);
+    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
+        what: "creating",
+        path: staging.clone(),
+        source,
+    })?;
+    let mut files = vec![];
+    for m in ["kiln-store.yaml", "kiln-apiserver.yaml"] {
+        let local = staging.join(m);
+        kiln_pki::files::write_atomic(&local, render(m, &c)?.as_bytes(), 0o600).map_err(pki_err)?;
+        files.push(Install {
+            local,
+            remote: format!("{MANIFESTS}/{m}"),
+            mode: 0o600,
+        });
+    }
+    let changed = install_files(ctx, host, &files).await?;
+    Ok(if changed.is_empty() {
+        Outcome::Skipped("manifests up to date".into())
+    } else {
+        Outcome::Done(format!("wrote {}", changed.join(", ")))
+    })
+}
+
+/// The kiln-proxy static pod, on every node.
+pub(super) async fn proxy(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let h = ctx.host(host);
+    let mut c = tera::Context::new();
+    c.insert("version", version());
+    c.insert("node_name", &h.name);
+    c.insert("node_ip", &h.node_address());
+    c.insert(
+        "pod_cidr",
+        &ctx.cluster.config.spec.networking.pod_cidr.to_string(),
+    );
+    install_manifest(ctx, host, "kiln-proxy.yaml", &c).await
+}
+
+/// Render one manifest and install it into /etc/kiln/manifests if it changed.
+async fn install_manifest(
+    ctx: &Context,
+    host: &str,
+    template: &str,
+    c: &tera::Context,
+) -> Result<Outcome, BootstrapError> {
+    let staging = ctx.state_dir.join("rendered").join(host);
+    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
+        what: "creating",
+        path: staging.clone(),
+        source,
+    })?;
+    let local = staging.join(template);
+    kiln_pki::files::write_atomic(&local, render(template, c)?.as_bytes(), 0o600)
+        .map_err(pki_err)?;
+    let remote = format!("{MANIFESTS}/{template}");
+    let changed = install_files(
+        ctx,
+        host,
+        &[Install {
+            local,
+            remote: remote.clone(),
+            mode: 0o600,
+        }],
+    )
+    .await?;
+    Ok(if changed.is_empty() {
+        Outcome::Skipped(format!("{remote} up to date"))
+    } else {
+        Outcome::Done(format!("wrote {remote}"))
+    })
+}
+
+fn kubelet_command(ctx: &Context, host: &str) -> String {
+    let h = ctx.host(host);
+    format!(
+        "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf --pod-manifest-path={MANIFESTS} \
+         --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={}",
+        h.name,
+        h.node_address()
+    )
+}
+
+/// Start the kubelet: a systemd unit where systemd runs, else kiln's supervisor script (lab hosts).
+pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let t = ctx.transport(host).await?;
+    let mut c = tera::Context::new();
+    c.insert("kubelet_command", &kubelet_command(ctx, host));
+    let staging = ctx.state_dir.join("rendered").join(host);
+    let systemd = t.exec("test -d /run/systemd/system", None).await?.success();
+    t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;
+    if systemd {
+        let local = staging.join("kiln-kubelet.service");
+        kiln_pki::files::write_atomic(
+            &local,
+            render("kiln-kubelet.service", &c)?.as_bytes(),
+            0o644,
+        )
+        .map_err(pki_err)?;
+        let changed = install_files(
+            ctx,
+            host,
+            &[Install {
+                local,
+                remote: UNIT.into(),
+                mode: 0o644,
+            }],
+        )
+        .await?;
+        let verb = if changed.is_empty() {
+            "start"
+        } else {
+            "restart"
+        };
+        t.run(&format!("systemctl daemon-reload && systemctl enable kiln-kubelet && systemctl {verb} kiln-kubelet")).await?;
+        return Ok(Outcome::Done(format!("systemd unit kiln-kubelet ({verb})")));
+    }
+    let local = staging.join("kubelet-supervisor.sh");
+    kiln_pki::files::write_atomic(
+        &local,
+        render("kubelet-supervisor.sh", &c)?.as_bytes(),
+        0o644,
+    )
+    .map_err(pki_err)?;
+    let changed = install_files(
+        ctx,
+        host,
+        &[Install {
+            local,
+            remote: SUPERVISOR.into(),
+            mode: 0o755,
+        }],
+    )
+    .await?;
+    let running = t
+        .exec(
+            &format!("kill -0 \"$(cat {SUPERVISOR_PID} 2>/dev/null)\" 2>/dev/null"),
+            None,
+        )
+        .await?
+        .success();
+    if running && changed.is_empty() {
+        return Ok(Outcome::Skipped("supervisor already running".into()));
+    }
+    if running {
+        crate::bootstrap::reset::stop_supervisor(&*t).await?;
+    }
+    // setsid + closed stdio: the supervisor outlives this SSH session.
+    t.run(&format!(
+        "setsid /bin/sh {SUPERVISOR} </dev/null >/dev/null 2>&1 &"
+    ))
+    .await?;
+    Ok(Outcome::Done(
+        "kubelet supervisor started (no systemd on this host)".into(),
+    ))
+}
