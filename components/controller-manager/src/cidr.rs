@@ -29,7 +29,11 @@ impl Ipv4Net {
         if prefix > 32 {
             return Err(invalid());
         }
-        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix)
+        };
         Ok(Ipv4Net {
             addr: Ipv4Addr::from(u32::from(addr) & mask),
             prefix,
@@ -87,7 +91,10 @@ impl CidrSet {
     }
 
     /// The lowest subnet not in `used` (podCIDR strings of the other nodes).
-    pub fn allocate<'a>(&self, used: impl IntoIterator<Item = &'a str>) -> Result<Ipv4Net, CidrError> {
+    pub fn allocate<'a>(
+        &self,
+        used: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Ipv4Net, CidrError> {
         let taken: BTreeSet<u64> = used
             .into_iter()
             .filter_map(|s| Ipv4Net::parse(s).ok())
@@ -109,12 +116,16 @@ mod tests {
         let set = CidrSet::new("10.244.0.0/16", 24).unwrap();
         assert_eq!(set.allocate([]).unwrap().to_string(), "10.244.0.0/24");
         assert_eq!(
-            set.allocate(["10.244.0.0/24", "10.244.2.0/24"]).unwrap().to_string(),
+            set.allocate(["10.244.0.0/24", "10.244.2.0/24"])
+                .unwrap()
+                .to_string(),
             "10.244.1.0/24"
         );
         // Foreign or malformed CIDRs do not block anything.
         assert_eq!(
-            set.allocate(["192.168.0.0/24", "junk"]).unwrap().to_string(),
+            set.allocate(["192.168.0.0/24", "junk"])
+                .unwrap()
+                .to_string(),
             "10.244.0.0/24"
         );
     }
@@ -128,6 +139,9 @@ mod tests {
         );
         assert!(CidrSet::new("10.244.0.0/16", 8).is_err());
         assert!(Ipv4Net::parse("10.244.0.0").is_err());
-        assert_eq!(Ipv4Net::parse("10.244.3.7/16").unwrap().to_string(), "10.244.0.0/16");
+        assert_eq!(
+            Ipv4Net::parse("10.244.3.7/16").unwrap().to_string(),
+            "10.244.0.0/16"
+        );
     }
 }

@@ -1,1 +1,180 @@
-//! kiln-controller-manager
+//! kiln-controller-manager: the controllers that make actual state follow desired state, on kube-rs
+//! (watchers, reflectors, Controller), behind leader election on the `kube-controller-manager` Lease.
+//!
+//! Controllers are a list (`CONTROLLERS`) the manager walks, enabled by `--controllers` like
+//! upstream's. Decisions are pure functions over objects (unit-tested); each controller module
+//! holds its decisions and its loop.
+
+pub mod cidr;
+pub mod config;
+pub mod context;
+pub mod node_lifecycle;
+pub mod nodeipam;
+pub mod pods;
+pub mod replicaset;
+pub mod selector;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use kiln_scheduler::events::EventRecorder;
+use kiln_scheduler::leader_election::{LeaderElectionConfig, LeaderElector};
+
+pub use config::Options;
+use context::Context;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error(transparent)]
+    Client(#[from] kiln_scheduler::client::ClientError),
+    #[error(transparent)]
+    Serving(#[from] kiln_scheduler::serving::ServingError),
+    #[error("leader election lost")]
+    LeadershipLost,
+    #[error("every controller stopped")]
+    ControllersEnded,
+}
+
+/// One controller: its upstream name (for --controllers), whether `*` includes it, and its loop.
+pub struct ControllerSpec {
+    pub name: &'static str,
+    pub enabled_by_default: bool,
+    pub run: fn(Context) -> BoxFuture<'static, ()>,
+}
+
+pub static CONTROLLERS: &[ControllerSpec] = &[
+    ControllerSpec {
+        name: "replicaset",
+        enabled_by_default: true,
+        run: |ctx| replicaset::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "nodeipam",
+        enabled_by_default: true,
+        run: |ctx| nodeipam::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "nodelifecycle",
+        enabled_by_default: true,
+        run: |ctx| node_lifecycle::run(ctx).boxed(),
+    },
+];
+
+struct Status {
+    leader: std::sync::atomic::AtomicBool,
+}
+
+pub struct RunningManager {
+    health: kiln_scheduler::serving::HealthServer,
+    task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+    status: Arc<Status>,
+}
+
+impl RunningManager {
+    pub fn health_addr(&self) -> SocketAddr {
+        self.health.local_addr()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.status
+            .leader
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub async fn wait(mut self) -> Result<(), ManagerError> {
+        match (&mut self.task).await {
+            Ok(r) => r,
+            Err(_) => Err(ManagerError::ControllersEnded),
+        }
+    }
+}
+
+impl Drop for RunningManager {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn start(options: Options) -> Result<RunningManager, ManagerError> {
+    let client = kiln_scheduler::client::client(options.kubeconfig.as_deref()).await?;
+    let identity = kiln_scheduler::client::process_identity();
+    let status = Arc::new(Status {
+        leader: Default::default(),
+    });
+    let render_status = status.clone();
+    let health = kiln_scheduler::serving::serve(
+        SocketAddr::new(options.bind_address, options.secure_port),
+        Arc::new(move || {
+            format!(
+                "# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n# TYPE leader_election_master_status gauge\nleader_election_master_status{{name=\"kube-controller-manager\"}} {}\n",
+                u8::from(render_status.leader.load(std::sync::atomic::Ordering::Relaxed))
+            )
+        }),
+    )
+    .await?;
+    let task_status = status.clone();
+    let task = tokio::spawn(async move {
+        let mut leadership = None;
+        if options.leader_elect {
+            let mut config = LeaderElectionConfig::new(
+                &options.leader_elect_resource_namespace,
+                &options.leader_elect_resource_name,
+                &identity,
+            );
+            config.lease_duration = options.leader_elect_lease_duration;
+            config.renew_deadline = options.leader_elect_renew_deadline;
+            config.retry_period = options.leader_elect_retry_period;
+            leadership = Some(LeaderElector::new(client.clone(), config).acquire().await);
+        }
+        task_status
+            .leader
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let ctx = Context {
+            recorder: Arc::new(EventRecorder::new(
+                client.clone(),
+                "kube-controller-manager",
+                &identity,
+            )),
+            client,
+            options: Arc::new(options),
+        };
+        let mut controllers = tokio::task::JoinSet::new();
+        for spec in CONTROLLERS {
+            if config::controller_enabled(
+                &ctx.options.controllers,
+                spec.name,
+                spec.enabled_by_default,
+            ) {
+                tracing::info!(controller = spec.name, "starting controller");
+                controllers.spawn((spec.run)(ctx.clone()));
+            }
+        }
+        let all_done = async { while controllers.join_next().await.is_some() {} };
+        let result = match leadership.as_mut() {
+            Some(l) => tokio::select! {
+                _ = l.lost() => Err(ManagerError::LeadershipLost),
+                _ = all_done => Err(ManagerError::ControllersEnded),
+            },
+            None => {
+                all_done.await;
+                Err(ManagerError::ControllersEnded)
+            }
+        };
+        task_status
+            .leader
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        result
+    });
+    Ok(RunningManager {
+        health,
+        task,
+        status,
+    })
+}
+
+/// Runs until leadership is lost (the process should then exit, as upstream's does).
+pub async fn run(options: Options) -> Result<(), ManagerError> {
+    start(options).await?.wait().await
+}

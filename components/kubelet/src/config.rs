@@ -20,6 +20,10 @@ pub enum ConfigError {
     about = "kiln's node agent: static pods, node registration, mirror pods"
 )]
 pub struct Flags {
+    /// Stop and remove every pod sandbox this kubelet created (CRI, by label) and exit: CNI releases the
+    /// pods' addresses and containerd unmounts their files. `kiln reset` runs it before stopping containerd.
+    #[arg(long)]
+    pub cleanup: bool,
     /// Kubeconfig with the node's client certificate (CN=system:node:<name>, O=system:nodes).
     #[arg(long, default_value = "/etc/kiln/kubelet.conf")]
     pub kubeconfig: PathBuf,

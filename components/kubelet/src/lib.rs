@@ -40,6 +40,32 @@ pub enum KubeletError {
     Cni(#[from] cni::CniError),
     #[error(transparent)]
     Cri(#[from] runtime::cri::grpc::GrpcError),
+    #[error("cleanup: {0}")]
+    Cleanup(String),
+}
+
+/// `kiln-kubelet --cleanup`: remove every kiln-managed pod sandbox (and with it its containers) through
+/// CRI. Returns how many were removed.
+pub async fn cleanup_workloads(endpoint: &str) -> Result<usize, KubeletError> {
+    let client = Arc::new(GrpcCri::new(endpoint)?);
+    let rt = CriRuntime::new(
+        client,
+        WorkerConfig {
+            log_root: std::path::PathBuf::from("/var/log/pods"),
+            pause_image: String::new(),
+            backoff: Backoff {
+                base: std::time::Duration::from_secs(10),
+                max: std::time::Duration::from_secs(300),
+            },
+            node_name: String::new(),
+            node_ip: String::new(),
+        },
+        std::time::Duration::from_secs(1),
+    );
+    // A runtime that knows no pods treats every sandbox it labelled as unknown: all are removed.
+    rt.remove_unknown_sandboxes()
+        .await
+        .map_err(|e| KubeletError::Cleanup(e.to_string()))
 }
 
 /// A running kubelet. Dropping it without `shutdown` still kills the pods' processes (runtime drop).

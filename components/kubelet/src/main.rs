@@ -13,7 +13,13 @@ async fn main() -> anyhow::Result<()> {
             }),
         )
         .init();
-    let cfg = KubeletConfig::from_flags(Flags::parse())?;
+    let flags = Flags::parse();
+    if flags.cleanup {
+        let n = kiln_kubelet::cleanup_workloads(&flags.container_runtime_endpoint).await?;
+        println!("removed {n} pod sandbox(es)");
+        return Ok(());
+    }
+    let cfg = KubeletConfig::from_flags(flags)?;
     let handle = kiln_kubelet::run(cfg).await?;
     let mut term = signal(SignalKind::terminate())?;
     tokio::select! {

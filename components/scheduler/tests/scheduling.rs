@@ -127,7 +127,6 @@ async fn failed_scheduling_messages_and_condition() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs pods/binding, which kiln-apiserver does not serve yet"]
 async fn binds_a_pending_pod_to_the_only_fitting_node() {
     let c = Cluster::start().await;
     let client = c.admin().await;

@@ -261,21 +261,60 @@ async fn install_manifest(
     })
 }
 
-fn kubelet_command(ctx: &Context, host: &str) -> String {
+/// The node's pod CIDR: the i-th (1-based, in cluster.yaml order) subnet of podCIDR with
+/// nodeCIDRMaskSize, so host1 of the lab gets 10.244.1.0/24. Stable across re-runs and reorderings of
+/// phases; a host keeps its CIDR as long as its position in the file does.
+pub fn node_pod_cidr(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
+    let net = &ctx.cluster.config.spec.networking;
+    let index = ctx
+        .cluster
+        .config
+        .spec
+        .hosts
+        .iter()
+        .position(|h| h.name == host)
+        .expect("selected hosts come from the config") as u32
+        + 1;
+    let (std::net::IpAddr::V4(base), mask) = (net.pod_cidr.addr, net.node_cidr_mask_size) else {
+        return Err(BootstrapError::phase(
+            "kubelet-start",
+            host,
+            "only IPv4 pod CIDRs are supported",
+        ));
+    };
+    let bits = u32::from(mask).saturating_sub(u32::from(net.pod_cidr.prefix));
+    if bits >= 32 || index >= (1u32 << bits) {
+        return Err(BootstrapError::phase(
+            "kubelet-start",
+            host,
+            format!(
+                "podCIDR {} has no room for node #{index} with nodeCIDRMaskSize {mask}",
+                net.pod_cidr
+            ),
+        ));
+    }
+    let addr = std::net::Ipv4Addr::from(u32::from(base) + (index << (32 - u32::from(mask))));
+    Ok(format!("{addr}/{mask}"))
+}
+
+fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
-    format!(
+    Ok(format!(
         "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf --pod-manifest-path={MANIFESTS} \
-         --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={}",
+         --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={} \
+         --pod-cidr={} --pod-infra-container-image={}",
         h.name,
-        h.node_address()
-    )
+        h.node_address(),
+        node_pod_cidr(ctx, host)?,
+        ctx.cluster.config.spec.images.pause,
+    ))
 }
 
 /// Start the kubelet: a systemd unit where systemd runs, else kiln's supervisor script (lab hosts).
 pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let t = ctx.transport(host).await?;
     let mut c = tera::Context::new();
-    c.insert("kubelet_command", &kubelet_command(ctx, host));
+    c.insert("kubelet_command", &kubelet_command(ctx, host)?);
     let staging = ctx.state_dir.join("rendered").join(host);
     let systemd = t.exec("test -d /run/systemd/system", None).await?.success();
     t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;

@@ -87,7 +87,13 @@ pub(super) async fn container_runtime(
          mkdir -p /run/kiln /var/log/kiln; true",
     )
     .await?;
-    let running = t.exec("ctr version >/dev/null 2>&1", None).await?.success();
+    let running = t
+        .exec(
+            "[ -S /run/containerd/containerd.sock ] && timeout 5 ctr version >/dev/null 2>&1",
+            None,
+        )
+        .await?
+        .success();
     let action = if systemd {
         let verb = if changed.is_empty() {
             "start"
@@ -150,9 +156,21 @@ pub async fn stop_own_containerd(t: &dyn Transport) -> Result<bool, BootstrapErr
 /// containerd files kiln wrote.
 pub async fn remove_workloads(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let mut did = vec![];
+    // Through CRI first: RemovePodSandbox makes CNI release each pod's address and containerd unmount
+    // its files, which deleting containers behind CRI's back would leave behind.
+    let cri = t
+        .run(
+            "[ -S /run/containerd/containerd.sock ] && [ -x /usr/local/bin/kiln-kubelet ] || exit 0; \
+             timeout 60 /usr/local/bin/kiln-kubelet --cleanup 2>&1 | tail -1",
+        )
+        .await?;
+    if let Some(line) = cri.lines().last().filter(|l| !l.contains(" 0 pod")) {
+        did.push(line.trim().to_string());
+    }
+    // Then anything left in CRI's namespace (containers a crashed kubelet lost track of).
     let n = t
         .run(
-            "ctr version >/dev/null 2>&1 || { echo 0; exit 0; }; \
+            "[ -S /run/containerd/containerd.sock ] && timeout 5 ctr version >/dev/null 2>&1 || { echo 0; exit 0; }; \
              ids=$(ctr -n k8s.io tasks ls -q 2>/dev/null); for i in $ids; do ctr -n k8s.io tasks kill -s SIGKILL $i >/dev/null 2>&1; done; \
              for i in $ids; do for j in $(seq 50); do ctr -n k8s.io tasks delete -f $i >/dev/null 2>&1 && break; sleep 0.1; done; done; \
              cs=$(ctr -n k8s.io containers ls -q 2>/dev/null); for c in $cs; do ctr -n k8s.io containers delete $c >/dev/null 2>&1; done; \
@@ -161,6 +179,18 @@ pub async fn remove_workloads(t: &dyn Transport) -> Result<Outcome, BootstrapErr
         .await?;
     if n.trim() != "0" {
         did.push(format!("{} container(s) removed", n.trim()));
+    }
+    let mounts = t
+        .run(
+            "awk '$2 ~ /^\\/run\\/containerd\\/io\\.containerd\\./ {print $2}' /proc/mounts | sort -r | \
+             while read m; do umount -l \"$m\" && echo $m; done; true",
+        )
+        .await?;
+    if !mounts.trim().is_empty() {
+        did.push(format!(
+            "{} leftover mount(s) removed",
+            mounts.lines().count()
+        ));
     }
     if stop_own_containerd(t).await? {
         did.push("containerd stopped".into());
@@ -171,7 +201,7 @@ pub async fn remove_workloads(t: &dyn Transport) -> Result<Outcome, BootstrapErr
              ip link show cni0 >/dev/null 2>&1 && ip link del cni0 && echo link:cni0; \
              for f in /etc/cni/net.d/*kiln* /var/lib/cni/networks/kiln /var/lib/cni/results; do [ -e $f ] && rm -rf $f && echo file:$f; done; \
              for f in {CONTAINERD_CONFIG} /etc/containerd/certs.d/*/hosts.toml; do [ -f $f ] && head -1 $f | grep -q '^{MANAGED}' && rm -f $f && echo file:$f; done; \
-             rmdir /etc/containerd/certs.d/* 2>/dev/null; true"
+             rmdir /etc/containerd/certs.d/* /etc/containerd/certs.d 2>/dev/null; true"
         ))
         .await?;
     let removed = net.lines().count();
@@ -186,7 +216,10 @@ pub async fn remove_workloads(t: &dyn Transport) -> Result<Outcome, BootstrapErr
 }
 
 /// What verify-clean looks for after the workloads are gone.
-pub const WORKLOAD_RESIDUE: &str = "ip link show cni0 >/dev/null 2>&1 && echo 'link cni0'; \
+pub const WORKLOAD_RESIDUE: &str =
+    "awk '$2 ~ /^\\/run\\/containerd\\/io\\.containerd\\./ {print \"mount \" $2}' /proc/mounts; \
+     ip link show cni0 >/dev/null 2>&1 && echo 'link cni0'; \
      ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' | sed 's/^/netns /'; \
      ls /etc/cni/net.d 2>/dev/null | grep kiln | sed 's/^/file \\/etc\\/cni\\/net.d\\//'; \
-     ctr version >/dev/null 2>&1 && ctr -n k8s.io containers ls -q | sed 's/^/container /'; true";
+     [ -S /run/containerd/containerd.sock ] && timeout 5 ctr version >/dev/null 2>&1 && \
+     ctr -n k8s.io containers ls -q | sed 's/^/container /'; true";
