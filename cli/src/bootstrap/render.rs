@@ -20,6 +20,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../templates/registry-hosts.toml"),
     ),
     (
+        "kiln-scheduler.yaml",
+        include_str!("../../../templates/kiln-scheduler.yaml"),
+    ),
+    (
+        "kiln-controller-manager.yaml",
+        include_str!("../../../templates/kiln-controller-manager.yaml"),
+    ),
+    (
         "kiln-proxy.yaml",
         include_str!("../../../templates/kiln-proxy.yaml"),
     ),
@@ -93,6 +101,9 @@ mod tests {
             "kubelet_command",
             "pod_cidr",
             "pause_image",
+            "node_cidr_mask_size",
+            "node_monitor_grace_period",
+            "pod_eviction_timeout",
             "cni_bin_dir",
             "systemd_cgroup",
             "registry",

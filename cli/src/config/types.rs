@@ -44,6 +44,8 @@ pub struct ClusterSpec {
     #[serde(default)]
     pub store: Store,
     #[serde(default)]
+    pub controller_manager: ControllerManager,
+    #[serde(default)]
     pub pki: Pki,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<Registry>,
@@ -167,6 +169,35 @@ pub struct Store {
     pub backup: Option<Backup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_backend_bytes: Option<u64>,
+}
+
+/// Timings of kiln-controller-manager (durations like `40s`, `5m`), shortened in tests and drills.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControllerManager {
+    /// A node silent this long becomes NotReady (Ready=Unknown).
+    #[serde(default = "default_grace")]
+    pub node_monitor_grace_period: String,
+    /// Pods of an unreachable node are evicted after this long.
+    #[serde(default = "default_eviction")]
+    pub pod_eviction_timeout: String,
+}
+
+fn default_grace() -> String {
+    "40s".into()
+}
+
+fn default_eviction() -> String {
+    "5m".into()
+}
+
+impl Default for ControllerManager {
+    fn default() -> Self {
+        ControllerManager {
+            node_monitor_grace_period: default_grace(),
+            pod_eviction_timeout: default_eviction(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

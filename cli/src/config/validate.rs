@@ -55,6 +55,21 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
             ));
         }
     }
+    let cm = &c.spec.controller_manager;
+    for (field, v) in [
+        (
+            "spec.controllerManager.nodeMonitorGracePeriod",
+            &cm.node_monitor_grace_period,
+        ),
+        (
+            "spec.controllerManager.podEvictionTimeout",
+            &cm.pod_eviction_timeout,
+        ),
+    ] {
+        if let Err(why) = check_duration(v) {
+            out.push(problem(field, format!("invalid duration '{v}': {why}")));
+        }
+    }
     let pki = &c.spec.pki;
     if pki.ca_validity_days == 0 {
         out.push(problem("spec.pki.caValidityDays", "must be at least 1"));
@@ -295,6 +310,21 @@ fn check_dns_subdomain(s: &str) -> Result<(), String> {
     s.split('.').try_for_each(check_dns_label)
 }
 
+/// A Go-style duration as the components take it: a number and a unit (ms, s, m, h), e.g. `40s`, `5m`.
+fn check_duration(s: &str) -> Result<(), String> {
+    let unit_at = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or("missing unit (ms, s, m or h)")?;
+    let (n, unit) = s.split_at(unit_at);
+    if n.is_empty() || n.parse::<u64>().is_err() {
+        return Err("expected a whole number before the unit".into());
+    }
+    match unit {
+        "ms" | "s" | "m" | "h" => Ok(()),
+        _ => Err(format!("unknown unit '{unit}', expected ms, s, m or h")),
+    }
+}
+
 fn check_schedule(s: &str) -> Result<(), String> {
     const MACROS: [&str; 7] = [
         "@yearly",
@@ -364,6 +394,16 @@ mod tests {
             .unwrap_err()
             .contains("not a valid IP"));
         assert!(check_address("bad_name").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert!(check_duration("40s").is_ok());
+        assert!(check_duration("5m").is_ok());
+        assert!(check_duration("500ms").is_ok());
+        assert!(check_duration("5").is_err());
+        assert!(check_duration("s").is_err());
+        assert!(check_duration("5d").is_err());
     }
 
     #[test]

@@ -33,8 +33,21 @@ pub const PHASES: &[&str] = &[
 ];
 
 /// Component binaries pushed to controllers, and to every other node.
-pub const CONTROL_PLANE_BINARIES: &[&str] =
-    &["kiln-store", "kiln-apiserver", "kiln-kubelet", "kiln-proxy"];
+pub const CONTROL_PLANE_BINARIES: &[&str] = &[
+    "kiln-store",
+    "kiln-apiserver",
+    "kiln-scheduler",
+    "kiln-controller-manager",
+    "kiln-kubelet",
+    "kiln-proxy",
+];
+/// The control plane's static pods, in the order they are written.
+pub const CONTROL_PLANE_MANIFESTS: &[&str] = &[
+    "kiln-store.yaml",
+    "kiln-apiserver.yaml",
+    "kiln-scheduler.yaml",
+    "kiln-controller-manager.yaml",
+];
 pub const NODE_BINARIES: &[&str] = &["kiln-kubelet", "kiln-proxy"];
 pub const REMOTE_BIN: &str = "/usr/local/bin";
 pub const KILN_ETC: &str = "/etc/kiln";

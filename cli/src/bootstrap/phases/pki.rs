@@ -134,6 +134,18 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
         if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v).map_err(pki_err)? {
             made.push(format!("{}/kubelet.conf", h.name));
         }
+        if h.is_controller() {
+            for kind in [
+                kiln_pki::KubeconfigKind::Scheduler,
+                kiln_pki::KubeconfigKind::ControllerManager,
+            ] {
+                if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v)
+                    .map_err(pki_err)?
+                {
+                    made.push(format!("{}/{}", h.name, kind.file_name()));
+                }
+            }
+        }
     }
     Ok(if made.is_empty() {
         Outcome::Skipped("all kubeconfigs exist".into())

@@ -144,6 +144,15 @@ pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
         remote: format!("{KILN_ETC}/kubelet.conf"),
         mode: 0o600,
     });
+    if controller {
+        for conf in ["scheduler.conf", "controller-manager.conf"] {
+            files.push(Install {
+                local: kubeconfig_dir(ctx, host).join(conf),
+                remote: format!("{KILN_ETC}/{conf}"),
+                mode: 0o600,
+            });
+        }
+    }
     files.push(Install {
         local: ctx.state_dir.join("proxy.conf"),
         remote: format!("{KILN_ETC}/proxy.conf"),
@@ -195,8 +204,14 @@ pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, 
         path: staging.clone(),
         source,
     })?;
+    let net = &cfg.spec.networking;
+    let cm = &cfg.spec.controller_manager;
+    c.insert("pod_cidr", &net.pod_cidr.to_string());
+    c.insert("node_cidr_mask_size", &net.node_cidr_mask_size);
+    c.insert("node_monitor_grace_period", &cm.node_monitor_grace_period);
+    c.insert("pod_eviction_timeout", &cm.pod_eviction_timeout);
     let mut files = vec![];
-    for m in ["kiln-store.yaml", "kiln-apiserver.yaml"] {
+    for m in CONTROL_PLANE_MANIFESTS {
         let local = staging.join(m);
         kiln_pki::files::write_atomic(&local, render(m, &c)?.as_bytes(), 0o600).map_err(pki_err)?;
         files.push(Install {
