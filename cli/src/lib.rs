@@ -4,4 +4,5 @@ pub mod bootstrap;
 pub mod commands;
 pub mod config;
 pub mod lab;
+pub mod snapshot;
 pub mod transport;

@@ -37,6 +37,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../../playbooks/preflight.yaml"),
     ),
     ("reset", include_str!("../../../playbooks/reset.yaml")),
+    (
+        "restore-wait",
+        include_str!("../../../playbooks/restore-wait.yaml"),
+    ),
 ];
 
 impl Playbook {

@@ -39,7 +39,7 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    fn context(&self, ignore: Vec<String>, wait: u64) -> anyhow::Result<Context> {
+    pub(super) fn context(&self, ignore: Vec<String>, wait: u64) -> anyhow::Result<Context> {
         let cluster = crate::config::load(&self.file)?;
         let connect = ConnectOptions {
             local: self.local,
@@ -63,7 +63,7 @@ impl ClusterArgs {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)

@@ -3,6 +3,7 @@
 
 mod cluster;
 mod lab;
+mod snapshot;
 
 use clap::{Parser, Subcommand};
 
@@ -57,6 +58,9 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         ignore_preflight_errors: Vec<String>,
     },
+    /// Store snapshots: save, list, restore.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// Certificates of the cluster.
     #[command(subcommand)]
     Certs(CertsCommand),
@@ -102,6 +106,7 @@ pub fn main() -> i32 {
             cluster,
             ignore_preflight_errors,
         } => cluster::preflight(cluster, ignore_preflight_errors),
+        Command::Snapshot(c) => snapshot::run(c),
         Command::Certs(CertsCommand::CheckExpiration { cluster }) => {
             cluster::check_expiration(cluster)
         }

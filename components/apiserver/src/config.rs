@@ -49,21 +49,29 @@ pub struct Options {
     /// Service ClusterIP range (allocation arrives with services).
     #[arg(long, default_value = "10.96.0.0/12")]
     pub service_cluster_ip_range: String,
-    /// Service-account token verification key (accepted; used once service accounts are served).
+    /// Service-account token verification keys (PEM public keys or PKCS#8 private keys, ECDSA
+    /// P-256); repeatable. The signing key always verifies too.
     #[arg(long)]
-    pub service_account_key_file: Option<String>,
-    /// Service-account token signing key (accepted; see above).
+    pub service_account_key_file: Vec<String>,
+    /// Service-account token signing key (PKCS#8 ECDSA P-256 → ES256); enables TokenRequest.
     #[arg(long)]
     pub service_account_signing_key_file: Option<String>,
-    /// Service-account token issuer (accepted; see above).
-    #[arg(long)]
-    pub service_account_issuer: Option<String>,
-    /// Client certificate for kubelet connections (accepted; used by logs/exec proxying).
+    /// Service-account token issuer (`iss`).
+    #[arg(long, default_value = crate::tokens::DEFAULT_ISSUER)]
+    pub service_account_issuer: String,
+    /// Audiences the API accepts in service-account tokens (default: the issuer).
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// Client certificate for kubelet connections (pods/log, pods/exec).
     #[arg(long)]
     pub kubelet_client_certificate: Option<String>,
-    /// Client key for kubelet connections (accepted; see above).
+    /// Client key for kubelet connections.
     #[arg(long)]
     pub kubelet_client_key: Option<String>,
+    /// CA that signed kubelet serving certificates; without it they are not verified (upstream's
+    /// default).
+    #[arg(long)]
+    pub kubelet_certificate_authority: Option<String>,
     /// Authorization modes (accepted; the skeleton's authorizer is fixed).
     #[arg(long, default_value = "Node,RBAC")]
     pub authorization_mode: String,

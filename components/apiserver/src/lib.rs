@@ -9,15 +9,18 @@ pub mod auth;
 pub mod bootstrap;
 pub mod config;
 pub mod handlers;
+pub mod kubelet_client;
 pub mod metrics;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod selectors;
 pub mod server;
 pub mod status;
 pub mod storage;
 pub mod tls;
+pub mod tokens;
 
 pub use config::Options;
 pub use server::{start, RunningServer, ServerError};

@@ -23,6 +23,7 @@ use crate::registry::resources::{DEFAULT_NAMESPACES, NAMESPACES};
 use crate::registry::Registry;
 use crate::storage::{Store, StoreError};
 use crate::tls::{server_config, TlsError};
+use crate::tokens::jwt::ServiceAccountKeys;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long start-up waits for the store before giving up.
@@ -43,6 +44,12 @@ pub enum ServerError {
     Bootstrap { name: String, message: String },
     #[error("{0}")]
     Allocator(#[from] crate::allocator::AllocatorError),
+    #[error("kubelet client: {0}")]
+    Kubelet(#[from] crate::kubelet_client::KubeletError),
+    #[error("service-account keys: {0}")]
+    Keys(#[from] crate::tokens::jwt::JwtError),
+    #[error("bootstrap RBAC policy: {0}")]
+    Policy(#[from] crate::rbac::RbacError),
     #[error("bootstrap objects: {0}")]
     Objects(#[from] crate::bootstrap::BootstrapError),
 }
@@ -132,6 +139,28 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
     )?;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let allocator = ServiceAllocator::new(&options.service_cluster_ip_range, NODE_PORTS)?;
+    let sa_keys = if options.service_account_signing_key_file.is_some()
+        || !options.service_account_key_file.is_empty()
+    {
+        let audiences = if options.api_audiences.is_empty() {
+            vec![options.service_account_issuer.clone()]
+        } else {
+            options.api_audiences.clone()
+        };
+        Some(ServiceAccountKeys::load(
+            options.service_account_signing_key_file.as_deref(),
+            &options.service_account_key_file,
+            &options.service_account_issuer,
+            audiences,
+        )?)
+    } else {
+        None
+    };
+    let kubelet = crate::kubelet_client::KubeletClient::new(
+        options.kubelet_client_certificate.as_deref(),
+        options.kubelet_client_key.as_deref(),
+        options.kubelet_certificate_authority.as_deref(),
+    )?;
     let store = connect_store(&options).await?;
 
     let bind = SocketAddr::new(options.bind_address, options.secure_port);
@@ -144,14 +173,18 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
     let advertise_ip = options.advertise_address.unwrap_or(addr.ip());
     let advertise = SocketAddr::new(advertise_ip, addr.port());
     crate::bootstrap::kubernetes_service(&store, &allocator, advertise).await?;
+    crate::rbac::ensure_bootstrap_policy(&store).await?;
     let (terminating, terminating_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = Arc::new(AppState {
-        store,
+        store: store.clone(),
         registry: Registry::default(),
         metrics: Metrics::default(),
         advertise: advertise.to_string(),
         bookmark_interval: options.bookmark_interval(),
         allocator,
+        authorizer: crate::rbac::Authorizer::new(store.clone()),
+        tokens: crate::tokens::TokenAuthenticator::new(store.clone(), sa_keys),
+        kubelet,
         terminating,
     });
     let (stop, stopped) = watch::channel(false);

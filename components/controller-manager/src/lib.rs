@@ -8,6 +8,10 @@
 pub mod cidr;
 pub mod config;
 pub mod context;
+pub mod deployment;
+pub mod deployment_plan;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod node_lifecycle;
 pub mod nodeipam;
 pub mod pods;
@@ -49,6 +53,21 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "replicaset",
         enabled_by_default: true,
         run: |ctx| replicaset::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "deployment",
+        enabled_by_default: true,
+        run: |ctx| deployment::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "endpoint",
+        enabled_by_default: true,
+        run: |ctx| endpoints::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "endpointslice",
+        enabled_by_default: true,
+        run: |ctx| endpointslice::run(ctx).boxed(),
     },
     ControllerSpec {
         name: "nodeipam",

@@ -8,6 +8,8 @@ pub mod health;
 pub mod list;
 pub mod namespaces;
 pub mod path;
+pub mod proxy;
+pub mod reviews;
 pub mod subresources;
 pub mod table;
 pub mod watch;
@@ -24,7 +26,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::Value;
 
-use crate::auth::{authorize, Attributes, Identity};
+use crate::auth::{Attributes, Identity};
 use crate::metrics::Metrics;
 use crate::registry::{Registry, ResourceSpec};
 use crate::status::ApiError;
@@ -42,6 +44,9 @@ pub struct AppState {
     pub advertise: String,
     pub bookmark_interval: Duration,
     pub allocator: crate::allocator::ServiceAllocator,
+    pub authorizer: crate::rbac::Authorizer,
+    pub tokens: crate::tokens::TokenAuthenticator,
+    pub kubelet: crate::kubelet_client::KubeletClient,
     /// Namespaces that just became Terminating, for the cleanup worker (`namespaces.rs`).
     pub terminating: tokio::sync::mpsc::UnboundedSender<String>,
 }
@@ -69,7 +74,10 @@ pub fn router(state: Shared) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .fallback(serve)
-        .layer(axum::middleware::from_fn(authenticate_and_authorize_paths))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate_and_authorize_paths,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::record,
@@ -86,7 +94,35 @@ fn identity(req: &Request) -> Identity {
 
 /// Non-API paths (health, metrics, version, discovery, openapi) are authorized here by path; API
 /// resource requests are authorized in `serve` once their attributes are known.
-async fn authenticate_and_authorize_paths(req: Request, next: axum::middleware::Next) -> Response {
+/// `Authorization: Bearer <token>`, when present.
+fn bearer(req: &Request) -> Option<String> {
+    let value = req.headers().get(axum::http::header::AUTHORIZATION)?;
+    let text = value.to_str().ok()?;
+    let (scheme, token) = text.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+async fn authenticate_and_authorize_paths(
+    State(state): State<Shared>,
+    mut req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    // A client certificate wins; otherwise a bearer token (bootstrap token or service-account JWT)
+    // names the user, and an invalid token is 401 even where anonymous access would do.
+    if identity(&req) == Identity::Anonymous {
+        if let Some(token) = bearer(&req) {
+            match state.tokens.authenticate(&token).await {
+                Ok(Some(user)) => {
+                    req.extensions_mut().insert(Identity::User(user));
+                }
+                Ok(None) => return ApiError::unauthorized().into_response(),
+                Err(e) => return crud::store_error(e).into_response(),
+            }
+        }
+    }
     let who = identity(&req);
     let path = req.uri().path().to_string();
     let is_resource = matches!(path::parse(&path), Some(ApiPath::Resource(_)));
@@ -96,7 +132,11 @@ async fn authenticate_and_authorize_paths(req: Request, next: axum::middleware::
             verb: &verb,
             path: &path,
         };
-        if !authorize(&who, &attrs) {
+        let allowed = match state.authorizer.authorize(&who, &attrs).await {
+            Ok(allowed) => allowed,
+            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+        };
+        if !allowed {
             return match who {
                 Identity::Anonymous => ApiError::unauthorized().into_response(),
                 _ => ApiError::forbidden_path(who.name(), &verb, &path).into_response(),
@@ -188,6 +228,23 @@ pub fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> 
     }
 }
 
+/// The server, not the client, says who asked (a CSR's spec.username/groups/uid/extra).
+fn record_requester(obj: &mut Value, who: &Identity) {
+    if !obj["spec"].is_object() {
+        return;
+    }
+    let spec = &mut obj["spec"];
+    if let Some(m) = spec.as_object_mut() {
+        for f in ["username", "uid", "groups", "extra"] {
+            m.remove(f);
+        }
+    }
+    if let Identity::User(u) = who {
+        spec["username"] = serde_json::json!(u.name);
+        spec["groups"] = serde_json::json!(u.groups);
+    }
+}
+
 async fn serve_resource(
     state: Shared,
     req: Request,
@@ -195,7 +252,14 @@ async fn serve_resource(
     query: HashMap<String, String>,
 ) -> Result<Response, ApiError> {
     let who = identity(&req);
-    let verb = upstream_verb(req.method(), rp.name.is_some(), &query);
+    let mut verb = upstream_verb(req.method(), rp.name.is_some(), &query);
+    if matches!(
+        rp.subresource.as_deref(),
+        Some("exec" | "attach" | "portforward")
+    ) {
+        // Upstream authorizes streaming upgrades as create, whatever the method (GET websockets).
+        verb = "create";
+    }
     let attrs = Attributes::Resource {
         verb,
         group: &rp.group,
@@ -204,7 +268,12 @@ async fn serve_resource(
         namespace: rp.namespace.as_deref(),
         name: rp.name.as_deref(),
     };
-    if !authorize(&who, &attrs) {
+    let allowed = state
+        .authorizer
+        .authorize(&who, &attrs)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    if !allowed {
         return Err(ApiError::forbidden_resource(
             who.name(),
             verb,
@@ -221,6 +290,14 @@ async fn serve_resource(
         .ok_or_else(ApiError::path_not_found)?;
     if !spec.namespaced && rp.namespace.is_some() {
         return Err(ApiError::path_not_found());
+    }
+    if spec.ephemeral {
+        if verb != "create" || rp.name.is_some() || rp.subresource.is_some() {
+            return Err(ApiError::method_not_allowed(verb, spec.group, spec.plural));
+        }
+        let (parts, body) = req.into_parts();
+        let obj = parse_body(&parts.headers, &read_body(body).await?)?;
+        return reviews::create(&state, spec, &who, obj).await;
     }
     let status = match rp.subresource.as_deref() {
         None => false,
@@ -250,12 +327,23 @@ async fn serve_resource(
                 name: rp.name,
                 status: false,
             };
+            match action {
+                "log" => return proxy::log(&state, &target, &query).await,
+                "exec" | "attach" => {
+                    return proxy::exec(&state, &target, action, &query, req).await
+                }
+                _ => {}
+            }
             let (parts, body) = req.into_parts();
             let body = read_body(body).await?;
             let headers = &parts.headers;
             return match action {
                 "binding" => subresources::binding(&state, &target, headers, &query, &body).await,
                 "eviction" => subresources::eviction(&state, &target, headers, &query, &body).await,
+                "token" => subresources::token(&state, &target, headers, &query, &body).await,
+                "approval" => {
+                    subresources::approval(&state, &target, verb, headers, &query, &body).await
+                }
                 _ => Err(ApiError::path_not_found()),
             };
         }
@@ -279,7 +367,10 @@ async fn serve_resource(
         "list" => list::list(&state, &target, headers, &query).await,
         "watch" => watch::watch(state.clone(), target, headers, &query).await,
         "create" => {
-            let obj = parse_body(headers, &read_body(body).await?)?;
+            let mut obj = parse_body(headers, &read_body(body).await?)?;
+            if spec.records_requester {
+                record_requester(&mut obj, &who);
+            }
             crud::create(&state, &target, &query, obj).await
         }
         "update" => {

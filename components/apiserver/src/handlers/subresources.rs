@@ -200,3 +200,180 @@ pub async fn eviction(
     delete_object(state, target, name, &opts, query).await?;
     Ok(success())
 }
+
+/// certificatesigningrequests/<name>/approval: only `status.conditions` change (Approved / Denied),
+/// through update (`kubectl certificate approve`) or patch.
+pub async fn approval(
+    state: &AppState,
+    target: &Target,
+    verb: &str,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let spec = target.spec;
+    let build_from = |old: &Value, incoming: &Value| -> Result<Value, ApiError> {
+        let mut new = old.clone();
+        let mut conditions: Vec<Value> = incoming["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for c in &mut conditions {
+            if c["status"].is_null() {
+                c["status"] = json!("True");
+            }
+            for t in ["lastUpdateTime", "lastTransitionTime"] {
+                if c[t].is_null() {
+                    c[t] = json!(now_rfc3339());
+                }
+            }
+        }
+        new["status"]["conditions"] = json!(conditions);
+        new["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
+        if new["metadata"]["resourceVersion"].is_null() {
+            if let Some(m) = new["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+            }
+        }
+        Ok(new)
+    };
+    let obj = match verb {
+        "get" => read(state, target, required_name(target)?).await?.0,
+        "update" => {
+            let incoming = super::parse_body(headers, body)?;
+            guaranteed_update(state, target, UpdateScope::Status, query, |old| {
+                build_from(old, &incoming)
+            })
+            .await?
+        }
+        "patch" => {
+            let (kind, patch_body) = patch_request(headers, body)?;
+            guaranteed_update(state, target, UpdateScope::Status, query, |old| {
+                let mut patched = patch::apply(kind, old, &patch_body)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                if patch_body["metadata"]["resourceVersion"].is_null() {
+                    patched["metadata"]["resourceVersion"] = Value::Null;
+                }
+                build_from(old, &patched)
+            })
+            .await?
+        }
+        other => return Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
+    };
+    Ok(ok_json(&obj))
+}
+
+/// POST serviceaccounts/<name>/token (TokenRequest): a signed, audience- and time-bound JWT,
+/// optionally bound to a Pod or Secret whose deletion invalidates it.
+pub async fn token(
+    state: &AppState,
+    target: &Target,
+    headers: &HeaderMap,
+    _query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let request = super::parse_body(headers, body)?;
+    let name = required_name(target)?;
+    let ns = target.namespace.clone().unwrap_or_default();
+    if !state.tokens.keys.as_ref().is_some_and(|k| k.can_sign()) {
+        return Err(ApiError::path_not_found());
+    }
+    let (sa, _) = read(state, target, name).await?;
+    let spec = &request["spec"];
+    let expiration = spec["expirationSeconds"].as_i64().unwrap_or(3600);
+    let invalid = |field: &str, value: Value, why: &str| {
+        ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            name,
+            vec![crate::status::Cause::invalid(field, &value, why)],
+        )
+    };
+    if expiration < 600 {
+        return Err(invalid(
+            "spec.expirationSeconds",
+            json!(expiration),
+            "may not specify a duration less than 10 minutes",
+        ));
+    }
+    let audiences: Vec<String> = spec["audiences"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let bound = match spec["boundObjectRef"].as_object() {
+        None => None,
+        Some(r) => {
+            let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
+            let obj_name = r.get("name").and_then(Value::as_str).unwrap_or("");
+            let bound_spec = match kind {
+                "Pod" => &crate::registry::resources::PODS,
+                "Secret" => &crate::registry::resources::SECRETS,
+                other => {
+                    return Err(invalid(
+                        "spec.boundObjectRef.kind",
+                        json!(other),
+                        "supported values: \"Pod\", \"Secret\"",
+                    ))
+                }
+            };
+            let bound_target = Target {
+                spec: bound_spec,
+                namespace: Some(ns.clone()),
+                name: Some(obj_name.to_string()),
+                status: false,
+            };
+            let (obj, _) = read(state, &bound_target, obj_name).await?;
+            let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_string();
+            if let Some(want) = r.get("uid").and_then(Value::as_str) {
+                if !want.is_empty() && want != uid {
+                    return Err(ApiError::conflict_with(
+                        "",
+                        bound_spec.plural,
+                        obj_name,
+                        &format!("the UID in the bound object reference ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"),
+                    ));
+                }
+            }
+            Some(crate::tokens::BoundObject {
+                kind: kind.to_string(),
+                name: obj_name.to_string(),
+                uid,
+            })
+        }
+    };
+    let (token, exp) = state
+        .tokens
+        .issue(&sa, &audiences, expiration, bound.as_ref())
+        .ok_or_else(|| ApiError::internal("failed to sign the service account token"))?;
+    let expires = time::OffsetDateTime::from_unix_timestamp(exp)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
+    let mut out_spec = spec.clone();
+    if !out_spec.is_object() {
+        out_spec = json!({});
+    }
+    out_spec["expirationSeconds"] = json!(expiration);
+    if audiences.is_empty() {
+        out_spec["audiences"] = json!(state.tokens.keys.as_ref().map(|k| k.audiences.clone()));
+    }
+    tracing::debug!(namespace = %ns, serviceaccount = name, "issued a service account token");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": now_rfc3339()},
+            "spec": out_spec,
+            "status": {"token": token, "expirationTimestamp": expires},
+        }),
+    ))
+}

@@ -69,6 +69,20 @@ fn is_subdomain(s: &str) -> bool {
 }
 
 pub fn validate_name(spec: &ResourceSpec, name: &str) -> Option<Cause> {
+    if spec.name_is_path_segment {
+        // Upstream's ValidatePathSegmentName.
+        let msg = if name == "." || name == ".." {
+            format!("may not be '{name}'")
+        } else if name.contains('/') || name.contains('%') {
+            format!(
+                "may not contain '{}'",
+                if name.contains('/') { "/" } else { "%" }
+            )
+        } else {
+            return None;
+        };
+        return Some(Cause::invalid("metadata.name", &json!(name), &msg));
+    }
     let ok = if spec.name_is_label {
         is_label(name)
     } else {

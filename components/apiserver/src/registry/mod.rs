@@ -2,9 +2,11 @@
 //! data (`strategy.rs`, `resources.rs`); object lifecycle rules shared by all kinds in `lifecycle.rs`.
 
 pub mod apps;
+pub mod certificates;
 pub mod columns;
 pub mod defaults;
 pub mod lifecycle;
+pub mod rbac;
 pub mod resources;
 pub mod services;
 pub mod strategy;

@@ -78,7 +78,14 @@ fn service_accounts(obj: &Value, _: i64) -> Value {
 
 const BINDING_TABLE: &[Column] = &[
     NAME_COL,
-    col("Role", "string", "", "RoleRef is the role being bound", 0, role_ref),
+    col(
+        "Role",
+        "string",
+        "",
+        "RoleRef is the role being bound",
+        0,
+        role_ref,
+    ),
     AGE_COL,
     col("Users", "string", "", "Users in the binding", 1, users),
     col("Groups", "string", "", "Groups in the binding", 1, groups),
@@ -102,7 +109,9 @@ fn binding_validation(obj: &Value) -> Vec<Cause> {
     if !matches!(kind, "Role" | "ClusterRole") {
         causes.push(Cause {
             reason: "FieldValueNotSupported",
-            message: format!("Unsupported value: {kind:?}: supported values: \"Role\", \"ClusterRole\""),
+            message: format!(
+                "Unsupported value: {kind:?}: supported values: \"Role\", \"ClusterRole\""
+            ),
             field: "roleRef.kind".into(),
         });
     }
@@ -134,6 +143,7 @@ pub static ROLES: ResourceSpec = ResourceSpec {
     singular: "role",
     kind: "Role",
     list_kind: "RoleList",
+    name_is_path_segment: true,
     table: &[NAME_COL, CREATED_AT_COL],
     decode: typed::<Role>,
     ..ResourceSpec::BASE
@@ -145,6 +155,7 @@ pub static ROLE_BINDINGS: ResourceSpec = ResourceSpec {
     singular: "rolebinding",
     kind: "RoleBinding",
     list_kind: "RoleBindingList",
+    name_is_path_segment: true,
     table: BINDING_TABLE,
     decode: typed::<RoleBinding>,
     defaults: binding_defaults,
@@ -159,6 +170,7 @@ pub static CLUSTER_ROLES: ResourceSpec = ResourceSpec {
     kind: "ClusterRole",
     list_kind: "ClusterRoleList",
     namespaced: false,
+    name_is_path_segment: true,
     table: &[NAME_COL, CREATED_AT_COL],
     decode: typed::<ClusterRole>,
     ..ResourceSpec::BASE
@@ -171,6 +183,7 @@ pub static CLUSTER_ROLE_BINDINGS: ResourceSpec = ResourceSpec {
     kind: "ClusterRoleBinding",
     list_kind: "ClusterRoleBindingList",
     namespaced: false,
+    name_is_path_segment: true,
     table: BINDING_TABLE,
     decode: typed::<ClusterRoleBinding>,
     defaults: binding_defaults,

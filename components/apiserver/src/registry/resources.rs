@@ -207,6 +207,9 @@ pub static PODS: ResourceSpec = ResourceSpec {
     actions: &[
         Action { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
         Action { name: "eviction", group: "policy", version: "v1", kind: "Eviction", verbs: &["create"] },
+        Action { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
+        Action { name: "exec", group: "", version: "v1", kind: "PodExecOptions", verbs: &["create", "get"] },
+        Action { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
     ],
     ..ResourceSpec::BASE
 };
@@ -348,6 +351,13 @@ pub static SERVICE_ACCOUNTS: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    actions: &[Action {
+        name: "token",
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "TokenRequest",
+        verbs: &["create"],
+    }],
     ..ResourceSpec::BASE
 };
 
@@ -509,6 +519,15 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::apps::REPLICASETS,
     &super::apps::DAEMONSETS,
     &super::services::ENDPOINT_SLICES,
+    &super::rbac::CLUSTER_ROLES,
+    &super::rbac::CLUSTER_ROLE_BINDINGS,
+    &super::rbac::ROLES,
+    &super::rbac::ROLE_BINDINGS,
+    &super::certificates::CERTIFICATE_SIGNING_REQUESTS,
+    &super::rbac::SELF_SUBJECT_ACCESS_REVIEWS,
+    &super::rbac::SELF_SUBJECT_RULES_REVIEWS,
+    &super::rbac::SUBJECT_ACCESS_REVIEWS,
+    &super::rbac::SELF_SUBJECT_REVIEWS,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.

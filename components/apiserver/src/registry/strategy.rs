@@ -68,6 +68,8 @@ pub struct ResourceSpec {
     pub generation: bool,
     /// The name must be a DNS-1123 label (namespaces), not just a subdomain.
     pub name_is_label: bool,
+    /// Any name usable as a URL path segment (RBAC kinds: `system:node`), not a DNS subdomain.
+    pub name_is_path_segment: bool,
     pub table: &'static [Column],
     pub fields: &'static [SelectableField],
     /// Typed decode with k8s-openapi: rejects wrongly typed fields (400) and normalises the JSON.
@@ -87,6 +89,10 @@ pub struct ResourceSpec {
     /// Deleting the object makes it Terminating and starts a pass that deletes its content
     /// (namespaces); the object goes once the content is gone.
     pub terminating: bool,
+    /// Create computes a response and stores nothing (access reviews, self reviews).
+    pub ephemeral: bool,
+    /// Create records the requesting user in spec.username/uid/groups/extra (CSRs).
+    pub records_requester: bool,
 }
 
 /// Where a scalable kind keeps its replica counts and selector.
@@ -133,6 +139,7 @@ impl ResourceSpec {
         status_subresource: false,
         generation: false,
         name_is_label: false,
+        name_is_path_segment: false,
         table: &[],
         fields: &[],
         decode: passthrough,
@@ -143,6 +150,8 @@ impl ResourceSpec {
         actions: &[],
         reservations: None,
         terminating: false,
+        ephemeral: false,
+        records_requester: false,
     };
 
     pub fn action(&self, name: &str) -> Option<&'static Action> {

@@ -237,8 +237,22 @@ impl Cluster {
         Self::start_opts(extra_flags, false).await
     }
 
+    /// Extra flags computed from the cluster's PKI (e.g. certificate files it must issue first),
+    /// written into the given directory.
+    pub async fn start_with_pki_flags(flags: impl FnOnce(&Pki, &Path) -> Vec<String>) -> Cluster {
+        Self::start_full(&[], false, flags).await
+    }
+
     /// `store_tls`: the store serves TLS and requires the apiserver's client certificate.
     pub async fn start_opts(extra_flags: &[&str], store_tls: bool) -> Cluster {
+        Self::start_full(extra_flags, store_tls, |_, _| Vec::new()).await
+    }
+
+    async fn start_full(
+        extra_flags: &[&str],
+        store_tls: bool,
+        pki_flags: impl FnOnce(&Pki, &Path) -> Vec<String>,
+    ) -> Cluster {
         let pki = Pki::new();
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, content: &str| {
@@ -281,6 +295,7 @@ impl Cluster {
         ];
         args.extend(store_flags);
         args.extend(extra_flags.iter().map(|s| s.to_string()));
+        args.extend(pki_flags(&pki, dir.path()));
         let server = kiln_apiserver::start(kiln_apiserver::Options::parse_from(args))
             .await
             .expect("apiserver starts");

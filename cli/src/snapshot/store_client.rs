@@ -1,0 +1,144 @@
+//! The operator's etcd-v3 client to a controller's store (mTLS with the apiserver's store client cert
+//! from the local state directory): snapshots and exact counts at a revision.
+
+use std::path::Path;
+
+use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use super::{io, SnapshotError};
+use crate::bootstrap::Context;
+use crate::config::Host;
+
+pub struct StoreClient {
+    endpoint: String,
+    client: Client,
+}
+
+/// A snapshot written to disk: its revision (read from the file) and the sha256 of the whole file.
+pub struct SavedSnapshot {
+    pub revision: i64,
+    pub sha256: String,
+}
+
+/// The revision a snapshot file holds, read by the same kiln-store binary kiln pushes to controllers
+/// (`kiln-store snapshot status FILE -w json`), which also checks the file's integrity.
+pub fn snapshot_revision(kiln_store: &Path, file: &Path) -> Result<i64, SnapshotError> {
+    let out = std::process::Command::new(kiln_store)
+        .args(["snapshot", "status"])
+        .arg(file)
+        .args(["-w", "json"])
+        .output()
+        .map_err(io("running", kiln_store))?;
+    if !out.status.success() {
+        return Err(SnapshotError::Bundle {
+            path: file.to_path_buf(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| SnapshotError::Bundle {
+            path: file.to_path_buf(),
+            message: format!("kiln-store snapshot status: {e}"),
+        })?;
+    v["revision"].as_i64().ok_or_else(|| SnapshotError::Bundle {
+        path: file.to_path_buf(),
+        message: "kiln-store snapshot status printed no revision".into(),
+    })
+}
+
+/// Keys of the Kubernetes API in the store (the apiserver's prefix).
+pub const REGISTRY_PREFIX: &str = "/registry/";
+
+impl StoreClient {
+    pub async fn connect(ctx: &Context, host: &Host) -> Result<StoreClient, SnapshotError> {
+        let addr = host.node_address();
+        let endpoint = format!("https://{addr}:2379");
+        let pki = ctx.pki_dir(&host.name);
+        let read = |rel: &str| {
+            let p = pki.join(rel);
+            std::fs::read(&p).map_err(io("reading", &p))
+        };
+        let tls = TlsOptions::new()
+            .domain_name(addr.clone())
+            .ca_certificate(Certificate::from_pem(read("store/ca.crt")?))
+            .identity(Identity::from_pem(
+                read("apiserver-store-client.crt")?,
+                read("apiserver-store-client.key")?,
+            ));
+        let opts = ConnectOptions::new()
+            .with_tls(tls)
+            .with_connect_timeout(std::time::Duration::from_secs(5))
+            .with_timeout(std::time::Duration::from_secs(300));
+        let client = Client::connect([endpoint.clone()], Some(opts))
+            .await
+            .map_err(|e| SnapshotError::Store {
+                endpoint: endpoint.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(StoreClient { endpoint, client })
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> SnapshotError {
+        SnapshotError::Store {
+            endpoint: self.endpoint.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Stream a snapshot into `path`, checking etcd's trailing sha256 (the last 32 bytes are the sha256 of
+    /// everything before them) as it arrives.
+    pub async fn save_snapshot(&mut self, path: &Path) -> Result<SavedSnapshot, SnapshotError> {
+        let mut stream = self.client.snapshot().await.map_err(|e| self.err(e))?;
+        let mut file = tokio::fs::File::create(path)
+            .await
+            .map_err(io("creating", path))?;
+        let (mut body, mut whole) = (Sha256::new(), Sha256::new());
+        let mut tail: Vec<u8> = Vec::new();
+        let mut total = 0u64;
+        while let Some(msg) = stream.message().await.map_err(|e| self.err(e))? {
+            let blob = msg.blob();
+            file.write_all(blob).await.map_err(io("writing", path))?;
+            whole.update(blob);
+            total += blob.len() as u64;
+            tail.extend_from_slice(blob);
+            if tail.len() > 32 {
+                let cut = tail.len() - 32;
+                body.update(&tail[..cut]);
+                tail.drain(..cut);
+            }
+        }
+        file.sync_all().await.map_err(io("syncing", path))?;
+        if tail.len() != 32 || body.finalize().as_slice() != tail.as_slice() {
+            return Err(SnapshotError::Corrupt {
+                endpoint: self.endpoint.clone(),
+                message: format!(
+                    "{total} bytes whose trailing sha256 does not match (truncated stream?)"
+                ),
+            });
+        }
+        Ok(SavedSnapshot {
+            revision: 0,
+            sha256: hex::encode(whole.finalize()),
+        })
+    }
+
+    /// How many Kubernetes objects the store held at `revision`.
+    pub async fn count_registry(&mut self, revision: i64) -> Result<i64, SnapshotError> {
+        let r = self
+            .client
+            .get(
+                REGISTRY_PREFIX,
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_count_only()
+                        .with_revision(revision),
+                ),
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(r.count())
+    }
+}

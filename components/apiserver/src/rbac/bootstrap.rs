@@ -1,0 +1,465 @@
+//! The default cluster roles and bindings, created (and kept up to date unless annotated
+//! `rbac.authorization.kubernetes.io/autoupdate: "false"`) at every start, like upstream's
+//! bootstrap policy plus the bindings kubeadm adds for joining nodes.
+
+use serde_json::{json, Value};
+
+const READ: &[&str] = &["get", "list", "watch"];
+const ALL: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+fn urls(urls: &[&str], verbs: &[&str]) -> Value {
+    json!({"nonResourceURLs": urls, "verbs": verbs})
+}
+
+fn role(name: &str, rules: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        },
+        "rules": rules,
+    })
+}
+
+/// `subjects`: ("User" | "Group" | "ServiceAccount", name); service accounts are `ns:name`.
+fn binding(name: &str, role: &str, subjects: &[(&str, &str)]) -> Value {
+    let subjects: Vec<Value> = subjects
+        .iter()
+        .map(|(kind, name)| match (*kind, name.split_once(':')) {
+            ("ServiceAccount", Some((ns, n))) => {
+                json!({"kind": "ServiceAccount", "name": n, "namespace": ns})
+            }
+            _ => json!({"kind": kind, "name": name, "apiGroup": "rbac.authorization.k8s.io"}),
+        })
+        .collect();
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": subjects,
+    })
+}
+
+/// What a kubelet may do (the `system:node` role; the Node authorizer grants it to each node,
+/// narrowed to its own objects).
+pub fn node_rules() -> Vec<Value> {
+    vec![
+        rule(
+            &[""],
+            &["nodes"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        ),
+        rule(&[""], &["nodes/status"], &["get", "patch", "update"]),
+        rule(
+            &[""],
+            &["pods"],
+            &["get", "list", "watch", "create", "delete"],
+        ),
+        rule(&[""], &["pods/status"], &["get", "patch", "update"]),
+        rule(&[""], &["pods/eviction"], &["create"]),
+        rule(
+            &["", "events.k8s.io"],
+            &["events"],
+            &["create", "patch", "update"],
+        ),
+        rule(&[""], &["services", "endpoints"], READ),
+        rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+        rule(
+            &[""],
+            &[
+                "configmaps",
+                "secrets",
+                "persistentvolumeclaims",
+                "persistentvolumes",
+            ],
+            &["get", "list", "watch"],
+        ),
+        rule(&[""], &["serviceaccounts/token"], &["create"]),
+        rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["get", "create", "update", "patch", "delete"],
+        ),
+        rule(
+            &["certificates.k8s.io"],
+            &["certificatesigningrequests"],
+            &["create", "get", "list", "watch"],
+        ),
+        rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+        rule(
+            &["authorization.k8s.io"],
+            &["subjectaccessreviews"],
+            &["create"],
+        ),
+    ]
+}
+
+pub fn cluster_roles() -> Vec<Value> {
+    let discovery_urls = [
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/healthz",
+        "/livez",
+        "/readyz",
+        "/openapi",
+        "/openapi/*",
+        "/version",
+        "/version/",
+    ];
+    let workloads = [
+        "pods",
+        "pods/log",
+        "pods/exec",
+        "pods/eviction",
+        "services",
+        "endpoints",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "persistentvolumeclaims",
+        "events",
+    ];
+    let apps = [
+        "deployments",
+        "deployments/scale",
+        "replicasets",
+        "replicasets/scale",
+        "daemonsets",
+    ];
+    vec![
+        role(
+            "cluster-admin",
+            vec![rule(&["*"], &["*"], &["*"]), urls(&["*"], &["*"])],
+        ),
+        role("system:discovery", vec![urls(&discovery_urls, &["get"])]),
+        role(
+            "system:public-info-viewer",
+            vec![urls(
+                &["/healthz", "/livez", "/readyz", "/version", "/version/"],
+                &["get"],
+            )],
+        ),
+        role(
+            "system:basic-user",
+            vec![
+                rule(
+                    &["authorization.k8s.io"],
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                    &["create"],
+                ),
+                rule(
+                    &["authentication.k8s.io"],
+                    &["selfsubjectreviews"],
+                    &["create"],
+                ),
+            ],
+        ),
+        role(
+            "admin",
+            vec![
+                rule(&[""], &workloads, ALL),
+                rule(&["apps"], &apps, ALL),
+                rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+                rule(&["coordination.k8s.io"], &["leases"], ALL),
+                rule(
+                    &["rbac.authorization.k8s.io"],
+                    &["roles", "rolebindings"],
+                    ALL,
+                ),
+                rule(
+                    &["authorization.k8s.io"],
+                    &["localsubjectaccessreviews"],
+                    &["create"],
+                ),
+                rule(&[""], &["namespaces"], READ),
+            ],
+        ),
+        role(
+            "edit",
+            vec![
+                rule(&[""], &workloads, ALL),
+                rule(&["apps"], &apps, ALL),
+                rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+                rule(&["coordination.k8s.io"], &["leases"], ALL),
+                rule(&[""], &["namespaces"], READ),
+            ],
+        ),
+        role(
+            "view",
+            vec![
+                rule(
+                    &[""],
+                    &[
+                        "pods",
+                        "pods/log",
+                        "services",
+                        "endpoints",
+                        "configmaps",
+                        "serviceaccounts",
+                        "persistentvolumeclaims",
+                        "events",
+                        "namespaces",
+                    ],
+                    READ,
+                ),
+                rule(&["apps"], &apps, READ),
+                rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+            ],
+        ),
+        role("system:node", node_rules()),
+        role(
+            "system:node-bootstrapper",
+            vec![rule(
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests"],
+                &["create", "get", "list", "watch"],
+            )],
+        ),
+        role(
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            vec![rule(
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests/nodeclient"],
+                &["create"],
+            )],
+        ),
+        role(
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            vec![rule(
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests/selfnodeclient"],
+                &["create"],
+            )],
+        ),
+        role(
+            "system:kube-scheduler",
+            vec![
+                rule(
+                    &["", "events.k8s.io"],
+                    &["events"],
+                    &["create", "patch", "update"],
+                ),
+                rule(
+                    &["coordination.k8s.io"],
+                    &["leases"],
+                    &["create", "get", "list", "watch", "update", "patch"],
+                ),
+                rule(&[""], &["endpoints"], &["create", "get", "update"]),
+                rule(&[""], &["nodes"], READ),
+                rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
+                rule(&[""], &["bindings", "pods/binding"], &["create"]),
+                rule(&[""], &["pods/status"], &["patch", "update"]),
+                rule(
+                    &[""],
+                    &[
+                        "replicationcontrollers",
+                        "services",
+                        "namespaces",
+                        "persistentvolumeclaims",
+                        "persistentvolumes",
+                        "configmaps",
+                    ],
+                    READ,
+                ),
+                rule(
+                    &["apps", "extensions"],
+                    &["replicasets", "statefulsets"],
+                    READ,
+                ),
+                rule(&["policy"], &["poddisruptionbudgets"], READ),
+                rule(
+                    &["storage.k8s.io"],
+                    &[
+                        "storageclasses",
+                        "csinodes",
+                        "csidrivers",
+                        "csistoragecapacities",
+                    ],
+                    READ,
+                ),
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                rule(
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                    &["create"],
+                ),
+            ],
+        ),
+        // kiln's controller-manager runs every controller under its own identity (no per-controller
+        // service accounts yet), so its role is the union of what those controllers touch.
+        role(
+            "system:kube-controller-manager",
+            vec![
+                rule(
+                    &["", "events.k8s.io"],
+                    &["events"],
+                    &["create", "patch", "update"],
+                ),
+                rule(&["coordination.k8s.io"], &["leases"], ALL),
+                rule(
+                    &[""],
+                    &[
+                        "pods",
+                        "pods/status",
+                        "pods/eviction",
+                        "services",
+                        "services/status",
+                        "endpoints",
+                        "configmaps",
+                        "secrets",
+                        "serviceaccounts",
+                        "serviceaccounts/token",
+                        "namespaces",
+                        "namespaces/status",
+                        "namespaces/finalize",
+                        "nodes",
+                        "nodes/status",
+                        "persistentvolumeclaims",
+                        "persistentvolumes",
+                        "replicationcontrollers",
+                    ],
+                    ALL,
+                ),
+                rule(
+                    &["apps"],
+                    &[
+                        "deployments",
+                        "deployments/status",
+                        "deployments/scale",
+                        "replicasets",
+                        "replicasets/status",
+                        "replicasets/scale",
+                        "daemonsets",
+                        "daemonsets/status",
+                        "controllerrevisions",
+                        "statefulsets",
+                    ],
+                    ALL,
+                ),
+                rule(&["discovery.k8s.io"], &["endpointslices"], ALL),
+                rule(
+                    &["certificates.k8s.io"],
+                    &[
+                        "certificatesigningrequests",
+                        "certificatesigningrequests/approval",
+                        "certificatesigningrequests/status",
+                    ],
+                    ALL,
+                ),
+                rule(&["certificates.k8s.io"], &["signers"], &["approve", "sign"]),
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                rule(
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                    &["create"],
+                ),
+                rule(&["*"], &["*"], &["list", "watch", "get"]),
+            ],
+        ),
+        role(
+            "system:node-proxier",
+            vec![
+                rule(&[""], &["endpoints", "services"], &["list", "watch"]),
+                rule(&[""], &["nodes"], &["get", "list", "watch"]),
+                rule(
+                    &["", "events.k8s.io"],
+                    &["events"],
+                    &["create", "patch", "update"],
+                ),
+                rule(
+                    &["discovery.k8s.io"],
+                    &["endpointslices"],
+                    &["list", "watch"],
+                ),
+            ],
+        ),
+    ]
+}
+
+pub fn cluster_role_bindings() -> Vec<Value> {
+    vec![
+        binding(
+            "cluster-admin",
+            "cluster-admin",
+            &[("Group", "system:masters")],
+        ),
+        binding(
+            "system:discovery",
+            "system:discovery",
+            &[("Group", "system:authenticated")],
+        ),
+        binding(
+            "system:basic-user",
+            "system:basic-user",
+            &[("Group", "system:authenticated")],
+        ),
+        binding(
+            "system:public-info-viewer",
+            "system:public-info-viewer",
+            &[
+                ("Group", "system:authenticated"),
+                ("Group", "system:unauthenticated"),
+            ],
+        ),
+        binding(
+            "system:kube-scheduler",
+            "system:kube-scheduler",
+            &[("User", "system:kube-scheduler")],
+        ),
+        binding(
+            "system:kube-controller-manager",
+            "system:kube-controller-manager",
+            &[("User", "system:kube-controller-manager")],
+        ),
+        binding(
+            "system:node-proxier",
+            "system:node-proxier",
+            &[
+                ("User", "system:kube-proxy"),
+                ("ServiceAccount", "kube-system:kube-proxy"),
+            ],
+        ),
+        // kubeadm's join bindings: bootstrap tokens may ask for (auto-approved) kubelet client
+        // certificates; nodes may renew their own.
+        binding(
+            "kubeadm:kubelet-bootstrap",
+            "system:node-bootstrapper",
+            &[("Group", "system:bootstrappers")],
+        ),
+        binding(
+            "kubeadm:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            &[("Group", "system:bootstrappers")],
+        ),
+        binding(
+            "kubeadm:node-autoapprove-certificate-rotation",
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            &[("Group", "system:nodes")],
+        ),
+    ]
+}

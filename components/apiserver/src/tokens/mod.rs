@@ -1,0 +1,141 @@
+//! Bearer-token authentication: bootstrap tokens (joining nodes) and service-account JWTs, and the
+//! issuing side of service-account tokens (TokenRequest).
+
+pub mod bootstrap;
+pub mod jwt;
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::auth::User;
+use crate::registry::lifecycle::{from_stored, new_uid};
+use crate::registry::resources::{PODS, SECRETS, SERVICE_ACCOUNTS};
+use crate::storage::{Store, StoreError};
+use jwt::ServiceAccountKeys;
+
+/// The default issuer (and API audience), as kubeadm configures kube-apiserver.
+pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+#[derive(Clone)]
+pub struct TokenAuthenticator {
+    store: Store,
+    pub keys: Option<Arc<ServiceAccountKeys>>,
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// The user of a service account, with upstream's groups.
+pub fn service_account_user(ns: &str, name: &str) -> User {
+    User {
+        name: format!("system:serviceaccount:{ns}:{name}"),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated".into(),
+        ],
+    }
+}
+
+/// What a token is bound to (a Pod or a Secret), embedded in its claims.
+pub struct BoundObject {
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl TokenAuthenticator {
+    pub fn new(store: Store, keys: Option<ServiceAccountKeys>) -> Self {
+        TokenAuthenticator {
+            store,
+            keys: keys.map(Arc::new),
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        Ok(match self.store.get(key).await? {
+            Some(v) => from_stored(&v.value, v.mod_revision).ok(),
+            None => None,
+        })
+    }
+
+    /// The user a bearer token stands for; `None` when the token is not valid.
+    pub async fn authenticate(&self, token: &str) -> Result<Option<User>, StoreError> {
+        if let Some((id, secret)) = bootstrap::parse(token) {
+            let key = SECRETS.key(Some("kube-system"), &format!("bootstrap-token-{id}"));
+            return Ok(match self.get(&key).await? {
+                Some(s) => bootstrap::user_for(&s, id, secret, now()),
+                None => None,
+            });
+        }
+        let Some(keys) = &self.keys else {
+            return Ok(None);
+        };
+        let claims = match keys.verify(token, now()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(error = %e, "bearer token rejected");
+                return Ok(None);
+            }
+        };
+        let k = &claims["kubernetes.io"];
+        let ns = k["namespace"].as_str().unwrap_or("");
+        let name = k["serviceaccount"]["name"].as_str().unwrap_or("");
+        let uid = k["serviceaccount"]["uid"].as_str().unwrap_or("");
+        // Bound tokens die with their service account (and pod): the uid must still match.
+        let sa = self.get(&SERVICE_ACCOUNTS.key(Some(ns), name)).await?;
+        if sa.is_none_or(|sa| sa["metadata"]["uid"] != uid) {
+            return Ok(None);
+        }
+        if let Some(pod) = k["pod"].as_object() {
+            let pod_name = pod.get("name").and_then(Value::as_str).unwrap_or("");
+            let current = self.get(&PODS.key(Some(ns), pod_name)).await?;
+            if current.is_none_or(|p| Some(&p["metadata"]["uid"]) != pod.get("uid")) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(service_account_user(ns, name)))
+    }
+
+    /// Signs a token for `sa` (a stored ServiceAccount); `None` without a signing key. Returns the
+    /// token and its expiry (seconds since the epoch).
+    pub fn issue(
+        &self,
+        sa: &Value,
+        audiences: &[String],
+        expiration_seconds: i64,
+        bound: Option<&BoundObject>,
+    ) -> Option<(String, i64)> {
+        let keys = self.keys.as_ref()?;
+        let ns = sa["metadata"]["namespace"].as_str().unwrap_or("");
+        let name = sa["metadata"]["name"].as_str().unwrap_or("");
+        let iat = now();
+        let exp = iat + expiration_seconds;
+        let audiences: Vec<String> = if audiences.is_empty() {
+            keys.audiences.clone()
+        } else {
+            audiences.to_vec()
+        };
+        let mut k8s = json!({
+            "namespace": ns,
+            "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]},
+        });
+        if let Some(b) = bound {
+            let field = if b.kind == "Pod" { "pod" } else { "secret" };
+            k8s[field] = json!({"name": b.name, "uid": b.uid});
+        }
+        let claims = json!({
+            "aud": audiences,
+            "exp": exp,
+            "iat": iat,
+            "nbf": iat,
+            "iss": keys.issuer,
+            "jti": new_uid(),
+            "kubernetes.io": k8s,
+            "sub": format!("system:serviceaccount:{ns}:{name}"),
+        });
+        Some((keys.sign(&claims)?, exp))
+    }
+}

@@ -1,0 +1,579 @@
+//! The deployment controller's decisions, as pure functions over a Deployment and its
+//! ReplicaSets: the pod-template hash, the new ReplicaSet, how far RollingUpdate may surge and
+//! scale down (upstream's NewRSNewReplicas / reconcileOldReplicaSets arithmetic), Recreate, which
+//! old sets to prune, and the status with its Available / Progressing conditions.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
+};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::endpointslice::fnv32a;
+
+pub const HASH_LABEL: &str = "pod-template-hash";
+pub const REVISION: &str = "deployment.kubernetes.io/revision";
+pub const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
+pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
+/// Annotations of the Deployment that are not copied onto its ReplicaSets.
+const NOT_COPIED: &[&str] = &[
+    "kubectl.kubernetes.io/last-applied-configuration",
+    REVISION,
+    "deployment.kubernetes.io/revision-history",
+    DESIRED_REPLICAS,
+    MAX_REPLICAS,
+];
+
+pub fn replicas(d: &Deployment) -> i32 {
+    d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+}
+
+pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+}
+
+fn rs_status(rs: &ReplicaSet, f: impl Fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> i32) -> i32 {
+    rs.status.as_ref().map(f).unwrap_or(0)
+}
+
+pub fn rs_available(rs: &ReplicaSet) -> i32 {
+    rs_status(rs, |s| s.available_replicas.unwrap_or(0))
+}
+
+pub fn revision(meta: &ObjectMeta) -> i64 {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Upstream's rand.SafeEncodeString alphabet: no vowels, no look-alike digits, so hashes never
+/// spell words.
+const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The pod-template-hash: FNV-1a over the template's canonical JSON (and the collision count, so
+/// a clash yields a new name), safe-encoded like upstream's.
+pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+    let mut bytes = serde_json::to_vec(&without_hash(template)).unwrap_or_default();
+    if let Some(c) = collision_count {
+        bytes.extend_from_slice(&c.to_le_bytes());
+    }
+    fnv32a(&bytes)
+        .to_string()
+        .bytes()
+        .map(|b| SAFE[usize::from(b) % SAFE.len()] as char)
+        .collect()
+}
+
+fn without_hash(template: &PodTemplateSpec) -> PodTemplateSpec {
+    let mut t = template.clone();
+    if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        labels.remove(HASH_LABEL);
+    }
+    if let Some(m) = t.metadata.as_mut() {
+        if m.labels.as_ref().is_some_and(|l| l.is_empty()) {
+            m.labels = None;
+        }
+    }
+    t
+}
+
+/// Whether the ReplicaSet runs the Deployment's current template (ignoring the hash label).
+pub fn same_template(d: &Deployment, rs: &ReplicaSet) -> bool {
+    let dt = d.spec.as_ref().map(|s| without_hash(&s.template));
+    let rt = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .map(without_hash);
+    dt.is_some() && dt == rt
+}
+
+/// Resolves an IntOrString against the replica count: percentages round up for surge, down for
+/// unavailability, as upstream's ResolveFenceposts does.
+fn scaled(value: Option<&IntOrString>, total: i32, round_up: bool) -> i32 {
+    match value {
+        None => {
+            let v = total as f64 * 0.25;
+            (if round_up { v.ceil() } else { v.floor() }) as i32
+        }
+        Some(IntOrString::Int(n)) => *n,
+        Some(IntOrString::String(s)) => {
+            let pct: f64 = s.trim_end_matches('%').parse().unwrap_or(25.0);
+            let v = total as f64 * pct / 100.0;
+            (if round_up { v.ceil() } else { v.floor() }) as i32
+        }
+    }
+}
+
+pub fn is_recreate(d: &Deployment) -> bool {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.strategy.as_ref())
+        .and_then(|s| s.type_.as_deref())
+        == Some("Recreate")
+}
+
+/// (maxSurge, maxUnavailable) in pods; both zero is not allowed, so unavailable becomes 1.
+pub fn fenceposts(d: &Deployment) -> (i32, i32) {
+    if is_recreate(d) {
+        return (0, 0);
+    }
+    let ru = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref());
+    let total = replicas(d);
+    let surge = scaled(ru.and_then(|r| r.max_surge.as_ref()), total, true);
+    let unavailable = scaled(ru.and_then(|r| r.max_unavailable.as_ref()), total, false);
+    if surge == 0 && unavailable == 0 {
+        (0, 1)
+    } else {
+        (surge, unavailable)
+    }
+}
+
+pub fn max_unavailable(d: &Deployment) -> i32 {
+    if is_recreate(d) {
+        return 0;
+    }
+    fenceposts(d).1.min(replicas(d))
+}
+
+/// The ReplicaSet for the current template, before it exists: `<deployment>-<hash>`, the hash in
+/// its selector, labels and template, owned by the Deployment, with the given revision.
+pub fn new_replicaset(d: &Deployment, hash: &str, revision: i64, replicas_now: i32) -> ReplicaSet {
+    let spec = d.spec.clone().unwrap_or_default();
+    let mut template = spec.template.clone();
+    let meta = template.metadata.get_or_insert_with(Default::default);
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(HASH_LABEL.into(), hash.into());
+    let mut selector = spec.selector.clone();
+    selector
+        .match_labels
+        .get_or_insert_with(Default::default)
+        .insert(HASH_LABEL.into(), hash.into());
+    let mut annotations = copied_annotations(d);
+    annotations.insert(REVISION.into(), revision.to_string());
+    annotations.insert(DESIRED_REPLICAS.into(), replicas(d).to_string());
+    annotations.insert(
+        MAX_REPLICAS.into(),
+        (replicas(d) + fenceposts(d).0).to_string(),
+    );
+    ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(format!(
+                "{}-{hash}",
+                d.metadata.name.as_deref().unwrap_or_default()
+            )),
+            namespace: d.metadata.namespace.clone(),
+            labels: meta.labels.clone(),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner_reference(d)]),
+            ..Default::default()
+        },
+        spec: Some(ReplicaSetSpec {
+            replicas: Some(replicas_now),
+            min_ready_seconds: spec.min_ready_seconds,
+            selector,
+            template: Some(template),
+        }),
+        status: None,
+    }
+}
+
+pub fn copied_annotations(d: &Deployment) -> BTreeMap<String, String> {
+    d.metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| !NOT_COPIED.contains(&k.as_str()))
+        .collect()
+}
+
+pub fn owner_reference(d: &Deployment) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: d.metadata.name.clone().unwrap_or_default(),
+        uid: d.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The next revision: one past every old set's.
+pub fn next_revision(old: &[&ReplicaSet]) -> i64 {
+    old.iter().map(|rs| revision(&rs.metadata)).max().unwrap_or(0) + 1
+}
+
+/// Upstream's NewRSNewReplicas: how many replicas the new set may have now.
+pub fn new_rs_replicas(d: &Deployment, new_rs: Option<&ReplicaSet>, old: &[&ReplicaSet]) -> i32 {
+    let want = replicas(d);
+    let current_new = new_rs.map(rs_replicas).unwrap_or(0);
+    if is_recreate(d) {
+        return want;
+    }
+    if current_new >= want {
+        return want;
+    }
+    let (surge, _) = fenceposts(d);
+    let total: i32 = old.iter().map(|rs| rs_replicas(rs)).sum::<i32>() + current_new;
+    let max_total = want + surge;
+    if total >= max_total {
+        return current_new;
+    }
+    current_new + (max_total - total).min(want - current_new)
+}
+
+/// Upstream's reconcileOldReplicaSets: the new replica counts of old sets (oldest first) that may
+/// go down now without breaking maxUnavailable. Unhealthy old pods are removed first.
+pub fn scale_down_old(
+    d: &Deployment,
+    new_rs: &ReplicaSet,
+    old: &[&ReplicaSet],
+) -> Vec<(String, i32)> {
+    let old_count: i32 = old.iter().map(|rs| rs_replicas(rs)).sum();
+    if old_count == 0 {
+        return Vec::new();
+    }
+    let all: i32 = old_count + rs_replicas(new_rs);
+    let min_available = replicas(d) - max_unavailable(d);
+    let new_unavailable = (rs_replicas(new_rs) - rs_available(new_rs)).max(0);
+    let mut budget = all - min_available - new_unavailable;
+    if budget <= 0 {
+        return Vec::new();
+    }
+    let mut sorted: Vec<&ReplicaSet> = old.to_vec();
+    sorted.sort_by_key(|rs| rs.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    let mut target: BTreeMap<String, i32> = sorted
+        .iter()
+        .map(|rs| (rs.metadata.name.clone().unwrap_or_default(), rs_replicas(rs)))
+        .collect();
+    // 1. unhealthy replicas of old sets
+    for rs in &sorted {
+        if budget <= 0 {
+            break;
+        }
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let cur = target[&name];
+        let unhealthy = (cur - rs_available(rs)).max(0);
+        let down = unhealthy.min(budget);
+        if down > 0 {
+            target.insert(name, cur - down);
+            budget -= down;
+        }
+    }
+    // 2. available ones, as far as the pods available overall allow
+    let available: i32 = old.iter().map(|rs| rs_available(rs)).sum::<i32>() + rs_available(new_rs);
+    let mut allowed = (available - min_available).max(0);
+    for rs in &sorted {
+        if allowed <= 0 {
+            break;
+        }
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let cur = target[&name];
+        let down = cur.min(allowed);
+        if down > 0 {
+            target.insert(name, cur - down);
+            allowed -= down;
+        }
+    }
+    sorted
+        .iter()
+        .filter_map(|rs| {
+            let name = rs.metadata.name.clone().unwrap_or_default();
+            let t = target[&name];
+            (t != rs_replicas(rs)).then_some((name, t))
+        })
+        .collect()
+}
+
+/// Old sets beyond revisionHistoryLimit that are already at zero, oldest revision first.
+pub fn to_prune(d: &Deployment, old: &[&ReplicaSet]) -> Vec<String> {
+    let limit = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.revision_history_limit)
+        .unwrap_or(10)
+        .max(0) as usize;
+    let mut idle: Vec<&&ReplicaSet> = old
+        .iter()
+        .filter(|rs| {
+            rs_replicas(rs) == 0
+                && rs_status(rs, |s| s.replicas) == 0
+                && rs.metadata.deletion_timestamp.is_none()
+        })
+        .collect();
+    if idle.len() <= limit {
+        return Vec::new();
+    }
+    idle.sort_by_key(|rs| revision(&rs.metadata));
+    idle.iter()
+        .take(idle.len() - limit)
+        .map(|rs| rs.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: String, now: Timestamp) -> DeploymentCondition {
+    DeploymentCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_update_time: Some(Time(now)),
+        last_transition_time: Some(Time(now)),
+    }
+}
+
+/// Keeps the previous transition time when the status did not change, and the previous update
+/// time too when nothing about the condition changed.
+fn merge_condition(prev: Option<&DeploymentCondition>, mut next: DeploymentCondition) -> DeploymentCondition {
+    if let Some(p) = prev {
+        if p.status == next.status {
+            next.last_transition_time = p.last_transition_time.clone();
+            if p.reason == next.reason && p.message == next.message {
+                next.last_update_time = p.last_update_time.clone();
+            }
+        }
+    }
+    next
+}
+
+/// What the Deployment's status should say. `progressed`: this sync changed the rollout (created or
+/// scaled a set), which resets the progress deadline.
+pub fn compute_status(
+    d: &Deployment,
+    new_rs: Option<&ReplicaSet>,
+    all: &[&ReplicaSet],
+    progressed: bool,
+    now: Timestamp,
+) -> DeploymentStatus {
+    let want = replicas(d);
+    let sum = |f: &dyn Fn(&ReplicaSet) -> i32| all.iter().map(|rs| f(rs)).sum::<i32>();
+    let total = sum(&|rs| rs_status(rs, |s| s.replicas));
+    let ready = sum(&|rs| rs_status(rs, |s| s.ready_replicas.unwrap_or(0)));
+    let available = sum(&rs_available);
+    let updated = new_rs.map(|rs| rs_status(rs, |s| s.replicas)).unwrap_or(0);
+    let prev = d.status.clone().unwrap_or_default();
+    let prev_cond = |t: &str| {
+        prev.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == t)
+            .cloned()
+    };
+    let avail = if available >= want - max_unavailable(d) {
+        condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.".into(), now)
+    } else {
+        condition("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into(), now)
+    };
+    let rs_name = new_rs
+        .and_then(|rs| rs.metadata.name.clone())
+        .unwrap_or_default();
+    let complete = new_rs.is_some() && updated == want && total == want && available == want;
+    let paused = d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false);
+    let previous_progress = prev_cond("Progressing");
+    // Upstream's DeploymentProgressing: more updated / ready / available pods, or fewer old ones.
+    let old_before = prev.replicas.unwrap_or(0) - prev.updated_replicas.unwrap_or(0);
+    let progressed = progressed
+        || updated > prev.updated_replicas.unwrap_or(0)
+        || ready > prev.ready_replicas.unwrap_or(0)
+        || available > prev.available_replicas.unwrap_or(0)
+        || total - updated < old_before;
+    let progressing = if paused {
+        condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused".into(), now)
+    } else if complete {
+        condition("Progressing", "True", "NewReplicaSetAvailable", format!("ReplicaSet \"{rs_name}\" has successfully progressed."), now)
+    } else if progressed || previous_progress.is_none() {
+        condition("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet \"{rs_name}\" is progressing."), now)
+    } else {
+        let p = previous_progress.clone().unwrap_or_default();
+        let deadline = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.progress_deadline_seconds)
+            .unwrap_or(600);
+        let since = p.last_update_time.as_ref().map(|t| t.0).unwrap_or(now);
+        if p.reason.as_deref() == Some("ProgressDeadlineExceeded")
+            || since + SignedDuration::from_secs(deadline.into()) <= now
+        {
+            condition("Progressing", "False", "ProgressDeadlineExceeded", format!("ReplicaSet \"{rs_name}\" has timed out progressing."), now)
+        } else if p.reason.as_deref() == Some("NewReplicaSetAvailable") || p.reason.as_deref() == Some("DeploymentPaused") {
+            condition("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet \"{rs_name}\" is progressing."), now)
+        } else {
+            p
+        }
+    };
+    let conditions = vec![
+        merge_condition(prev_cond("Available").as_ref(), avail),
+        merge_condition(previous_progress.as_ref(), progressing),
+    ];
+    DeploymentStatus {
+        observed_generation: d.metadata.generation,
+        replicas: Some(total),
+        updated_replicas: Some(updated),
+        ready_replicas: Some(ready),
+        available_replicas: Some(available),
+        unavailable_replicas: Some((want - available).max(0)),
+        conditions: Some(conditions),
+        collision_count: prev.collision_count,
+        terminating_replicas: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(replicas: i32, strategy: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "d-uid", "generation": 4,
+                "annotations": {"kubernetes.io/change-cause": "v2", REVISION: "1",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                "strategy": strategy,
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "c", "image": "app:2"}]}}}
+        }))
+        .unwrap()
+    }
+
+    fn rs(name: &str, rev: i64, spec: i32, available: i32, created: &str) -> ReplicaSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": created,
+                "annotations": {REVISION: rev.to_string()}},
+            "spec": {"replicas": spec, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"replicas": spec, "readyReplicas": available, "availableReplicas": available}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn fenceposts_round_like_upstream() {
+        assert_eq!(fenceposts(&deployment(10, json!({}))), (3, 2));
+        assert_eq!(fenceposts(&deployment(1, json!({}))), (1, 0));
+        assert_eq!(fenceposts(&deployment(3, json!({}))), (1, 0));
+        let zero = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}});
+        assert_eq!(fenceposts(&deployment(4, zero)), (0, 1));
+        let pct = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 2}});
+        assert_eq!(fenceposts(&deployment(3, pct)), (2, 2));
+        assert_eq!(fenceposts(&deployment(3, json!({"type": "Recreate"}))), (0, 0));
+    }
+
+    #[test]
+    fn template_hash_is_stable_safe_and_changes_with_template_and_collisions() {
+        let d = deployment(3, json!({}));
+        let t = d.spec.clone().unwrap().template;
+        let h = template_hash(&t, None);
+        assert_eq!(h, template_hash(&t, None));
+        assert!(h.bytes().all(|b| SAFE.contains(&b)), "{h}");
+        assert_ne!(h, template_hash(&t, Some(1)));
+        let mut t2 = t.clone();
+        t2.spec.as_mut().unwrap().containers[0].image = Some("app:3".into());
+        assert_ne!(h, template_hash(&t2, None));
+        // The hash label itself does not change the hash.
+        let rs = new_replicaset(&d, &h, 2, 1);
+        assert_eq!(template_hash(rs.spec.as_ref().unwrap().template.as_ref().unwrap(), None), h);
+    }
+
+    #[test]
+    fn new_replicaset_is_named_labelled_owned_and_numbered() {
+        let d = deployment(3, json!({}));
+        let rs = new_replicaset(&d, "abc", 2, 1);
+        assert_eq!(rs.metadata.name.as_deref(), Some("web-abc"));
+        let spec = rs.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(spec.selector.match_labels.as_ref().unwrap()[HASH_LABEL], "abc");
+        let tl = spec.template.as_ref().unwrap().metadata.as_ref().unwrap().labels.as_ref().unwrap();
+        assert_eq!((tl["app"].as_str(), tl[HASH_LABEL].as_str()), ("web", "abc"));
+        let a = rs.metadata.annotations.as_ref().unwrap();
+        assert_eq!(a[REVISION], "2");
+        assert_eq!(a["kubernetes.io/change-cause"], "v2");
+        assert!(!a.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
+        let o = &rs.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((o.kind.as_str(), o.uid.as_str(), o.controller), ("Deployment", "d-uid", Some(true)));
+        assert!(same_template(&d, &rs));
+    }
+
+    #[test]
+    fn rolling_update_surges_then_scales_old_down_within_availability() {
+        let d = deployment(3, json!({}));
+        let old = rs("web-old", 1, 3, 3, "2025-01-01T00:00:00Z");
+        // maxSurge 1: the new set starts at 1.
+        assert_eq!(new_rs_replicas(&d, None, &[&old]), 1);
+        let new = rs("web-new", 2, 1, 0, "2025-01-02T00:00:00Z");
+        assert_eq!(new_rs_replicas(&d, Some(&new), &[&old]), 1);
+        // maxUnavailable 0: nothing goes until the new pod is available ...
+        assert!(scale_down_old(&d, &new, &[&old]).is_empty());
+        // ... then one old pod may go.
+        let new = rs("web-new", 2, 1, 1, "2025-01-02T00:00:00Z");
+        assert_eq!(scale_down_old(&d, &new, &[&old]), [("web-old".to_string(), 2)]);
+        // Unhealthy old pods go first, whatever their availability.
+        let sick = rs("web-old", 1, 3, 0, "2025-01-01T00:00:00Z");
+        let new0 = rs("web-new", 2, 1, 0, "2025-01-02T00:00:00Z");
+        let d10 = deployment(3, json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}));
+        assert_eq!(scale_down_old(&d10, &new0, &[&sick]), [("web-old".to_string(), 2)]);
+        // Scaling down a finished rollout: the new set follows spec.replicas.
+        let done = rs("web-new", 2, 5, 5, "2025-01-02T00:00:00Z");
+        assert_eq!(new_rs_replicas(&d, Some(&done), &[]), 3);
+        assert_eq!(next_revision(&[&old, &sick]), 2);
+    }
+
+    #[test]
+    fn recreate_and_history_limit() {
+        let d = deployment(3, json!({"type": "Recreate"}));
+        assert_eq!(max_unavailable(&d), 0);
+        assert_eq!(new_rs_replicas(&d, None, &[]), 3);
+        let mut d = deployment(3, json!({}));
+        d.spec.as_mut().unwrap().revision_history_limit = Some(1);
+        let a = rs("a", 1, 0, 0, "2025-01-01T00:00:00Z");
+        let b = rs("b", 3, 0, 0, "2025-01-01T00:00:00Z");
+        let c = rs("c", 2, 0, 0, "2025-01-01T00:00:00Z");
+        let busy = rs("busy", 4, 1, 1, "2025-01-01T00:00:00Z");
+        assert_eq!(to_prune(&d, &[&a, &b, &c, &busy]), ["a", "c"]);
+    }
+
+    #[test]
+    fn status_reports_completion_and_deadline() {
+        let d = deployment(3, json!({}));
+        let new = rs("web-new", 2, 3, 3, "2025-01-02T00:00:00Z");
+        let old = rs("web-old", 1, 0, 0, "2025-01-01T00:00:00Z");
+        let now: Timestamp = "2025-01-03T00:00:00Z".parse().unwrap();
+        let s = compute_status(&d, Some(&new), &[&old, &new], false, now);
+        assert_eq!(
+            (s.replicas, s.updated_replicas, s.available_replicas, s.unavailable_replicas),
+            (Some(3), Some(3), Some(3), Some(0))
+        );
+        assert_eq!(s.observed_generation, Some(4));
+        let cond = |s: &DeploymentStatus, t: &str| {
+            let c = s.conditions.iter().flatten().find(|c| c.type_ == t).unwrap().clone();
+            (c.status, c.reason.unwrap())
+        };
+        assert_eq!(cond(&s, "Available"), ("True".into(), "MinimumReplicasAvailable".into()));
+        assert_eq!(cond(&s, "Progressing"), ("True".into(), "NewReplicaSetAvailable".into()));
+
+        // Stuck: no progress for longer than progressDeadlineSeconds.
+        let stuck_new = rs("web-new", 2, 1, 0, "2025-01-02T00:00:00Z");
+        let stuck_old = rs("web-old", 1, 3, 3, "2025-01-01T00:00:00Z");
+        let mut d = deployment(3, json!({}));
+        let first = compute_status(&d, Some(&stuck_new), &[&stuck_old, &stuck_new], true, now);
+        assert_eq!(cond(&first, "Progressing"), ("True".into(), "ReplicaSetUpdated".into()));
+        d.status = Some(first);
+        let later = now + SignedDuration::from_secs(601);
+        let s = compute_status(&d, Some(&stuck_new), &[&stuck_old, &stuck_new], false, later);
+        assert_eq!(cond(&s, "Progressing"), ("False".into(), "ProgressDeadlineExceeded".into()));
+        let soon = now + SignedDuration::from_secs(60);
+        let s = compute_status(&d, Some(&stuck_new), &[&stuck_old, &stuck_new], false, soon);
+        assert_eq!(cond(&s, "Progressing"), ("True".into(), "ReplicaSetUpdated".into()));
+    }
+}

@@ -1,0 +1,378 @@
+//! endpointslice: the discovery.k8s.io/v1 view of the same data the endpoint controller writes —
+//! per Service with a selector, IPv4 EndpointSlices labelled `kubernetes.io/service-name`, one per
+//! distinct port list, each endpoint with ready / serving / terminating conditions. Slices are
+//! owned by their Service and deleted with it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+
+use crate::context::{spawn_reflector, Context};
+use crate::endpoints::{
+    delete_with_services, is_terminal, pod_ip, pod_ports, publishes_not_ready, selects,
+    service_selector, services_for_pod, target_ref,
+};
+use crate::pods::is_ready;
+
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointSliceError {
+    #[error("{action} EndpointSlices of {key}: {source}")]
+    Api {
+        action: &'static str,
+        key: String,
+        source: kube::Error,
+    },
+}
+
+/// FNV-1a, 32 bits: a stable, dependency-free hash for names derived from content.
+pub fn fnv32a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+fn owner(svc: &Service) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Service".into(),
+        name: svc.metadata.name.clone().unwrap_or_default(),
+        uid: svc.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The slices the service should have, keyed by name. Names are derived from the service name and
+/// the port list, so a retried reconcile finds, rather than duplicates, what it created before.
+pub fn desired_slices(svc: &Service, pods: &[Arc<Pod>]) -> BTreeMap<String, EndpointSlice> {
+    let mut out = BTreeMap::new();
+    let Some(selector) = service_selector(svc) else {
+        return out;
+    };
+    let svc_name = svc.metadata.name.clone().unwrap_or_default();
+    let tolerate_unready = publishes_not_ready(svc);
+    let has_ports = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .is_some_and(|p| !p.is_empty());
+    let mut groups: BTreeMap<String, (Vec<EndpointPort>, Vec<Endpoint>)> = BTreeMap::new();
+    for pod in pods {
+        if !selects(selector, pod) || is_terminal(pod) {
+            continue;
+        }
+        let Some(ip) = pod_ip(pod) else { continue };
+        if ip.contains(':') {
+            continue; // IPv4 slices only
+        }
+        let core_ports = pod_ports(svc, pod);
+        if has_ports && core_ports.is_empty() {
+            continue;
+        }
+        let ports: Vec<EndpointPort> = core_ports
+            .into_iter()
+            .map(|p| EndpointPort {
+                name: p.name,
+                port: Some(p.port),
+                protocol: p.protocol,
+                app_protocol: p.app_protocol,
+            })
+            .collect();
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let serving = tolerate_unready || is_ready(pod);
+        let endpoint = Endpoint {
+            addresses: vec![ip.to_string()],
+            conditions: Some(EndpointConditions {
+                ready: Some(serving && !terminating),
+                serving: Some(serving),
+                terminating: Some(terminating),
+            }),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            target_ref: Some(target_ref(pod)),
+            ..Default::default()
+        };
+        let key = serde_json::to_string(&ports).unwrap_or_default();
+        groups
+            .entry(key)
+            .or_insert_with(|| (ports, Vec::new()))
+            .1
+            .push(endpoint);
+    }
+    if groups.is_empty() {
+        // Upstream keeps one empty placeholder slice, so consumers can tell "no endpoints" apart
+        // from "not processed yet".
+        groups.insert("[]".into(), (Vec::new(), Vec::new()));
+    }
+    let mut labels = svc.metadata.labels.clone().unwrap_or_default();
+    labels.insert(SERVICE_NAME_LABEL.into(), svc_name.clone());
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    for (key, (ports, mut endpoints)) in groups {
+        endpoints.sort_by(|a, b| a.addresses.cmp(&b.addresses));
+        let prefix: String = svc_name.chars().take(200).collect();
+        let name = format!("{prefix}-{:08x}", fnv32a(key.as_bytes()));
+        out.insert(
+            name.clone(),
+            EndpointSlice {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    namespace: svc.metadata.namespace.clone(),
+                    labels: Some(labels.clone()),
+                    owner_references: Some(vec![owner(svc)]),
+                    ..Default::default()
+                },
+                address_type: "IPv4".into(),
+                endpoints,
+                ports: (!ports.is_empty()).then_some(ports),
+            },
+        );
+    }
+    out
+}
+
+pub fn slice_up_to_date(current: &EndpointSlice, desired: &EndpointSlice) -> bool {
+    current.endpoints == desired.endpoints
+        && current.ports.clone().unwrap_or_default() == desired.ports.clone().unwrap_or_default()
+        && current.metadata.labels == desired.metadata.labels
+        && current.address_type == desired.address_type
+}
+
+struct State {
+    ctx: Context,
+    pods: Store<Pod>,
+}
+
+fn managed_selector(service: &str) -> String {
+    format!("{SERVICE_NAME_LABEL}={service},{MANAGED_BY_LABEL}={MANAGED_BY}")
+}
+
+fn slice_lists_pod(slice: &EndpointSlice, pod: &str) -> bool {
+    slice.endpoints.iter().any(|e| {
+        e.target_ref
+            .as_ref()
+            .is_some_and(|r| r.name.as_deref() == Some(pod))
+    })
+}
+
+pub async fn run(ctx: Context) {
+    // Only where the apiserver serves the group (an older one may not).
+    let probe: Api<EndpointSlice> = Api::all(ctx.client.clone());
+    if let Err(e) = probe.list_metadata(&ListParams::default().limit(1)).await {
+        tracing::warn!(error = %e, "discovery.k8s.io/v1 endpointslices not served; endpointslice controller idle");
+        return;
+    }
+    let (pods, _pods_task) = spawn_reflector::<Pod>(&ctx.client);
+    let (slices, _slices_task) = spawn_reflector::<EndpointSlice>(&ctx.client);
+    if pods.wait_until_ready().await.is_err() || slices.wait_until_ready().await.is_err() {
+        return;
+    }
+    let api: Api<Service> = Api::all(ctx.client.clone());
+    let controller = Controller::new(api.clone(), watcher::Config::default());
+    let svc_store = controller.store();
+    let state = Arc::new(State {
+        ctx: ctx.clone(),
+        pods,
+    });
+    let mapper_slices = slices.clone();
+    let managed = |s: &EndpointSlice| {
+        let labels = s.metadata.labels.clone().unwrap_or_default();
+        (labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY))
+            .then(|| labels.get(SERVICE_NAME_LABEL).cloned())
+            .flatten()
+    };
+    let leftovers = move || {
+        slices
+            .state()
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.metadata.namespace.clone().unwrap_or_default(),
+                    managed(s)?,
+                ))
+            })
+            .collect()
+    };
+    let client = ctx.client.clone();
+    let deletions = delete_with_services(api, leftovers, move |ns, service| {
+        let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
+        async move {
+            let lp = ListParams::default().labels(&managed_selector(&service));
+            if let Err(e) = api
+                .delete_collection(&DeleteParams::default(), &lp)
+                .await
+            {
+                tracing::warn!(service = %format!("{ns}/{service}"), error = %e, "deleting endpointslices");
+            }
+        }
+    });
+    let sync = controller
+        .watches(
+            Api::<Pod>::all(ctx.client.clone()),
+            watcher::Config::default(),
+            move |pod: Pod| {
+                let ns = pod.metadata.namespace.clone().unwrap_or_default();
+                services_for_pod(
+                    &svc_store,
+                    |svc, p| {
+                        mapper_slices.state().iter().any(|s| {
+                            s.metadata.namespace.as_deref() == Some(ns.as_str())
+                                && managed(s).as_deref() == Some(svc)
+                                && slice_lists_pod(s, p)
+                        })
+                    },
+                    &pod,
+                )
+            },
+        )
+        .run(reconcile, error_policy, state)
+        .for_each(|_| async {});
+    tokio::join!(sync, deletions);
+}
+
+async fn reconcile(svc: Arc<Service>, st: Arc<State>) -> Result<Action, EndpointSliceError> {
+    if service_selector(&svc).is_none() || svc.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ns = svc.metadata.namespace.clone().unwrap_or_default();
+    let name = svc.metadata.name.clone().unwrap_or_default();
+    let key = format!("{ns}/{name}");
+    let err = |action| {
+        let key = key.clone();
+        move |source| EndpointSliceError::Api {
+            action,
+            key,
+            source,
+        }
+    };
+    let in_ns: Vec<Arc<Pod>> = st
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .collect();
+    let mut desired = desired_slices(&svc, &in_ns);
+    let api: Api<EndpointSlice> = Api::namespaced(st.ctx.client.clone(), &ns);
+    let existing = api
+        .list(&ListParams::default().labels(&managed_selector(&name)))
+        .await
+        .map_err(err("listing"))?;
+    for current in existing.items {
+        let cname = current.metadata.name.clone().unwrap_or_default();
+        match desired.remove(&cname) {
+            None => {
+                api.delete(&cname, &DeleteParams::default())
+                    .await
+                    .map_err(err("deleting"))?;
+            }
+            Some(want) if !slice_up_to_date(&current, &want) => {
+                let mut next = want;
+                next.metadata.resource_version = current.metadata.resource_version.clone();
+                api.replace(&cname, &PostParams::default(), &next)
+                    .await
+                    .map_err(err("updating"))?;
+            }
+            Some(_) => {}
+        }
+    }
+    for slice in desired.into_values() {
+        api.create(&PostParams::default(), &slice)
+            .await
+            .map_err(err("creating"))?;
+    }
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+fn error_policy(_svc: Arc<Service>, err: &EndpointSliceError, _st: Arc<State>) -> Action {
+    tracing::warn!(error = %err, "endpointslice");
+    Action::requeue(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc() -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "svc-uid"},
+            "spec": {"selector": {"app": "web"},
+                "ports": [{"name": "http", "port": 80, "targetPort": "web", "protocol": "TCP"}]}
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, ip: &str, ready: bool, terminating: bool) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+                    "deletionTimestamp": if terminating {json!("2025-01-01T00:00:00Z")} else {json!(null)}},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+                    "ports": [{"name": "web", "containerPort": 8080}]}]},
+                "status": {"phase": "Running", "podIP": ip,
+                    "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn one_ipv4_slice_with_conditions_and_named_port() {
+        let slices = desired_slices(
+            &svc(),
+            &[
+                pod("a", "10.244.0.2", true, false),
+                pod("b", "10.244.0.3", false, false),
+                pod("c", "10.244.0.4", true, true),
+            ],
+        );
+        assert_eq!(slices.len(), 1);
+        let (name, s) = slices.into_iter().next().unwrap();
+        assert!(name.starts_with("web-"));
+        assert_eq!(s.address_type, "IPv4");
+        let labels = s.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[SERVICE_NAME_LABEL], "web");
+        assert_eq!(labels[MANAGED_BY_LABEL], MANAGED_BY);
+        assert_eq!(s.metadata.owner_references.as_ref().unwrap()[0].uid, "svc-uid");
+        assert_eq!(s.ports.as_ref().unwrap()[0].port, Some(8080));
+        let conds: Vec<_> = s
+            .endpoints
+            .iter()
+            .map(|e| {
+                let c = e.conditions.clone().unwrap();
+                (e.addresses[0].as_str(), c.ready, c.serving, c.terminating)
+            })
+            .collect();
+        assert_eq!(
+            conds,
+            [
+                ("10.244.0.2", Some(true), Some(true), Some(false)),
+                ("10.244.0.3", Some(false), Some(false), Some(false)),
+                ("10.244.0.4", Some(false), Some(true), Some(true)),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_pods_gives_a_stable_placeholder() {
+        let a = desired_slices(&svc(), &[]);
+        let b = desired_slices(&svc(), &[]);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+        assert!(a.values().next().unwrap().endpoints.is_empty());
+        let full = desired_slices(&svc(), &[pod("a", "10.244.0.2", true, false)]);
+        assert!(!slice_up_to_date(a.values().next().unwrap(), full.values().next().unwrap()));
+        assert_eq!(fnv32a(b"a"), 0xe40c292c);
+    }
+}
