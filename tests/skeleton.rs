@@ -59,7 +59,11 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
     );
 
     let pods = kubectl(&["get", "pods", "-A"]);
-    for name in ["kiln-store-host1", "kiln-apiserver-host1", "kiln-proxy-host1"] {
+    for name in [
+        "kiln-store-host1",
+        "kiln-apiserver-host1",
+        "kiln-proxy-host1",
+    ] {
         let line = pods
             .lines()
             .find(|l| l.contains(name))

@@ -4,7 +4,7 @@
 
 mod context;
 mod error;
-mod phases;
+pub(crate) mod phases;
 mod playbook;
 mod render;
 mod reset;

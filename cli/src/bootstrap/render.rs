@@ -77,6 +77,7 @@ mod tests {
         c.insert("initial_cluster", "host1=https://10.250.0.11:2380");
         c.insert("initial_cluster_state", "new");
         c.insert("quota_backend_bytes", &0);
+        c.insert("cluster_token", "kiln-t");
         let y = render("kiln-store.yaml", &c).unwrap();
         let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
         assert_eq!(v["kind"], "Pod");
@@ -104,6 +105,7 @@ mod tests {
             "node_cidr_mask_size",
             "node_monitor_grace_period",
             "pod_eviction_timeout",
+            "cluster_token",
             "cni_bin_dir",
             "systemd_cgroup",
             "registry",

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::bundle::Bundle;
 use super::store_client::StoreClient;
 use super::{BundleInfo, SnapshotError};
+use crate::bootstrap::phases::push;
 use crate::bootstrap::{self, Context, Playbook};
 use crate::transport::{Payload, Transport};
 
@@ -86,6 +87,21 @@ pub async fn restore(ctx: &Context, bundle_path: &Path) -> Result<BundleInfo, Sn
         }
     });
     let restored: Vec<_> = futures::future::join_all(restores).await;
+    if restored.iter().all(|r| r.is_ok()) {
+        // The restored members form a new cluster under the new token; every render of the store
+        // manifest from now on must carry it (kept in the state directory).
+        push::set_store_token(ctx, &token)?;
+        for h in &controllers {
+            let t = ctx.transport(&h.name).await?;
+            let manifest = push::render_control_plane(ctx, &h.name, "kiln-store.yaml")?;
+            t.upload(
+                Payload::Bytes(manifest.as_bytes()),
+                &format!("{STOPPED}/kiln-store.yaml"),
+                0o600,
+            )
+            .await?;
+        }
+    }
     // 3. Start again whatever happened: a failed member must not leave the others stopped.
     let starts = controllers.iter().map(|h| async move {
         let t = ctx.transport(&h.name).await?;

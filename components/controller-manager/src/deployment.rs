@@ -156,6 +156,11 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
         .filter(|rs| same_template(&d, rs))
         .min_by_key(|rs| rs.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .map(|rs| (**rs).clone());
+    if new_rs.is_none() {
+        for rs in &owned {
+            eprintln!("DEBUG d={} rs={}", serde_json::to_string(&d.spec.as_ref().unwrap().template).unwrap(), serde_json::to_string(&rs.spec.as_ref().unwrap().template).unwrap());
+        }
+    }
     let new_name = new_rs.as_ref().and_then(|rs| rs.metadata.name.clone());
     let old: Vec<&ReplicaSet> = owned
         .iter()

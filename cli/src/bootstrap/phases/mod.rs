@@ -3,7 +3,7 @@
 
 mod pki;
 mod preflight;
-mod push;
+pub(crate) mod push;
 pub(super) mod runtime;
 mod wait;
 

@@ -174,8 +174,63 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
-/// Static pod manifests for the store and the API server.
+/// The store's cluster token (part of every member's ID, like etcd's --initial-cluster-token): kept in the
+/// state directory, because a restore starts a new cluster with a new token and every later render of the
+/// store manifest must carry that one.
+pub fn store_token(ctx: &Context) -> String {
+    std::fs::read_to_string(ctx.state_dir.join("store-token"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("kiln-{}", ctx.cluster.config.metadata.name))
+}
+
+pub fn set_store_token(ctx: &Context, token: &str) -> Result<(), BootstrapError> {
+    kiln_pki::files::write_atomic(
+        &ctx.state_dir.join("store-token"),
+        format!("{token}\n").as_bytes(),
+        0o600,
+    )
+    .map_err(pki_err)
+}
+
+/// One control-plane manifest for `host`, rendered.
+pub fn render_control_plane(
+    ctx: &Context,
+    host: &str,
+    manifest: &str,
+) -> Result<String, BootstrapError> {
+    render(manifest, &control_plane_context(ctx, host))
+}
+
+/// Static pod manifests for the store, API server, scheduler and controller-manager.
 pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let c = control_plane_context(ctx, host);
+    let staging = ctx.state_dir.join("rendered").join(host);
+    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
+        what: "creating",
+        path: staging.clone(),
+        source,
+    })?;
+    let mut files = vec![];
+    for m in CONTROL_PLANE_MANIFESTS {
+        let local = staging.join(m);
+        kiln_pki::files::write_atomic(&local, render(m, &c)?.as_bytes(), 0o600).map_err(pki_err)?;
+        files.push(Install {
+            local,
+            remote: format!("{MANIFESTS}/{m}"),
+            mode: 0o600,
+        });
+    }
+    let changed = install_files(ctx, host, &files).await?;
+    Ok(if changed.is_empty() {
+        Outcome::Skipped("manifests up to date".into())
+    } else {
+        Outcome::Done(format!("wrote {}", changed.join(", ")))
+    })
+}
+
+fn control_plane_context(ctx: &Context, host: &str) -> tera::Context {
     let h = ctx.host(host);
     let ip = h.node_address();
     let cfg = &ctx.cluster.config;
@@ -198,34 +253,14 @@ pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, 
         "service_cidr",
         &cfg.spec.networking.service_cidr.to_string(),
     );
-    let staging = ctx.state_dir.join("rendered").join(host);
-    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
-        what: "creating",
-        path: staging.clone(),
-        source,
-    })?;
     let net = &cfg.spec.networking;
     let cm = &cfg.spec.controller_manager;
     c.insert("pod_cidr", &net.pod_cidr.to_string());
     c.insert("node_cidr_mask_size", &net.node_cidr_mask_size);
     c.insert("node_monitor_grace_period", &cm.node_monitor_grace_period);
     c.insert("pod_eviction_timeout", &cm.pod_eviction_timeout);
-    let mut files = vec![];
-    for m in CONTROL_PLANE_MANIFESTS {
-        let local = staging.join(m);
-        kiln_pki::files::write_atomic(&local, render(m, &c)?.as_bytes(), 0o600).map_err(pki_err)?;
-        files.push(Install {
-            local,
-            remote: format!("{MANIFESTS}/{m}"),
-            mode: 0o600,
-        });
-    }
-    let changed = install_files(ctx, host, &files).await?;
-    Ok(if changed.is_empty() {
-        Outcome::Skipped("manifests up to date".into())
-    } else {
-        Outcome::Done(format!("wrote {}", changed.join(", ")))
-    })
+    c.insert("cluster_token", &store_token(ctx));
+    c
 }
 
 /// The kiln-proxy static pod, on every node.
