@@ -67,6 +67,12 @@ fn veth(n: u32) -> String {
     format!("h{n}")
 }
 
+/// A host's NIC keeps its MAC across reboots, like a VM's: after `kiln lab start` the neighbours' ARP
+/// caches stay right and traffic resumes at once (a new random MAC left them pointing at the old one).
+pub fn host_mac(n: u32) -> String {
+    format!("02:6b:6c:00:{:02x}:{:02x}", (n >> 8) & 0xff, n & 0xff)
+}
+
 /// Wire host `n` (PID 1 = `pid`) to the bridge and give it its address and routes.
 pub fn attach_host(l: &LabLayout, n: u32, pid: i32) -> Result<(), LabError> {
     let ns = l.netns.as_str();
@@ -86,6 +92,8 @@ pub fn attach_host(l: &LabLayout, n: u32, pid: i32) -> Result<(), LabError> {
             "peer",
             "name",
             "eth0",
+            "address",
+            &host_mac(n),
             "netns",
             &pid.to_string(),
         ],
