@@ -1,0 +1,291 @@
+//! The seeds' walkthrough on a 3-host lab, end to end: preflight, init (one controller, two workers
+//! joined), the sample app (Deployment of 2 with probes behind a NodePort), self-healing, scaling, a
+//! rolling update, the troubleshooting cases (Pending with the scheduler's message, CrashLoopBackOff, a
+//! Service without endpoints, a NotReady node whose pods move), and reset back to clean hosts.
+
+use std::time::{Duration, Instant};
+
+use kiln_tests::{bin, ok, run, stdout, TestLab};
+
+struct Cluster {
+    lab: TestLab,
+    kiln: String,
+    file: String,
+    admin: String,
+}
+
+impl Cluster {
+    fn kubectl(&self, args: &[&str]) -> String {
+        let mut v = vec![
+            "kubectl",
+            "--kubeconfig",
+            &self.admin,
+            "--request-timeout=15s",
+        ];
+        v.extend_from_slice(args);
+        ok(&mut self.lab.in_lab(&v))
+    }
+
+    fn try_kubectl(&self, args: &[&str]) -> Option<String> {
+        let mut v = vec![
+            "kubectl",
+            "--kubeconfig",
+            &self.admin,
+            "--request-timeout=15s",
+        ];
+        v.extend_from_slice(args);
+        let o = run(&mut self.lab.in_lab(&v));
+        o.status.success().then(|| stdout(&o))
+    }
+
+    fn kiln(&self, args: &[&str]) -> String {
+        let mut v = vec![self.kiln.as_str()];
+        v.extend_from_slice(args);
+        v.extend_from_slice(&["-f", &self.file]);
+        ok(&mut self.lab.in_lab(&v))
+    }
+
+    /// Poll `f` until it returns Some, at most `secs` seconds; panics naming `what` and the last value.
+    fn wait<T>(&self, what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
+        let start = Instant::now();
+        let mut last = String::new();
+        loop {
+            match f() {
+                Ok(v) => return v,
+                Err(e) => last = e,
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "timed out waiting for {what}: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn endpoints(&self, svc: &str) -> Vec<String> {
+        self.try_kubectl(&[
+            "get",
+            "endpoints",
+            svc,
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip}",
+        ])
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+    }
+
+    fn http(&self, host: &str, url: &str) -> Option<String> {
+        let o = run(&mut self
+            .lab
+            .ssh(host, &format!("timeout 3 busybox wget -qO- {url}")));
+        o.status.success().then(|| stdout(&o))
+    }
+}
+
+#[test]
+fn the_seeds_walkthrough_on_three_hosts() {
+    let lab = TestLab::up("t-accept", 3, true);
+    // Short node-failure timings, as a DR drill or CI would configure them.
+    let file = lab.dir.join("cluster.yaml");
+    let mut yaml = std::fs::read_to_string(&file).unwrap();
+    yaml.push_str(
+        "  controllerManager:\n    nodeMonitorGracePeriod: 8s\n    podEvictionTimeout: 5s\n",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let c = Cluster {
+        kiln: bin("kiln").to_string_lossy().into_owned(),
+        file: file.to_string_lossy().into_owned(),
+        admin: lab
+            .dir
+            .join("t-accept.kiln/admin.conf")
+            .to_string_lossy()
+            .into_owned(),
+        lab,
+    };
+
+    let pre = c.kiln(&["preflight"]);
+    assert_eq!(pre.matches("preflight            done").count(), 3, "{pre}");
+    c.kiln(&["init", "--wait-timeout", "150"]);
+    let nodes = c.kubectl(&["get", "nodes", "--no-headers"]);
+    assert_eq!(
+        nodes.lines().filter(|l| l.contains(" Ready ")).count(),
+        3,
+        "{nodes}"
+    );
+
+    // The sample app: 2 replicas, probes, NodePort 30080.
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/sample-app.yaml");
+    c.kubectl(&["apply", "-f", app]);
+    c.kubectl(&["rollout", "status", "deployment/web", "--timeout=120s"]);
+    let eps = c.wait("2 endpoints for web", 60, || {
+        let e = c.endpoints("web");
+        if e.len() == 2 {
+            Ok(e)
+        } else {
+            Err(format!("{e:?}"))
+        }
+    });
+    // Workloads land on the workers only (the controller is tainted).
+    let wide = c.kubectl(&["get", "pods", "-l", "app=web", "-o", "wide", "--no-headers"]);
+    assert!(!wide.contains("host1"), "{wide}");
+    // The NodePort answers from another host, and both pods serve it.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        if let Some(body) = c.http("host1", "http://10.250.0.12:30080/") {
+            seen.insert(body);
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        2,
+        "NodePort did not balance over both pods: {seen:?} (endpoints {eps:?})"
+    );
+
+    // Self-healing: a deleted pod is replaced.
+    let victim = c.kubectl(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    c.kubectl(&["delete", "pod", &victim, "--wait=false"]);
+    c.wait("a replacement pod", 90, || {
+        let names = c.kubectl(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--field-selector=status.phase=Running",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ]);
+        let running: Vec<&str> = names.split_whitespace().filter(|n| *n != victim).collect();
+        if running.len() >= 2 {
+            Ok(())
+        } else {
+            Err(names.clone())
+        }
+    });
+
+    // Scale to 3, then a rolling update that `kubectl rollout status` sees through.
+    c.kubectl(&["scale", "deployment/web", "--replicas=3"]);
+    c.wait("3 endpoints", 90, || {
+        let e = c.endpoints("web");
+        if e.len() == 3 {
+            Ok(())
+        } else {
+            Err(format!("{e:?}"))
+        }
+    });
+    c.kubectl(&["set", "env", "deployment/web", "VERSION=2"]);
+    c.kubectl(&["rollout", "status", "deployment/web", "--timeout=150s"]);
+    let history = c.kubectl(&["rollout", "history", "deployment/web"]);
+    assert!(history.contains('2'), "{history}");
+
+    // Pending: impossible requests get the scheduler's upstream message.
+    let big = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"big"},"spec":{"containers":[{"name":"c","image":"10.250.0.1:5000/kiln/busybox:1","resources":{"requests":{"cpu":"64"}}}]}}"#;
+    let path = c.lab.dir.join("big.json");
+    std::fs::write(&path, big).unwrap();
+    c.kubectl(&["apply", "-f", &path.to_string_lossy()]);
+    let why = c.wait("FailedScheduling for big", 60, || {
+        let d = c.kubectl(&["describe", "pod", "big"]);
+        if d.contains("FailedScheduling") {
+            Ok(d)
+        } else {
+            Err(d)
+        }
+    });
+    assert!(
+        why.contains("0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."),
+        "{why}"
+    );
+    assert_eq!(
+        c.kubectl(&["get", "pod", "big", "-o", "jsonpath={.status.phase}"]),
+        "Pending"
+    );
+
+    // CrashLoopBackOff: a container that keeps exiting.
+    c.kubectl(&[
+        "run",
+        "crash",
+        "--image=10.250.0.1:5000/kiln/busybox:1",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo dying; exit 3",
+    ]);
+    c.wait("CrashLoopBackOff", 120, || {
+        let r = c.kubectl(&["get", "pod", "crash", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}:{.status.containerStatuses[0].restartCount}"]);
+        if r.starts_with("CrashLoopBackOff:") { Ok(()) } else { Err(r) }
+    });
+
+    // A Service without matching pods has no endpoints, and connections are refused, not hung.
+    c.kubectl(&["create", "service", "clusterip", "nobody", "--tcp=80:80"]);
+    let ip = c.kubectl(&["get", "svc", "nobody", "-o", "jsonpath={.spec.clusterIP}"]);
+    assert!(c.endpoints("nobody").is_empty());
+    let refused = c.wait("connection refused on the empty service", 30, || {
+        let o = run(&mut c.lab.ssh(
+            "host2",
+            &format!("timeout 3 busybox wget -qO- http://{ip}/ 2>&1; echo rc=$?"),
+        ));
+        let out = stdout(&o);
+        if out.contains("refused") {
+            Ok(out)
+        } else {
+            Err(out)
+        }
+    });
+    assert!(!refused.contains("rc=0"), "{refused}");
+
+    // A worker loses power: it goes NotReady after the grace period and its pods move to the other worker.
+    ok(&mut c.lab.kiln(&["lab", "stop", "host3"]));
+    c.wait("host3 NotReady", 90, || {
+        let s = c.kubectl(&[
+            "get",
+            "node",
+            "host3",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        if s == "Unknown" || s == "False" {
+            Ok(())
+        } else {
+            Err(s)
+        }
+    });
+    c.wait("web pods rescheduled onto host2", 150, || {
+        let wide = c.kubectl(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--field-selector=status.phase=Running",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ]);
+        let on2 = wide.split_whitespace().filter(|n| *n == "host2").count();
+        if on2 >= 3 {
+            Ok(())
+        } else {
+            Err(wide)
+        }
+    });
+    ok(&mut c.lab.kiln(&["lab", "start", "host3"]));
+
+    // Reset every host: kiln's own residue scan and an independent look agree that nothing is left.
+    let out = c.kiln(&["reset"]);
+    assert_eq!(out.matches("verify-clean         done").count(), 3, "{out}");
+    for h in ["host1", "host2"] {
+        let left = c.lab.ssh_ok(
+            h,
+            "ls -A /etc/kiln /var/log/pods 2>/dev/null; ls -A /var/lib/kiln; ls /usr/local/bin; ip link show cni0 2>/dev/null; \
+             nft list table ip kiln 2>/dev/null; ip route show proto 252; true",
+        );
+        assert_eq!(left, "", "left on {h}");
+    }
+    c.lab.down();
+}
