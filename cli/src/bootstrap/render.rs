@@ -27,6 +27,8 @@ const TEMPLATES: &[(&str, &str)] = &[
         "kiln-controller-manager.yaml",
         include_str!("../../../templates/kiln-controller-manager.yaml"),
     ),
+    ("boot.sh", include_str!("../../../templates/boot.sh")),
+    ("rc.local", include_str!("../../../templates/rc.local")),
     (
         "kiln-proxy.yaml",
         include_str!("../../../templates/kiln-proxy.yaml"),

@@ -4,6 +4,7 @@
 
 use crate::transport::Transport;
 
+use super::phases::runtime::MANAGED;
 use super::phases::{Outcome, MANIFESTS, REMOTE_BIN, SUPERVISOR_PID, UNIT};
 use super::{BootstrapError, Context};
 
@@ -26,7 +27,8 @@ const PATHS: &[&str] = &[
 /// Paths of kiln that exist, one per line; an empty mount point counts as absent (it was there before).
 fn present_script() -> String {
     format!(
-        "for p in {}; do [ -e $p ] || continue; if mountpoint -q $p 2>/dev/null && [ -z \"$(ls -A $p)\" ]; then continue; fi; echo $p; done; true",
+        "for p in {}; do [ -e $p ] || continue; if mountpoint -q $p 2>/dev/null && [ -z \"$(ls -A $p)\" ]; then continue; fi; echo $p; done; \
+         grep -qs '^{MANAGED}' /etc/rc.local && echo /etc/rc.local; true",
         PATHS.join(" ")
     )
 }
@@ -151,7 +153,8 @@ async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     }
     // A data dir may be a mount point (its own disk, or a lab host's private dir): empty it, keep it.
     t.run(&format!(
-        "for p in {}; do if mountpoint -q $p 2>/dev/null; then find $p -mindepth 1 -delete; else rm -rf $p; fi; done",
+        "for p in {}; do if mountpoint -q $p 2>/dev/null; then find $p -mindepth 1 -delete; else rm -rf $p; fi; done; \
+         grep -qs '^{MANAGED}' /etc/rc.local && rm -f /etc/rc.local; true",
         PATHS.join(" ")
     ))
     .await?;

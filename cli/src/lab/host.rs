@@ -52,9 +52,9 @@ pub fn running_pid(l: &LabLayout, n: u32) -> Option<i32> {
 
 /// Bring host `n` up, or leave it alone if it is already running. Idempotent, so a half-made lab heals.
 pub fn ensure_up(l: &LabLayout, n: u32, count: u32) -> Result<(), LabError> {
-    let pid = match running_pid(l, n) {
-        Some(pid) => pid,
-        None => boot(l, n, count)?,
+    let (pid, booted) = match running_pid(l, n) {
+        Some(pid) => (pid, false),
+        None => (boot(l, n, count)?, true),
     };
     // Everything below converges: re-running it on a running host is harmless.
     if !Path::new(&format!("/proc/{pid}/root/etc/ssh/ssh_host_ed25519_key")).exists()
@@ -72,7 +72,27 @@ pub fn ensure_up(l: &LabLayout, n: u32, count: u32) -> Result<(), LabError> {
         net::attach_host(l, n, pid)?;
     }
     exec_checked(l, n, pid, &["sh", "-c", &net::host_net_script(n)])?;
-    start_sshd(l, n, pid)
+    start_sshd(l, n, pid)?;
+    if booted {
+        run_rc_local(l, n, pid)?;
+    }
+    Ok(())
+}
+
+/// Like a Debian VM's rc-local.service: once the network and sshd are up after a boot, run an
+/// executable /etc/rc.local in the background. Hosts without systemd start their services from it.
+fn run_rc_local(l: &LabLayout, n: u32, pid: i32) -> Result<(), LabError> {
+    exec_checked(
+        l,
+        n,
+        pid,
+        &[
+            "sh",
+            "-c",
+            "[ -x /etc/rc.local ] || exit 0; setsid /etc/rc.local </dev/null >/var/log/rc.local.log 2>&1 &",
+        ],
+    )?;
+    Ok(())
 }
 
 fn has_link(pid: i32, name: &str) -> bool {

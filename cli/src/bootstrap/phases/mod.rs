@@ -53,6 +53,7 @@ pub const REMOTE_BIN: &str = "/usr/local/bin";
 pub const KILN_ETC: &str = "/etc/kiln";
 pub const MANIFESTS: &str = "/etc/kiln/manifests";
 pub const SUPERVISOR: &str = "/etc/kiln/kubelet-supervisor.sh";
+pub const BOOT_SCRIPT: &str = "/etc/kiln/boot.sh";
 pub const SUPERVISOR_PID: &str = "/run/kiln/kubelet-supervisor.pid";
 pub const UNIT: &str = "/etc/systemd/system/kiln-kubelet.service";
 

@@ -401,16 +401,49 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
         0o644,
     )
     .map_err(pki_err)?;
-    let changed = install_files(
-        ctx,
-        host,
-        &[Install {
-            local,
-            remote: SUPERVISOR.into(),
+    let mut files = vec![Install {
+        local,
+        remote: SUPERVISOR.into(),
+        mode: 0o755,
+    }];
+    // Start again at boot (what systemd's unit does elsewhere): /etc/kiln/boot.sh from /etc/rc.local,
+    // unless the host has an rc.local of its own, which kiln does not overwrite.
+    let boot = staging.join("boot.sh");
+    kiln_pki::files::write_atomic(&boot, render("boot.sh", &c)?.as_bytes(), 0o644)
+        .map_err(pki_err)?;
+    files.push(Install {
+        local: boot,
+        remote: BOOT_SCRIPT.into(),
+        mode: 0o755,
+    });
+    let foreign_rc = t
+        .exec(
+            "[ -e /etc/rc.local ] && ! grep -q '^# managed by kiln' /etc/rc.local",
+            None,
+        )
+        .await?
+        .success();
+    if foreign_rc {
+        tracing::warn!(
+            host,
+            "/etc/rc.local is not kiln's: add /etc/kiln/boot.sh to it to restart kiln at boot"
+        );
+    } else {
+        let rc = staging.join("rc.local");
+        kiln_pki::files::write_atomic(&rc, render("rc.local", &c)?.as_bytes(), 0o644)
+            .map_err(pki_err)?;
+        files.push(Install {
+            local: rc,
+            remote: "/etc/rc.local".into(),
             mode: 0o755,
-        }],
-    )
-    .await?;
+        });
+    }
+    // Only the supervisor script itself decides whether the running supervisor must restart.
+    let changed: Vec<String> = install_files(ctx, host, &files)
+        .await?
+        .into_iter()
+        .filter(|f| f == SUPERVISOR)
+        .collect();
     let running = t
         .exec(
             &format!("kill -0 \"$(cat {SUPERVISOR_PID} 2>/dev/null)\" 2>/dev/null"),
