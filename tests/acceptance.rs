@@ -274,12 +274,27 @@ fn the_seeds_walkthrough_on_three_hosts() {
             Err(wide)
         }
     });
+    // Power back: the host boots, kiln's services come back (rc.local on hosts without systemd), Ready again.
     ok(&mut c.lab.kiln(&["lab", "start", "host3"]));
+    c.wait("host3 Ready again", 90, || {
+        let s = c.kubectl(&[
+            "get",
+            "node",
+            "host3",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        if s == "True" {
+            Ok(())
+        } else {
+            Err(s)
+        }
+    });
 
     // Reset every host: kiln's own residue scan and an independent look agree that nothing is left.
     let out = c.kiln(&["reset"]);
     assert_eq!(out.matches("verify-clean         done").count(), 3, "{out}");
-    for h in ["host1", "host2"] {
+    for h in ["host1", "host2", "host3"] {
         let left = c.lab.ssh_ok(
             h,
             "ls -A /etc/kiln /var/log/pods 2>/dev/null; ls -A /var/lib/kiln; ls /usr/local/bin; ip link show cni0 2>/dev/null; \
