@@ -72,6 +72,34 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
         assert!(line.starts_with("kube-system"), "{pods}");
     }
 
+    // Bootstrap tokens: a created token authenticates as system:bootstrap:<id>; deleted, it no longer does.
+    let token = ok(&mut lab.in_lab(&[&kiln, "token", "create", "-f", &cluster, "--ttl", "1h"]));
+    let listed = ok(&mut lab.in_lab(&[&kiln, "token", "list", "-f", &cluster]));
+    assert!(listed.contains(&token), "{listed}");
+    let ca = lab.dir.join("t-skel.kiln/pki/host1/ca.crt");
+    let ca = ca.to_string_lossy();
+    let whoami = |t: &str| {
+        run(&mut lab.in_lab(&[
+            "kubectl",
+            "--server",
+            "https://10.250.0.11:6443",
+            "--certificate-authority",
+            &ca,
+            "--token",
+            t,
+            "auth",
+            "whoami",
+        ]))
+    };
+    let me = whoami(&token);
+    let id = token.split('.').next().unwrap();
+    assert!(
+        String::from_utf8_lossy(&me.stdout).contains(&format!("system:bootstrap:{id}")),
+        "{me:?}"
+    );
+    ok(&mut lab.in_lab(&[&kiln, "token", "delete", "-f", &cluster, &token]));
+    assert!(!whoami(&token).status.success());
+
     // `kiln kubeconfig` prints the same admin kubeconfig.
     let kc = ok(&mut lab.in_lab(&[&kiln, "kubeconfig", "-f", &cluster]));
     assert!(kc.contains("client-certificate-data"), "{kc}");

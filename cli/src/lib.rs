@@ -5,4 +5,5 @@ pub mod commands;
 pub mod config;
 pub mod lab;
 pub mod snapshot;
+pub mod tokens;
 pub mod transport;

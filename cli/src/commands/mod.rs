@@ -4,6 +4,7 @@
 mod cluster;
 mod lab;
 mod snapshot;
+mod token;
 
 use clap::{Parser, Subcommand};
 
@@ -58,6 +59,9 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         ignore_preflight_errors: Vec<String>,
     },
+    /// Bootstrap tokens: create, list, delete.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// Store snapshots: save, list, restore.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
@@ -107,6 +111,7 @@ pub fn main() -> i32 {
             ignore_preflight_errors,
         } => cluster::preflight(cluster, ignore_preflight_errors),
         Command::Snapshot(c) => snapshot::run(c),
+        Command::Token(c) => token::run(c),
         Command::Certs(CertsCommand::CheckExpiration { cluster }) => {
             cluster::check_expiration(cluster)
         }

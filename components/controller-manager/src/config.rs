@@ -11,7 +11,7 @@ use kiln_scheduler::duration::parse_duration;
 #[command(
     name = "kiln-controller-manager",
     version,
-    about = "kiln's controllers: replicaset, deployment, endpoints, node lifecycle, node IPAM, garbage collector"
+    about = "kiln's controllers: deployment, replicaset, daemonset, endpoint, endpointslice, garbage collector, node lifecycle, node IPAM"
 )]
 pub struct Options {
     /// Kubeconfig with the API server's address and this component's credentials; without it the

@@ -18,10 +18,10 @@ use serde_json::json;
 
 use crate::context::Context;
 use crate::deployment_plan::{
-    compute_status, is_recreate, new_replicaset, new_rs_replicas, next_revision,
-    owner_reference, replicas, revision, rs_replicas, same_template, scale_down_old,
-    template_hash, to_prune, REVISION,
+    is_recreate, new_replicaset, new_rs_replicas, next_revision, owner_reference, replicas,
+    revision, rs_replicas, same_template, scale_down_old, template_hash, to_prune, REVISION,
 };
+use crate::deployment_status::compute_status;
 use crate::pods::controller_ref;
 use crate::selector;
 
@@ -156,11 +156,6 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
         .filter(|rs| same_template(&d, rs))
         .min_by_key(|rs| rs.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .map(|rs| (**rs).clone());
-    if new_rs.is_none() {
-        for rs in &owned {
-            eprintln!("DEBUG d={} rs={}", serde_json::to_string(&d.spec.as_ref().unwrap().template).unwrap(), serde_json::to_string(&rs.spec.as_ref().unwrap().template).unwrap());
-        }
-    }
     let new_name = new_rs.as_ref().and_then(|rs| rs.metadata.name.clone());
     let old: Vec<&ReplicaSet> = owned
         .iter()
@@ -187,9 +182,9 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
     } else {
         let rev = next_revision(&old);
         // Recreate: every old pod gone before the new set scales up.
-        let old_running = old.iter().any(|rs| {
-            rs_replicas(rs) > 0 || rs.status.as_ref().is_some_and(|s| s.replicas > 0)
-        });
+        let old_running = old
+            .iter()
+            .any(|rs| rs_replicas(rs) > 0 || rs.status.as_ref().is_some_and(|s| s.replicas > 0));
         if is_recreate(&d) {
             for rs in &old {
                 if rs_replicas(rs) > 0 {
@@ -224,13 +219,18 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
                     Err(kube::Error::Api(s)) if s.code == 409 => {
                         // A set of that name that is not ours for this template: hash again with
                         // a bumped collisionCount (upstream's answer to hash clashes).
-                        let existing = sync.sets.get_opt(rs.metadata.name.as_deref().unwrap_or_default()).await.map_err(sync.err("reading a ReplicaSet"))?;
+                        let existing = sync
+                            .sets
+                            .get_opt(rs.metadata.name.as_deref().unwrap_or_default())
+                            .await
+                            .map_err(sync.err("reading a ReplicaSet"))?;
                         let ours = existing.as_ref().is_some_and(|e| {
                             controller_ref(&e.metadata).is_some_and(|r| r.uid == uid)
                                 && same_template(&d, e)
                         });
                         if !ours {
-                            let patch = json!({"status": {"collisionCount": collisions.unwrap_or(0) + 1}});
+                            let patch =
+                                json!({"status": {"collisionCount": collisions.unwrap_or(0) + 1}});
                             Api::<Deployment>::namespaced(st.ctx.client.clone(), &ns)
                                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                                 .await
@@ -261,6 +261,8 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
         let Some(mut new) = new_rs.clone() else {
             return Ok(Action::requeue(Duration::from_secs(1)));
         };
+        tracing::debug!(deployment = %sync.key, new = ?(rs_replicas(&new), new.status.as_ref().map(|s| (s.replicas, s.available_replicas))),
+            old = ?old.iter().map(|rs| (rs_replicas(rs), rs.status.as_ref().map(|s| (s.replicas, s.available_replicas)))).collect::<Vec<_>>(), "rolling");
         if is_recreate(&d) {
             if !old_running && rs_replicas(&new) != want {
                 sync.scale(&new, want).await?;
@@ -276,7 +278,10 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
                 progressed = true;
             }
             for (rs_name, to) in scale_down_old(&d, &new, &old) {
-                if let Some(rs) = old.iter().find(|rs| rs.metadata.name.as_deref() == Some(&rs_name)) {
+                if let Some(rs) = old
+                    .iter()
+                    .find(|rs| rs.metadata.name.as_deref() == Some(&rs_name))
+                {
                     sync.scale(rs, to).await?;
                     progressed = true;
                 }
@@ -313,7 +318,11 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
     let status = compute_status(&d, new_rs.as_ref(), &all, progressed, Timestamp::now());
     if d.status.as_ref() != Some(&status) {
         d_api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
             .await
             .map_err(sync.err("updating status"))?;
     }

@@ -1,17 +1,14 @@
 //! The deployment controller's decisions, as pure functions over a Deployment and its
 //! ReplicaSets: the pod-template hash, the new ReplicaSet, how far RollingUpdate may surge and
-//! scale down (upstream's NewRSNewReplicas / reconcileOldReplicaSets arithmetic), Recreate, which
-//! old sets to prune, and the status with its Available / Progressing conditions.
+//! scale down (upstream's NewRSNewReplicas / reconcileOldReplicaSets arithmetic), Recreate, and
+//! which old sets to prune. The status lives in `deployment_status`.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
-};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::endpointslice::fnv32a;
 
@@ -36,7 +33,10 @@ pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
-fn rs_status(rs: &ReplicaSet, f: impl Fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> i32) -> i32 {
+pub(crate) fn rs_status(
+    rs: &ReplicaSet,
+    f: impl Fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> i32,
+) -> i32 {
     rs.status.as_ref().map(f).unwrap_or(0)
 }
 
@@ -212,7 +212,11 @@ pub fn owner_reference(d: &Deployment) -> OwnerReference {
 
 /// The next revision: one past every old set's.
 pub fn next_revision(old: &[&ReplicaSet]) -> i64 {
-    old.iter().map(|rs| revision(&rs.metadata)).max().unwrap_or(0) + 1
+    old.iter()
+        .map(|rs| revision(&rs.metadata))
+        .max()
+        .unwrap_or(0)
+        + 1
 }
 
 /// Upstream's NewRSNewReplicas: how many replicas the new set may have now.
@@ -256,7 +260,12 @@ pub fn scale_down_old(
     sorted.sort_by_key(|rs| rs.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut target: BTreeMap<String, i32> = sorted
         .iter()
-        .map(|rs| (rs.metadata.name.clone().unwrap_or_default(), rs_replicas(rs)))
+        .map(|rs| {
+            (
+                rs.metadata.name.clone().unwrap_or_default(),
+                rs_replicas(rs),
+            )
+        })
         .collect();
     // 1. unhealthy replicas of old sets
     for rs in &sorted {
@@ -323,113 +332,6 @@ pub fn to_prune(d: &Deployment, old: &[&ReplicaSet]) -> Vec<String> {
         .collect()
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: String, now: Timestamp) -> DeploymentCondition {
-    DeploymentCondition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: Some(reason.into()),
-        message: Some(message),
-        last_update_time: Some(Time(now)),
-        last_transition_time: Some(Time(now)),
-    }
-}
-
-/// Keeps the previous transition time when the status did not change, and the previous update
-/// time too when nothing about the condition changed.
-fn merge_condition(prev: Option<&DeploymentCondition>, mut next: DeploymentCondition) -> DeploymentCondition {
-    if let Some(p) = prev {
-        if p.status == next.status {
-            next.last_transition_time = p.last_transition_time.clone();
-            if p.reason == next.reason && p.message == next.message {
-                next.last_update_time = p.last_update_time.clone();
-            }
-        }
-    }
-    next
-}
-
-/// What the Deployment's status should say. `progressed`: this sync changed the rollout (created or
-/// scaled a set), which resets the progress deadline.
-pub fn compute_status(
-    d: &Deployment,
-    new_rs: Option<&ReplicaSet>,
-    all: &[&ReplicaSet],
-    progressed: bool,
-    now: Timestamp,
-) -> DeploymentStatus {
-    let want = replicas(d);
-    let sum = |f: &dyn Fn(&ReplicaSet) -> i32| all.iter().map(|rs| f(rs)).sum::<i32>();
-    let total = sum(&|rs| rs_status(rs, |s| s.replicas));
-    let ready = sum(&|rs| rs_status(rs, |s| s.ready_replicas.unwrap_or(0)));
-    let available = sum(&rs_available);
-    let updated = new_rs.map(|rs| rs_status(rs, |s| s.replicas)).unwrap_or(0);
-    let prev = d.status.clone().unwrap_or_default();
-    let prev_cond = |t: &str| {
-        prev.conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == t)
-            .cloned()
-    };
-    let avail = if available >= want - max_unavailable(d) {
-        condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.".into(), now)
-    } else {
-        condition("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into(), now)
-    };
-    let rs_name = new_rs
-        .and_then(|rs| rs.metadata.name.clone())
-        .unwrap_or_default();
-    let complete = new_rs.is_some() && updated == want && total == want && available == want;
-    let paused = d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false);
-    let previous_progress = prev_cond("Progressing");
-    // Upstream's DeploymentProgressing: more updated / ready / available pods, or fewer old ones.
-    let old_before = prev.replicas.unwrap_or(0) - prev.updated_replicas.unwrap_or(0);
-    let progressed = progressed
-        || updated > prev.updated_replicas.unwrap_or(0)
-        || ready > prev.ready_replicas.unwrap_or(0)
-        || available > prev.available_replicas.unwrap_or(0)
-        || total - updated < old_before;
-    let progressing = if paused {
-        condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused".into(), now)
-    } else if complete {
-        condition("Progressing", "True", "NewReplicaSetAvailable", format!("ReplicaSet \"{rs_name}\" has successfully progressed."), now)
-    } else if progressed || previous_progress.is_none() {
-        condition("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet \"{rs_name}\" is progressing."), now)
-    } else {
-        let p = previous_progress.clone().unwrap_or_default();
-        let deadline = d
-            .spec
-            .as_ref()
-            .and_then(|s| s.progress_deadline_seconds)
-            .unwrap_or(600);
-        let since = p.last_update_time.as_ref().map(|t| t.0).unwrap_or(now);
-        if p.reason.as_deref() == Some("ProgressDeadlineExceeded")
-            || since + SignedDuration::from_secs(deadline.into()) <= now
-        {
-            condition("Progressing", "False", "ProgressDeadlineExceeded", format!("ReplicaSet \"{rs_name}\" has timed out progressing."), now)
-        } else if p.reason.as_deref() == Some("NewReplicaSetAvailable") || p.reason.as_deref() == Some("DeploymentPaused") {
-            condition("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet \"{rs_name}\" is progressing."), now)
-        } else {
-            p
-        }
-    };
-    let conditions = vec![
-        merge_condition(prev_cond("Available").as_ref(), avail),
-        merge_condition(previous_progress.as_ref(), progressing),
-    ];
-    DeploymentStatus {
-        observed_generation: d.metadata.generation,
-        replicas: Some(total),
-        updated_replicas: Some(updated),
-        ready_replicas: Some(ready),
-        available_replicas: Some(available),
-        unavailable_replicas: Some((want - available).max(0)),
-        conditions: Some(conditions),
-        collision_count: prev.collision_count,
-        terminating_replicas: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,7 +369,10 @@ mod tests {
         assert_eq!(fenceposts(&deployment(4, zero)), (0, 1));
         let pct = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 2}});
         assert_eq!(fenceposts(&deployment(3, pct)), (2, 2));
-        assert_eq!(fenceposts(&deployment(3, json!({"type": "Recreate"}))), (0, 0));
+        assert_eq!(
+            fenceposts(&deployment(3, json!({"type": "Recreate"}))),
+            (0, 0)
+        );
     }
 
     #[test]
@@ -483,7 +388,10 @@ mod tests {
         assert_ne!(h, template_hash(&t2, None));
         // The hash label itself does not change the hash.
         let rs = new_replicaset(&d, &h, 2, 1);
-        assert_eq!(template_hash(rs.spec.as_ref().unwrap().template.as_ref().unwrap(), None), h);
+        assert_eq!(
+            template_hash(rs.spec.as_ref().unwrap().template.as_ref().unwrap(), None),
+            h
+        );
     }
 
     #[test]
@@ -493,15 +401,33 @@ mod tests {
         assert_eq!(rs.metadata.name.as_deref(), Some("web-abc"));
         let spec = rs.spec.as_ref().unwrap();
         assert_eq!(spec.replicas, Some(1));
-        assert_eq!(spec.selector.match_labels.as_ref().unwrap()[HASH_LABEL], "abc");
-        let tl = spec.template.as_ref().unwrap().metadata.as_ref().unwrap().labels.as_ref().unwrap();
-        assert_eq!((tl["app"].as_str(), tl[HASH_LABEL].as_str()), ("web", "abc"));
+        assert_eq!(
+            spec.selector.match_labels.as_ref().unwrap()[HASH_LABEL],
+            "abc"
+        );
+        let tl = spec
+            .template
+            .as_ref()
+            .unwrap()
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (tl["app"].as_str(), tl[HASH_LABEL].as_str()),
+            ("web", "abc")
+        );
         let a = rs.metadata.annotations.as_ref().unwrap();
         assert_eq!(a[REVISION], "2");
         assert_eq!(a["kubernetes.io/change-cause"], "v2");
         assert!(!a.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
         let o = &rs.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((o.kind.as_str(), o.uid.as_str(), o.controller), ("Deployment", "d-uid", Some(true)));
+        assert_eq!(
+            (o.kind.as_str(), o.uid.as_str(), o.controller),
+            ("Deployment", "d-uid", Some(true))
+        );
         assert!(same_template(&d, &rs));
     }
 
@@ -517,12 +443,21 @@ mod tests {
         assert!(scale_down_old(&d, &new, &[&old]).is_empty());
         // ... then one old pod may go.
         let new = rs("web-new", 2, 1, 1, "2025-01-02T00:00:00Z");
-        assert_eq!(scale_down_old(&d, &new, &[&old]), [("web-old".to_string(), 2)]);
+        assert_eq!(
+            scale_down_old(&d, &new, &[&old]),
+            [("web-old".to_string(), 2)]
+        );
         // Unhealthy old pods go first, whatever their availability.
         let sick = rs("web-old", 1, 3, 0, "2025-01-01T00:00:00Z");
         let new0 = rs("web-new", 2, 1, 0, "2025-01-02T00:00:00Z");
-        let d10 = deployment(3, json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}));
-        assert_eq!(scale_down_old(&d10, &new0, &[&sick]), [("web-old".to_string(), 2)]);
+        let d10 = deployment(
+            3,
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}),
+        );
+        assert_eq!(
+            scale_down_old(&d10, &new0, &[&sick]),
+            [("web-old".to_string(), 2)]
+        );
         // Scaling down a finished rollout: the new set follows spec.replicas.
         let done = rs("web-new", 2, 5, 5, "2025-01-02T00:00:00Z");
         assert_eq!(new_rs_replicas(&d, Some(&done), &[]), 3);
@@ -541,39 +476,5 @@ mod tests {
         let c = rs("c", 2, 0, 0, "2025-01-01T00:00:00Z");
         let busy = rs("busy", 4, 1, 1, "2025-01-01T00:00:00Z");
         assert_eq!(to_prune(&d, &[&a, &b, &c, &busy]), ["a", "c"]);
-    }
-
-    #[test]
-    fn status_reports_completion_and_deadline() {
-        let d = deployment(3, json!({}));
-        let new = rs("web-new", 2, 3, 3, "2025-01-02T00:00:00Z");
-        let old = rs("web-old", 1, 0, 0, "2025-01-01T00:00:00Z");
-        let now: Timestamp = "2025-01-03T00:00:00Z".parse().unwrap();
-        let s = compute_status(&d, Some(&new), &[&old, &new], false, now);
-        assert_eq!(
-            (s.replicas, s.updated_replicas, s.available_replicas, s.unavailable_replicas),
-            (Some(3), Some(3), Some(3), Some(0))
-        );
-        assert_eq!(s.observed_generation, Some(4));
-        let cond = |s: &DeploymentStatus, t: &str| {
-            let c = s.conditions.iter().flatten().find(|c| c.type_ == t).unwrap().clone();
-            (c.status, c.reason.unwrap())
-        };
-        assert_eq!(cond(&s, "Available"), ("True".into(), "MinimumReplicasAvailable".into()));
-        assert_eq!(cond(&s, "Progressing"), ("True".into(), "NewReplicaSetAvailable".into()));
-
-        // Stuck: no progress for longer than progressDeadlineSeconds.
-        let stuck_new = rs("web-new", 2, 1, 0, "2025-01-02T00:00:00Z");
-        let stuck_old = rs("web-old", 1, 3, 3, "2025-01-01T00:00:00Z");
-        let mut d = deployment(3, json!({}));
-        let first = compute_status(&d, Some(&stuck_new), &[&stuck_old, &stuck_new], true, now);
-        assert_eq!(cond(&first, "Progressing"), ("True".into(), "ReplicaSetUpdated".into()));
-        d.status = Some(first);
-        let later = now + SignedDuration::from_secs(601);
-        let s = compute_status(&d, Some(&stuck_new), &[&stuck_old, &stuck_new], false, later);
-        assert_eq!(cond(&s, "Progressing"), ("False".into(), "ProgressDeadlineExceeded".into()));
-        let soon = now + SignedDuration::from_secs(60);
-        let s = compute_status(&d, Some(&stuck_new), &[&stuck_old, &stuck_new], false, soon);
-        assert_eq!(cond(&s, "Progressing"), ("True".into(), "ReplicaSetUpdated".into()));
     }
 }

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -155,7 +155,11 @@ pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> 
         .and_then(|s| s.ports.as_ref())
         .is_some_and(|p| !p.is_empty());
     // port list (as JSON, for ordering) → (ports, ready, not ready)
-    type Group = (Vec<EndpointPort>, Vec<EndpointAddress>, Vec<EndpointAddress>);
+    type Group = (
+        Vec<EndpointPort>,
+        Vec<EndpointAddress>,
+        Vec<EndpointAddress>,
+    );
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     for pod in pods {
         if !selects(selector, pod) || is_terminal(pod) {
@@ -257,22 +261,36 @@ fn endpoints_list_pod(ep: &Endpoints, pod: &str) -> bool {
 
 struct State {
     ctx: Context,
-    pods: Store<Pod>,
+}
+
+/// The pods a service selects, listed from the API. Not from a cache: the event that triggered
+/// this sync comes from another watch, and a cache that has not caught up with it yet would make
+/// us write stale addresses with nothing left to trigger a correction.
+pub async fn selected_pods(
+    client: &kube::Client,
+    svc: &Service,
+) -> Result<Vec<Arc<Pod>>, kube::Error> {
+    let Some(selector) = service_selector(svc) else {
+        return Ok(Vec::new());
+    };
+    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let ns = svc.metadata.namespace.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let list = pods
+        .list(&ListParams::default().labels(&labels.join(",")))
+        .await?;
+    Ok(list.items.into_iter().map(Arc::new).collect())
 }
 
 pub async fn run(ctx: Context) {
-    let (pods, _pods_task) = spawn_reflector::<Pod>(&ctx.client);
     let (endpoints, _ep_task) = spawn_reflector::<Endpoints>(&ctx.client);
-    if pods.wait_until_ready().await.is_err() || endpoints.wait_until_ready().await.is_err() {
+    if endpoints.wait_until_ready().await.is_err() {
         return;
     }
     let api: Api<Service> = Api::all(ctx.client.clone());
     let controller = Controller::new(api.clone(), watcher::Config::default());
     let svc_store = controller.store();
-    let state = Arc::new(State {
-        ctx: ctx.clone(),
-        pods,
-    });
+    let state = Arc::new(State { ctx: ctx.clone() });
     let ep_store = endpoints.clone();
     let client = ctx.client.clone();
     let leftovers = move || {
@@ -377,14 +395,6 @@ async fn reconcile(svc: Arc<Service>, st: Arc<State>) -> Result<Action, Endpoint
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
     let name = svc.metadata.name.clone().unwrap_or_default();
     let key = format!("{ns}/{name}");
-    let in_ns: Vec<Arc<Pod>> = st
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .collect();
-    let desired = desired_endpoints(&svc, &in_ns);
-    let api: Api<Endpoints> = Api::namespaced(st.ctx.client.clone(), &ns);
     let err = |action| {
         let key = key.clone();
         move |source| EndpointsError::Api {
@@ -393,6 +403,11 @@ async fn reconcile(svc: Arc<Service>, st: Arc<State>) -> Result<Action, Endpoint
             source,
         }
     };
+    let pods = selected_pods(&st.ctx.client, &svc)
+        .await
+        .map_err(err("listing pods"))?;
+    let desired = desired_endpoints(&svc, &pods);
+    let api: Api<Endpoints> = Api::namespaced(st.ctx.client.clone(), &ns);
     // Read through the API, not the cache: a stale cache would make us overwrite newer data.
     match api.get_opt(&name).await.map_err(err("reading"))? {
         None => {
@@ -459,14 +474,22 @@ mod tests {
         let subsets = ep.subsets.unwrap();
         assert_eq!(subsets.len(), 1);
         let s = &subsets[0];
-        let ips: Vec<_> = s.addresses.iter().flatten().map(|a| a.ip.as_str()).collect();
+        let ips: Vec<_> = s
+            .addresses
+            .iter()
+            .flatten()
+            .map(|a| a.ip.as_str())
+            .collect();
         assert_eq!(ips, ["10.244.0.2", "10.244.0.3"]);
         let nr = s.not_ready_addresses.as_ref().unwrap();
         assert_eq!(nr[0].ip, "10.244.0.4");
         let a = &s.addresses.as_ref().unwrap()[0];
         assert_eq!(a.node_name.as_deref(), Some("n1"));
         let r = a.target_ref.as_ref().unwrap();
-        assert_eq!((r.kind.as_deref(), r.name.as_deref()), (Some("Pod"), Some("a")));
+        assert_eq!(
+            (r.kind.as_deref(), r.name.as_deref()),
+            (Some("Pod"), Some("a"))
+        );
         let port = &s.ports.as_ref().unwrap()[0];
         assert_eq!((port.name.as_deref(), port.port), (Some("http"), 9376));
         assert_eq!(ep.metadata.labels.unwrap()["app"], "web");
@@ -475,8 +498,11 @@ mod tests {
     #[test]
     fn named_target_port_resolves_per_pod_and_unresolvable_pods_are_left_out() {
         let mut other: Pod = (*pod("x", Some("10.244.0.7"), true, "web")).clone();
-        other.spec.as_mut().unwrap().containers[0].ports.as_mut().unwrap()[0].name =
-            Some("other".into());
+        other.spec.as_mut().unwrap().containers[0]
+            .ports
+            .as_mut()
+            .unwrap()[0]
+            .name = Some("other".into());
         let pods = vec![pod("a", Some("10.244.0.2"), true, "web"), Arc::new(other)];
         let subsets = desired_subsets(&svc(json!("web")), &pods);
         assert_eq!(subsets.len(), 1);
@@ -507,7 +533,10 @@ mod tests {
         let mut current = desired.clone();
         current.subsets = Some(Vec::new());
         assert!(endpoints_up_to_date(&current, &desired));
-        let other = desired_endpoints(&svc(json!(80)), &[pod("a", Some("10.244.0.2"), true, "web")]);
+        let other = desired_endpoints(
+            &svc(json!(80)),
+            &[pod("a", Some("10.244.0.2"), true, "web")],
+        );
         assert!(!endpoints_up_to_date(&current, &other));
     }
 }

@@ -13,13 +13,12 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
 use crate::context::{spawn_reflector, Context};
 use crate::endpoints::{
-    delete_with_services, is_terminal, pod_ip, pod_ports, publishes_not_ready, selects,
-    service_selector, services_for_pod, target_ref,
+    delete_with_services, is_terminal, pod_ip, pod_ports, publishes_not_ready, selected_pods,
+    selects, service_selector, services_for_pod, target_ref,
 };
 use crate::pods::is_ready;
 
@@ -151,7 +150,6 @@ pub fn slice_up_to_date(current: &EndpointSlice, desired: &EndpointSlice) -> boo
 
 struct State {
     ctx: Context,
-    pods: Store<Pod>,
 }
 
 fn managed_selector(service: &str) -> String {
@@ -169,22 +167,18 @@ fn slice_lists_pod(slice: &EndpointSlice, pod: &str) -> bool {
 pub async fn run(ctx: Context) {
     // Only where the apiserver serves the group (an older one may not).
     let probe: Api<EndpointSlice> = Api::all(ctx.client.clone());
-    if let Err(e) = probe.list_metadata(&ListParams::default().limit(1)).await {
+    if let Err(e) = probe.list(&ListParams::default().limit(1)).await {
         tracing::warn!(error = %e, "discovery.k8s.io/v1 endpointslices not served; endpointslice controller idle");
         return;
     }
-    let (pods, _pods_task) = spawn_reflector::<Pod>(&ctx.client);
     let (slices, _slices_task) = spawn_reflector::<EndpointSlice>(&ctx.client);
-    if pods.wait_until_ready().await.is_err() || slices.wait_until_ready().await.is_err() {
+    if slices.wait_until_ready().await.is_err() {
         return;
     }
     let api: Api<Service> = Api::all(ctx.client.clone());
     let controller = Controller::new(api.clone(), watcher::Config::default());
     let svc_store = controller.store();
-    let state = Arc::new(State {
-        ctx: ctx.clone(),
-        pods,
-    });
+    let state = Arc::new(State { ctx: ctx.clone() });
     let mapper_slices = slices.clone();
     let managed = |s: &EndpointSlice| {
         let labels = s.metadata.labels.clone().unwrap_or_default();
@@ -209,10 +203,7 @@ pub async fn run(ctx: Context) {
         let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
         async move {
             let lp = ListParams::default().labels(&managed_selector(&service));
-            if let Err(e) = api
-                .delete_collection(&DeleteParams::default(), &lp)
-                .await
-            {
+            if let Err(e) = api.delete_collection(&DeleteParams::default(), &lp).await {
                 tracing::warn!(service = %format!("{ns}/{service}"), error = %e, "deleting endpointslices");
             }
         }
@@ -256,13 +247,10 @@ async fn reconcile(svc: Arc<Service>, st: Arc<State>) -> Result<Action, Endpoint
             source,
         }
     };
-    let in_ns: Vec<Arc<Pod>> = st
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .collect();
-    let mut desired = desired_slices(&svc, &in_ns);
+    let pods = selected_pods(&st.ctx.client, &svc)
+        .await
+        .map_err(err("listing pods"))?;
+    let mut desired = desired_slices(&svc, &pods);
     let api: Api<EndpointSlice> = Api::namespaced(st.ctx.client.clone(), &ns);
     let existing = api
         .list(&ListParams::default().labels(&managed_selector(&name)))
@@ -344,7 +332,10 @@ mod tests {
         let labels = s.metadata.labels.as_ref().unwrap();
         assert_eq!(labels[SERVICE_NAME_LABEL], "web");
         assert_eq!(labels[MANAGED_BY_LABEL], MANAGED_BY);
-        assert_eq!(s.metadata.owner_references.as_ref().unwrap()[0].uid, "svc-uid");
+        assert_eq!(
+            s.metadata.owner_references.as_ref().unwrap()[0].uid,
+            "svc-uid"
+        );
         assert_eq!(s.ports.as_ref().unwrap()[0].port, Some(8080));
         let conds: Vec<_> = s
             .endpoints
@@ -372,7 +363,10 @@ mod tests {
         assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
         assert!(a.values().next().unwrap().endpoints.is_empty());
         let full = desired_slices(&svc(), &[pod("a", "10.244.0.2", true, false)]);
-        assert!(!slice_up_to_date(a.values().next().unwrap(), full.values().next().unwrap()));
+        assert!(!slice_up_to_date(
+            a.values().next().unwrap(),
+            full.values().next().unwrap()
+        ));
         assert_eq!(fnv32a(b"a"), 0xe40c292c);
     }
 }

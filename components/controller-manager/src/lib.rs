@@ -8,10 +8,14 @@
 pub mod cidr;
 pub mod config;
 pub mod context;
+pub mod daemonset;
+pub mod daemonset_plan;
 pub mod deployment;
 pub mod deployment_plan;
+pub mod deployment_status;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod garbage_collector;
 pub mod node_lifecycle;
 pub mod nodeipam;
 pub mod pods;
@@ -55,6 +59,11 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         run: |ctx| replicaset::run(ctx).boxed(),
     },
     ControllerSpec {
+        name: "daemonset",
+        enabled_by_default: true,
+        run: |ctx| daemonset::run(ctx).boxed(),
+    },
+    ControllerSpec {
         name: "deployment",
         enabled_by_default: true,
         run: |ctx| deployment::run(ctx).boxed(),
@@ -68,6 +77,11 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "endpointslice",
         enabled_by_default: true,
         run: |ctx| endpointslice::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "garbagecollector",
+        enabled_by_default: true,
+        run: |ctx| garbage_collector::run(ctx).boxed(),
     },
     ControllerSpec {
         name: "nodeipam",

@@ -1,7 +1,8 @@
 //! replicaset: keeps `spec.replicas` active pods per ReplicaSet — adopting matching orphans,
 //! releasing owned pods that stopped matching, creating from the template, deleting in upstream's
 //! order — and reports replicas / fullyLabeled / ready / available / observedGeneration. In-memory
-//! expectations keep a reconcile that runs before the watch shows our own writes from acting twice.
+//! expectations keep a reconcile that runs before the watch shows our own writes from acting twice:
+//! while the cache is behind them, the pods are read from the API instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kiln_scheduler::events::{object_reference, NORMAL};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -219,12 +220,38 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
     let key = format!("{ns}/{name}");
     let uid = rs.metadata.uid.clone().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(st.ctx.client.clone(), &ns);
-    let in_ns: Vec<Arc<Pod>> = st
+    let mut in_ns: Vec<Arc<Pod>> = st
         .pods
         .state()
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
         .collect();
+    // Expectations: when the cache does not show our last creates/deletes yet, read the pods from
+    // the API instead of waiting — waiting for an exact count can hang when a pod we made is
+    // deleted before the cache ever showed it.
+    let cached_active = in_ns
+        .iter()
+        .filter(|p| controller_ref(&p.metadata).is_some_and(|r| r.uid == uid) && is_active(p))
+        .count();
+    let behind = {
+        let mut exp = st.expectations.lock().expect("expectations");
+        let behind = matches!(exp.get(&uid), Some((count, deadline))
+            if *count != cached_active && Instant::now() < *deadline);
+        if !behind {
+            exp.remove(&uid);
+        }
+        behind
+    };
+    if behind {
+        in_ns = pods_api
+            .list(&ListParams::default())
+            .await
+            .map_err(api_err("listing pods", &key))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+    }
     let claim = claim_pods(&rs.metadata, rs.spec.as_ref().map(|s| &s.selector), &in_ns);
     let ours = owner_reference(&rs);
     for pod in &claim.adopt {
@@ -263,17 +290,7 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         .collect();
     let now = Timestamp::now();
 
-    let waiting = {
-        let mut exp = st.expectations.lock().expect("expectations");
-        match exp.get(&uid) {
-            Some((count, deadline)) if *count != active.len() && Instant::now() < *deadline => true,
-            _ => {
-                exp.remove(&uid);
-                false
-            }
-        }
-    };
-    if rs.metadata.deletion_timestamp.is_none() && !waiting {
+    if rs.metadata.deletion_timestamp.is_none() {
         let d = diff(&rs, active.len());
         if d > 0 {
             let pod = new_pod(&rs);
@@ -351,9 +368,6 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
             .await
             .map_err(api_err("updating status", &key))?;
     }
-    if waiting {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
     // Requeue when the next ready pod becomes available (minReadySeconds).
     let min_ready = rs
         .spec
@@ -369,6 +383,11 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         Some(t) => Action::requeue(Duration::from_secs_f64(
             (t.as_second() - now.as_second()).max(1) as f64,
         )),
+        // Not settled: look again soon. The pod cache is fed by a different watch than the one
+        // that triggered this sync, so it may have lagged behind the change that did.
+        None if status.ready_replicas != Some(status.replicas) || diff(&rs, active.len()) != 0 => {
+            Action::requeue(Duration::from_secs(2))
+        }
         None => Action::requeue(Duration::from_secs(300)),
     })
 }

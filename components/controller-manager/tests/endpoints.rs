@@ -78,7 +78,10 @@ async fn endpoints_and_slices_follow_pods_and_services() {
         "spec": {"ports": [{"port": 80}]}
     }))
     .unwrap();
-    services.create(&PostParams::default(), &manual).await.unwrap();
+    services
+        .create(&PostParams::default(), &manual)
+        .await
+        .unwrap();
 
     let ep = eventually("endpoints with ready and not-ready pods", || async {
         let ep = endpoints.get_opt("web").await.ok()??;

@@ -29,6 +29,10 @@ async fn active_owned(pods: &Api<Pod>, uid: &str) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicaset_keeps_replicas_and_adopts_orphans() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("kiln_controller_manager=debug")
+        .with_test_writer()
+        .try_init();
     let c = Cluster::start().await;
     let client = c.admin().await;
     let _cm = kiln_controller_manager::start(kiln_controller_manager::Options::parse_from([

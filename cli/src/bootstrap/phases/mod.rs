@@ -5,7 +5,7 @@ mod pki;
 mod preflight;
 pub(crate) mod push;
 pub(super) mod runtime;
-mod wait;
+pub(crate) mod wait;
 
 use super::{BootstrapError, Context};
 

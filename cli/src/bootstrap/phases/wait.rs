@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::{Outcome, MANIFESTS};
 use crate::bootstrap::{BootstrapError, Context};
 
-async fn admin_client(ctx: &Context) -> Result<kube::Client, BootstrapError> {
+pub async fn admin_client(ctx: &Context) -> Result<kube::Client, BootstrapError> {
     let path = ctx.admin_conf();
     let kc = kube::config::Kubeconfig::read_from(&path)
         .map_err(|e| BootstrapError::phase("wait", "local", format!("{}: {e}", path.display())))?;
