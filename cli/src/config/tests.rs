@@ -210,3 +210,13 @@ fn load_reports_missing_file() {
         "{err}"
     );
 }
+
+/// examples/vagrant/cluster.yaml is for real VMs (not run here): it must stay valid as the schema grows.
+#[test]
+fn the_vagrant_example_is_a_valid_cluster() {
+    let text = include_str!("../../../examples/vagrant/cluster.yaml");
+    let c = super::parse(text, "examples/vagrant/cluster.yaml").unwrap();
+    assert_eq!(c.controllers().count(), 1);
+    assert_eq!(c.workers().count(), 2);
+    assert_eq!(c.control_plane_endpoint(), "192.168.56.11:6443");
+}

@@ -1,10 +1,8 @@
 //! Authentication and authorization: no certificate → 401 (but health and version stay open),
 //! a node may not read secrets, an unknown user is denied, masters may do everything.
 
-mod common;
-
-use common::Cluster;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use kiln_testkit::Cluster;
 use kube::api::{Api, ListParams};
 
 async fn raw_get(client: &kube::Client, path: &str) -> (u16, serde_json::Value, String) {

@@ -1,14 +1,12 @@
 //! kube-rs against kiln-apiserver on a real etcd: create / get / list / watch / status / conflicts,
 //! leases as a node, and 410 Expired after compaction.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Cluster, WAIT};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kiln_testkit::{Cluster, WAIT};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };

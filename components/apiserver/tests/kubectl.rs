@@ -1,9 +1,7 @@
 //! The real kubectl 1.32 against kiln-apiserver on a real etcd: discovery, apply, Table output,
 //! status patches, yaml output, graceful pod deletion, raw health.
 
-mod common;
-
-use common::{rows, Cluster};
+use kiln_testkit::{rows, Cluster};
 
 const NODE: &str = "apiVersion: v1
 kind: Node

@@ -2,20 +2,18 @@
 //! certificate. The kubelet side is a test double (a TLS server on 127.0.0.1 that requires that
 //! client certificate); `kubectl logs` is the real client, exec is a raw upgrade.
 
-mod common;
-
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use common::Cluster;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use kiln_testkit::Cluster;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-fn config_files(c: &common::Pki, dir: &std::path::Path) -> (String, String) {
+fn config_files(c: &kiln_testkit::Pki, dir: &std::path::Path) -> (String, String) {
     let pair = c.client("kube-apiserver-kubelet-client", &["kubeadm:cluster-admins"]);
     let cert = dir.join("kubelet-client.crt");
     let key = dir.join("kubelet-client.key");
@@ -41,7 +39,7 @@ fn key(pem: &str) -> rustls::pki_types::PrivateKeyDer<'static> {
 
 /// A kubelet double: answers /containerLogs with what it was asked, and upgrades /exec into an
 /// upper-casing echo. Only clients with a certificate from `ca` get through the handshake.
-async fn fake_kubelet(pki: &common::Pki) -> u16 {
+async fn fake_kubelet(pki: &kiln_testkit::Pki) -> u16 {
     let serving = pki.serving_as("n1");
     let mut roots = rustls::RootCertStore::empty();
     for c in certs(&pki.ca.cert) {
@@ -215,7 +213,9 @@ async fn logs_and_exec_reach_the_kubelet() {
             head.push(byte[0]);
         }
     };
-    tokio::time::timeout(common::WAIT, read_head).await.unwrap();
+    tokio::time::timeout(kiln_testkit::WAIT, read_head)
+        .await
+        .unwrap();
     let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(
@@ -224,7 +224,7 @@ async fn logs_and_exec_reach_the_kubelet() {
     );
     tls.write_all(b"hello").await.unwrap();
     let mut echo = [0u8; 5];
-    tokio::time::timeout(common::WAIT, tls.read_exact(&mut echo))
+    tokio::time::timeout(kiln_testkit::WAIT, tls.read_exact(&mut echo))
         .await
         .unwrap()
         .unwrap();

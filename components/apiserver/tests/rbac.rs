@@ -2,11 +2,9 @@
 //! (SelfSubjectAccessReview / SelfSubjectRulesReview), `kubectl auth whoami`, SubjectAccessReview
 //! through kube-rs, the bootstrap roles of the control-plane identities, and the Node authorizer.
 
-mod common;
-
-use common::{rows, Cluster};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{Node, Secret};
+use kiln_testkit::{rows, Cluster};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 

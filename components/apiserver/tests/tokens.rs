@@ -3,11 +3,9 @@
 //! wrong secret); CSRs created with a bootstrap token, approved with `kubectl certificate approve`,
 //! issued through /status.
 
-mod common;
-
 use base64::Engine;
-use common::{rows, Cluster};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use kiln_testkit::{rows, Cluster};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 

@@ -2,12 +2,10 @@
 //! services with ClusterIP/NodePort allocation (kept in the store), endpoints, endpointslices,
 //! pods/binding, pods/eviction, namespace deletion — driven by the real kubectl and kube-rs.
 
-mod common;
-
 use clap::Parser;
-use common::{rows, Cluster};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use kiln_testkit::{rows, Cluster};
 use kube::api::{Api, EvictParams, PostParams};
 use serde_json::{json, Value};
 
@@ -219,7 +217,7 @@ async fn kubectl_deployments_scale_and_expose() {
     let kc2 = dir.join("second.conf");
     std::fs::write(
         &kc2,
-        common::kubeconfig(&url2, &c.pki.ca.cert, &admin_pair, "kubernetes-admin"),
+        kiln_testkit::kubeconfig(&url2, &c.pki.ca.cert, &admin_pair, "kubernetes-admin"),
     )
     .unwrap();
     let same_ip = dir.join("same-ip.yaml");

@@ -3,14 +3,12 @@
 //! tainted node, a pod for a node that joins, removal when a node goes, and a rolling template
 //! update that `kubectl rollout status` sees finish.
 
-mod common;
-
 use std::time::Duration;
 
 use clap::Parser;
-use common::{create_node, eventually, Cluster};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kiln_testkit::{create_node, eventually, Cluster};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 

@@ -4,14 +4,12 @@
 //! through the Deployment, a paused Deployment is not rolled. A stand-in kubelet marks pods
 //! Running and Ready through pods/status.
 
-mod common;
-
 use std::time::Duration;
 
 use clap::Parser;
-use common::{eventually, Cluster};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
+use kiln_testkit::{eventually, Cluster};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 

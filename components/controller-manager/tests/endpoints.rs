@@ -2,12 +2,10 @@
 //! not-ready pod IPs, named target ports, selector-less services left alone, cleanup with the
 //! service. Pod IPs and readiness are written through pods/status, as a kubelet would.
 
-mod common;
-
 use clap::Parser;
-use common::{eventually, Cluster};
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kiln_testkit::{eventually, Cluster};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 

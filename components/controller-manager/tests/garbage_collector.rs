@@ -2,12 +2,10 @@
 //! ReplicaSets and their pods (background propagation); a pod with one owner left keeps living
 //! without the dangling reference.
 
-mod common;
-
 use clap::Parser;
-use common::{eventually, Cluster};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kiln_testkit::{eventually, Cluster};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 

@@ -1,16 +1,14 @@
 //! kiln-controller-manager against an in-process kiln-apiserver on a real etcd: node IPAM and node
 //! lifecycle (stale heartbeat → Ready=Unknown, taints, eviction), leader election.
 
-mod common;
-
 use std::time::Duration;
 
 use clap::Parser;
-use common::{create_node, eventually, Cluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
+use kiln_testkit::{create_node, eventually, Cluster};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 

@@ -1,12 +1,10 @@
 //! The replicaset controller against an in-process kiln-apiserver: create to replicas, replace a
 //! deleted pod, adopt a matching orphan and remove the extra, report status.
 
-mod common;
-
 use clap::Parser;
-use common::{eventually, Cluster};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
+use kiln_testkit::{eventually, Cluster};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 

@@ -4,10 +4,6 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use clap::Parser;
@@ -17,78 +13,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kiln_pki::{
     ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
 };
+use kiln_testkit::{client_from_kubeconfig, free_port, Etcd};
 use kube::api::Api;
-use kube::Client;
 
 const NODE: &str = "node-it";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// etcd on loopback, killed on drop (and by the kernel if the test dies).
-struct Etcd {
-    child: Child,
-    endpoint: String,
-}
-
-impl Etcd {
-    fn start(dir: &Path) -> Etcd {
-        let client = format!("http://127.0.0.1:{}", free_port());
-        let peer = format!("http://127.0.0.1:{}", free_port());
-        let mut cmd = Command::new("/usr/bin/etcd");
-        // SAFETY: prctl in the forked child only sets its parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .args(["--name", "default", "--data-dir"])
-            .arg(dir.join("etcd"))
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("default={peer}")])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap())
-            .spawn()
-            .expect("spawn /usr/bin/etcd");
-        Etcd {
-            child,
-            endpoint: client,
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn admin_client(path: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
-}
 
 fn condition(node: &Node, type_: &str) -> Option<(String, String)> {
     let c = node
@@ -169,7 +97,7 @@ async fn registers_node_lease_and_mirror_pods_once_the_api_server_comes_up() {
     .await;
 
     // 2. Then the store and the API server.
-    let etcd = Etcd::start(dir.path());
+    let etcd = Etcd::start().await;
     let p = |f: &str| pki.join(f).display().to_string();
     let options = kiln_apiserver::Options::parse_from([
         "kiln-apiserver".to_string(),
@@ -183,7 +111,7 @@ async fn registers_node_lease_and_mirror_pods_once_the_api_server_comes_up() {
     let apiserver = kiln_apiserver::start(options)
         .await
         .expect("apiserver starts");
-    let admin = admin_client(&etc.join("admin.conf")).await;
+    let admin = client_from_kubeconfig(&etc.join("admin.conf")).await;
 
     // 3. The Node: registered, Ready, with what the flags said.
     let nodes: Api<Node> = Api::all(admin.clone());

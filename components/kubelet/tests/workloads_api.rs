@@ -6,10 +6,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -22,63 +18,10 @@ use kiln_kubelet::workloads::WorkloadPods;
 use kiln_pki::{
     ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
 };
+use kiln_testkit::{client_from_kubeconfig, free_port, Etcd};
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::Client;
 
 const NODE: &str = "node-w";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Etcd(Child);
-
-impl Etcd {
-    fn start(dir: &Path) -> (Etcd, String) {
-        let client = format!("http://127.0.0.1:{}", free_port());
-        let peer = format!("http://127.0.0.1:{}", free_port());
-        let mut cmd = Command::new("/usr/bin/etcd");
-        // SAFETY: prctl in the forked child only sets its parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .args(["--name", "default", "--data-dir"])
-            .arg(dir.join("etcd"))
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("default={peer}")])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap())
-            .spawn()
-            .expect("spawn /usr/bin/etcd");
-        (Etcd(child), client)
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Records run/stop calls; every pod it runs has one running container and IP 10.244.9.2.
 #[derive(Default)]
@@ -160,14 +103,6 @@ impl Runtime for FakeRuntime {
     }
 }
 
-async fn client(path: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
-}
-
 fn pod(name: &str, node: &str, annotations: serde_json::Value) -> Pod {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "namespace": "default", "annotations": annotations},
@@ -206,11 +141,11 @@ async fn bound_pods_run_report_status_and_are_removed_after_graceful_stop() {
     ] {
         ensure_kubeconfig(&etc, &ca, &kind, "kiln", &server, &Validity::default()).unwrap();
     }
-    let (_etcd, endpoint) = Etcd::start(dir.path());
+    let etcd = Etcd::start().await;
     let p = |f: &str| pki.join(f).display().to_string();
     let options = kiln_apiserver::Options::parse_from([
         "kiln-apiserver".to_string(),
-        format!("--etcd-servers={endpoint}"),
+        format!("--etcd-servers={}", etcd.endpoint),
         format!("--secure-port={port}"),
         "--bind-address=127.0.0.1".into(),
         format!("--tls-cert-file={}", p("apiserver.crt")),
@@ -220,12 +155,12 @@ async fn bound_pods_run_report_status_and_are_removed_after_graceful_stop() {
     let apiserver = kiln_apiserver::start(options)
         .await
         .expect("apiserver starts");
-    let admin = client(&etc.join("admin.conf")).await;
+    let admin = client_from_kubeconfig(&etc.join("admin.conf")).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
 
     let runtime = Arc::new(FakeRuntime::default());
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
-    let kubelet = client(&etc.join("kubelet.conf")).await;
+    let kubelet = client_from_kubeconfig(&etc.join("kubelet.conf")).await;
     let loop_task = tokio::spawn(
         WorkloadPods::new(NODE, "127.0.0.1", runtime.clone()).run(kubelet, shutdown_rx),
     );

@@ -3,10 +3,7 @@
 //! leaves routes in place. The kernel side is the recording doubles: no root, no host changes.
 //! Services and EndpointSlices are exercised as soon as the API server serves them.
 
-use std::net::{SocketAddr, TcpListener};
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,88 +17,9 @@ use kiln_proxy::config::EndpointsApi;
 use kiln_proxy::netfilter::RecordingNetfilter;
 use kiln_proxy::routes::{RecordingRoutes, Route};
 use kiln_proxy::ProxyConfig;
+use kiln_testkit::{client_from_kubeconfig, eventually, free_port, Etcd};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// etcd on loopback, killed on drop (and by the kernel if the test dies).
-struct Etcd {
-    child: Child,
-    endpoint: String,
-}
-
-impl Etcd {
-    fn start(dir: &Path) -> Etcd {
-        let client = format!("http://127.0.0.1:{}", free_port());
-        let peer = format!("http://127.0.0.1:{}", free_port());
-        let mut cmd = Command::new("/usr/bin/etcd");
-        // SAFETY: prctl in the forked child only sets its parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .args(["--name", "default", "--data-dir"])
-            .arg(dir.join("etcd"))
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("default={peer}")])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap())
-            .spawn()
-            .expect("spawn /usr/bin/etcd");
-        Etcd {
-            child,
-            endpoint: client,
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `f` until it returns Some, at most `secs` seconds (a bounded wait, not a timing assertion).
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
@@ -163,7 +81,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
     )
     .unwrap();
 
-    let etcd = Etcd::start(dir.path());
+    let etcd = Etcd::start().await;
     let p = |f: &str| pki.join(f).display().to_string();
     let options = kiln_apiserver::Options::parse_from([
         "kiln-apiserver".to_string(),
@@ -177,13 +95,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
     let apiserver = kiln_apiserver::start(options)
         .await
         .expect("apiserver starts");
-    let kc = kube::config::Kubeconfig::read_from(etc.join("admin.conf")).unwrap();
-    let admin = Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let admin = client_from_kubeconfig(&etc.join("admin.conf")).await;
     let nodes: Api<Node> = Api::all(admin.clone());
     create_node(&nodes, "node-a", "10.244.1.0/24", "10.250.0.11").await;
     create_node(&nodes, "node-b", "10.244.2.0/24", "10.250.0.12").await;
@@ -227,7 +139,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
     let only_b = [route("10.244.2.0/24", "10.250.0.12")]
         .into_iter()
         .collect();
-    eventually(30, "route to node-b", || async {
+    eventually("route to node-b", || async {
         (*routes.table.lock().unwrap() == only_b).then_some(())
     })
     .await;
@@ -245,7 +157,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
     ]
     .into_iter()
     .collect();
-    eventually(30, "route to node-c and node-b re-pointed", || async {
+    eventually("route to node-c and node-b re-pointed", || async {
         (*routes.table.lock().unwrap() == want).then_some(())
     })
     .await;
@@ -257,13 +169,13 @@ async fn node_watch_drives_host_gw_routes_and_health() {
     let want_b = [route("10.244.2.0/24", "10.250.0.22")]
         .into_iter()
         .collect();
-    eventually(30, "route to node-c removed", || async {
+    eventually("route to node-c removed", || async {
         (*routes.table.lock().unwrap() == want_b).then_some(())
     })
     .await;
 
     // health and metrics, on both addresses
-    let health = eventually(30, "healthz 200", || async {
+    let health = eventually("healthz 200", || async {
         http_get(healthz, "/healthz")
             .await
             .filter(|r| r.starts_with("HTTP/1.0 200"))
@@ -302,7 +214,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
             }))
             .unwrap();
             slices.create(&PostParams::default(), &slice).await.unwrap();
-            eventually(30, "DNAT for the service", || async {
+            eventually("DNAT for the service", || async {
                 let last = nft.applied().last().cloned()?;
                 (last.contains(&format!("{ip} . tcp . 80 : goto svc-default/web/tcp/80"))
                     && last.contains("dnat to 10.244.2.7:8080"))

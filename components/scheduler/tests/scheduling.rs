@@ -1,14 +1,12 @@
 //! kiln-scheduler against an in-process kiln-apiserver on a real etcd: FailedScheduling messages and
 //! conditions, binding, leader election, health and metrics.
 
-mod common;
-
 use std::time::Duration;
 
 use clap::Parser;
-use common::{create_node, eventually, Cluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use kiln_testkit::{create_node, eventually, Cluster};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -9,21 +9,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 /// Polls `f` until it returns Some, at most `secs` seconds (bounded wait, not a timing assertion).
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {secs}s waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    kiln_testkit::eventually_within(Duration::from_secs(secs), what, f).await
 }
 
 /// True when the process is gone (or a zombie nobody reaped yet).
