@@ -48,12 +48,11 @@ impl Cluster {
     /// Poll `f` until it returns Some, at most `secs` seconds; panics naming `what` and the last value.
     fn wait<T>(&self, what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
         let start = Instant::now();
-        let mut last = String::new();
         loop {
-            match f() {
+            let last = match f() {
                 Ok(v) => return v,
-                Err(e) => last = e,
-            }
+                Err(e) => e,
+            };
             assert!(
                 start.elapsed() < Duration::from_secs(secs),
                 "timed out waiting for {what}: {last}"
