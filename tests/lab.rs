@@ -237,7 +237,7 @@ fn stop_keeps_the_disk_and_partition_cuts_both_ways() {
         "--",
         "busybox",
         "ping",
-        "-c1",
+        "-c3",
         "-W2",
         "10.250.0.11",
     ]));

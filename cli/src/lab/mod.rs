@@ -178,7 +178,12 @@ impl Lab {
 
     pub fn heal(&self, host: &str) -> Result<(), LabError> {
         let n = self.host_number(host)?;
-        net::set_partitioned(&self.layout, n, false)
+        net::set_partitioned(&self.layout, n, false)?;
+        // Neighbour entries that failed while cut off would delay the first packets: forget them.
+        if let Some(pid) = host::running_pid(&self.layout, n) {
+            let _ = host::exec_output(&self.layout, n, pid, &["ip", "neigh", "flush", "all"]);
+        }
+        Ok(())
     }
 
     /// Run a command inside the lab network (where the hosts are reachable), inheriting stdio.
