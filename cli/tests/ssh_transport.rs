@@ -68,11 +68,33 @@ fn wait_ready(child: &mut Child, port: u16) -> bool {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // Below the kernel's ephemeral range (32768-60999), so no outgoing connection of a parallel test can
+    // take the port between this check and the server binding it; never the same port twice per process.
+    use std::sync::{Mutex, OnceLock};
+    static GIVEN: OnceLock<Mutex<std::collections::HashSet<u16>>> = OnceLock::new();
+    let given = GIVEN.get_or_init(Default::default);
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+    let mut x = seed | 1;
+    for _ in 0..10_000 {
+        // xorshift: cheap, and different per process and per call
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = 20_000 + (x % 12_000) as u16;
+        let mut set = given.lock().unwrap();
+        if set.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            set.insert(port);
+            return port;
+        }
+    }
+    panic!("no free port in 20000-32000")
 }
 
 impl Sshd {
