@@ -1,7 +1,6 @@
 //! SshTransport against a real OpenSSH sshd, started per test on 127.0.0.1 at a free port with a fresh
 //! host key (ssh-keygen) in a temp dir, and killed when the test ends.
 
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
