@@ -5,12 +5,15 @@
 #   bench/bootstrap.sh [ROUNDS]
 # kiln itself is a release build; the component binaries it pushes are taken from --bin-dir (default: the
 # debug build, as the README's demo uses; pass BIN_DIR=…/release after a release build of the workspace).
+# KILN=path overrides the kiln binary (e.g. the debug build, to skip the release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
-cargo build --release -p kiln >/dev/null 2>&1 || cargo build --release -p kiln
-KILN=$CARGO_TARGET_DIR/release/kiln
+if [ -z "${KILN:-}" ]; then
+  cargo build --release -p kiln >/dev/null 2>&1 || cargo build --release -p kiln
+  KILN=$CARGO_TARGET_DIR/release/kiln
+fi
 BIN_DIR=${BIN_DIR:-$CARGO_TARGET_DIR/debug}
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
