@@ -44,6 +44,28 @@ const EMBEDDED: &[(&str, &str)] = &[
 ];
 
 impl Playbook {
+    /// The playbook minus the named phases; a name that is not in it is an error (a typo must not silently
+    /// run everything).
+    pub fn without(mut self, skip: &[String]) -> Result<Playbook, BootstrapError> {
+        for name in skip {
+            if !self.phases.iter().any(|p| &p.name == name) {
+                return Err(BootstrapError::Playbook {
+                    path: self.name.clone(),
+                    message: format!(
+                        "--skip-phases: no phase {name:?} in this playbook ({})",
+                        self.phases
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        self.phases.retain(|p| !skip.contains(&p.name));
+        Ok(self)
+    }
+
     /// The embedded playbook `name`, or the file at `path` when given.
     pub fn load(name: &str, path: Option<&std::path::Path>) -> Result<Playbook, BootstrapError> {
         let (origin, text) = match path {
@@ -94,6 +116,20 @@ mod tests {
         let init = Playbook::load("init", None).unwrap();
         assert_eq!(init.phases[0].name, "preflight");
         assert_eq!(init.phases.last().unwrap().name, "wait-node-ready");
+    }
+
+    #[test]
+    fn skipping_phases_removes_them_and_rejects_unknown_names() {
+        let init = Playbook::load("init", None).unwrap();
+        let n = init.phases.len();
+        let skipped = init
+            .clone()
+            .without(&["preflight".into(), "upload-config".into()])
+            .unwrap();
+        assert_eq!(skipped.phases.len(), n - 2);
+        assert!(!skipped.phases.iter().any(|p| p.name == "preflight"));
+        let e = init.without(&["prefligth".into()]).unwrap_err().to_string();
+        assert!(e.contains("prefligth"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct ClusterArgs {
     /// Print the plan (every phase and the hosts it runs on) and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Phases to leave out, by name (comma-separated), like kubeadm's --skip-phases.
+    #[arg(long, value_delimiter = ',')]
+    pub skip_phases: Vec<String>,
     /// Print one JSON object per phase and host instead of text.
     #[arg(long, value_parser = ["text", "json"], default_value = "text")]
     pub output: String,
@@ -71,7 +74,7 @@ pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Run the named playbook, or only print its plan with --dry-run.
 fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
-    let pb = Playbook::load(name, args.playbook.as_deref())?;
+    let pb = Playbook::load(name, args.playbook.as_deref())?.without(&args.skip_phases)?;
     if args.dry_run {
         let plan = bootstrap::plan(ctx, &pb)?;
         if args.output == "json" {
