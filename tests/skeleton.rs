@@ -100,6 +100,12 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
     ok(&mut lab.in_lab(&[&kiln, "token", "delete", "-f", &cluster, &token]));
     assert!(!whoami(&token).status.success());
 
+    // `kiln status`: the node Ready, the control plane's pods Ready, the store healthy.
+    let status = ok(&mut lab.in_lab(&[&kiln, "status", "-f", &cluster]));
+    assert!(status.contains("host1      Ready"), "{status}");
+    assert!(status.contains("store host1      healthy"), "{status}");
+    assert!(!status.contains(" no "), "{status}");
+
     // `kiln kubeconfig` prints the same admin kubeconfig.
     let kc = ok(&mut lab.in_lab(&[&kiln, "kubeconfig", "-f", &cluster]));
     assert!(kc.contains("client-certificate-data"), "{kc}");

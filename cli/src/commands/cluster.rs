@@ -86,7 +86,12 @@ fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
         } else {
             println!("{} plan for {}:", pb.name, args.file.display());
             for (i, (phase, hosts)) in plan.iter().enumerate() {
-                println!("  {:>2}. {phase:<20} {}", i + 1, hosts.join(", "));
+                let on = if hosts.is_empty() {
+                    "(no hosts)".to_string()
+                } else {
+                    hosts.join(", ")
+                };
+                println!("  {:>2}. {phase:<20} {on}", i + 1);
             }
         }
         return Ok(false);

@@ -4,6 +4,7 @@
 mod cluster;
 mod lab;
 mod snapshot;
+mod status;
 mod token;
 
 use clap::{Parser, Subcommand};
@@ -59,6 +60,11 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         ignore_preflight_errors: Vec<String>,
     },
+    /// The cluster at a glance: nodes, control-plane pods, store members.
+    Status {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+    },
     /// Bootstrap tokens: create, list, delete.
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -112,6 +118,7 @@ pub fn main() -> i32 {
         } => cluster::preflight(cluster, ignore_preflight_errors),
         Command::Snapshot(c) => snapshot::run(c),
         Command::Token(c) => token::run(c),
+        Command::Status { cluster } => status::run(cluster),
         Command::Certs(CertsCommand::CheckExpiration { cluster }) => {
             cluster::check_expiration(cluster)
         }

@@ -108,6 +108,15 @@ pub async fn save(
     }))
 }
 
+/// A store member's current revision and its number of Kubernetes objects (for `kiln status`).
+pub async fn store_status(
+    ctx: &Context,
+    host: &crate::config::Host,
+) -> Result<(i64, i64), SnapshotError> {
+    let mut c = store_client::StoreClient::connect(ctx, host).await?;
+    c.current().await
+}
+
 /// Bundles in `dir`, newest first.
 pub fn list(dir: &Path) -> Result<Vec<BundleInfo>, SnapshotError> {
     bundle::list(dir)

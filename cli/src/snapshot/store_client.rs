@@ -124,6 +124,19 @@ impl StoreClient {
         })
     }
 
+    /// (current revision, Kubernetes objects now).
+    pub async fn current(&mut self) -> Result<(i64, i64), SnapshotError> {
+        let r = self
+            .client
+            .get(
+                REGISTRY_PREFIX,
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok((r.header().map(|h| h.revision()).unwrap_or(0), r.count()))
+    }
+
     /// How many Kubernetes objects the store held at `revision`.
     pub async fn count_registry(&mut self, revision: i64) -> Result<i64, SnapshotError> {
         let r = self
