@@ -1,6 +1,7 @@
 //! Everything a phase needs: the cluster, one connection per host, the local state directory and where the
 //! component binaries to push are.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -39,9 +40,36 @@ pub struct Context {
     pub state_dir: PathBuf,
     pub bin_dir: PathBuf,
     pub opts: Options,
+    /// sha256 of local files by (path, size, mtime): every host's push compares against the same
+    /// ~250 MB of binaries, which are hashed once per run, not once per host.
+    hashes: std::sync::Mutex<HashMap<(PathBuf, u64, std::time::SystemTime), String>>,
 }
 
 impl Context {
+    /// The sha256 of a local file, hashed once per content version in this run.
+    pub fn sha256_file(&self, path: &std::path::Path) -> Result<String, BootstrapError> {
+        use sha2::{Digest, Sha256};
+        let io = |source| BootstrapError::Io {
+            what: "reading",
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        let key = (path.to_path_buf(), meta.len(), meta.modified().map_err(io)?);
+        if let Some(h) = self.hashes.lock().expect("hash cache").get(&key) {
+            return Ok(h.clone());
+        }
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let mut h = Sha256::new();
+        std::io::copy(&mut f, &mut h).map_err(io)?;
+        let hex = hex::encode(h.finalize());
+        self.hashes
+            .lock()
+            .expect("hash cache")
+            .insert(key, hex.clone());
+        Ok(hex)
+    }
+
     pub fn new(cluster: ClusterFile, opts: Options) -> Result<Context, BootstrapError> {
         let state_dir = cluster.state_dir();
         let bin_dir = match &opts.bin_dir {
@@ -57,6 +85,7 @@ impl Context {
             state_dir,
             bin_dir,
             opts,
+            hashes: Default::default(),
         })
     }
 

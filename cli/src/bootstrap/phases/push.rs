@@ -3,26 +3,35 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::pki::{kubeconfig_dir, pki_err};
 use super::*;
 use crate::bootstrap::render::render;
 use crate::transport::{shell_quote, Payload};
 
-fn sha256_file(path: &Path) -> Result<String, BootstrapError> {
-    let mut f = std::fs::File::open(path).map_err(|source| BootstrapError::Io {
-        what: "reading",
-        path: path.to_path_buf(),
+/// Render `template` into the host's staging folder (`<stateDir>/rendered/<host>/`, private like the
+/// state directory) and describe where it goes on the host.
+pub fn staged(
+    ctx: &Context,
+    host: &str,
+    template: &str,
+    c: &tera::Context,
+    remote: impl Into<String>,
+    mode: u32,
+) -> Result<Install, BootstrapError> {
+    let staging = ctx.state_dir.join("rendered").join(host);
+    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
+        what: "creating",
+        path: staging.clone(),
         source,
     })?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(|source| BootstrapError::Io {
-        what: "reading",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(hex::encode(h.finalize()))
+    let local = staging.join(template);
+    kiln_pki::files::write_atomic(&local, render(template, c)?.as_bytes(), 0o600)
+        .map_err(pki_err)?;
+    Ok(Install {
+        local,
+        remote: remote.into(),
+        mode,
+    })
 }
 
 /// A file to install on a host.
@@ -57,7 +66,7 @@ pub async fn install_files(
     let mut changed = vec![];
     let mut uploads = vec![];
     for f in files {
-        if remote.get(&f.remote) == Some(&sha256_file(&f.local)?) {
+        if remote.get(&f.remote) == Some(&ctx.sha256_file(&f.local)?) {
             continue;
         }
         changed.push(f.remote.clone());
@@ -206,22 +215,10 @@ pub fn render_control_plane(
 /// Static pod manifests for the store, API server, scheduler and controller-manager.
 pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let c = control_plane_context(ctx, host);
-    let staging = ctx.state_dir.join("rendered").join(host);
-    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
-        what: "creating",
-        path: staging.clone(),
-        source,
-    })?;
-    let mut files = vec![];
-    for m in CONTROL_PLANE_MANIFESTS {
-        let local = staging.join(m);
-        kiln_pki::files::write_atomic(&local, render(m, &c)?.as_bytes(), 0o600).map_err(pki_err)?;
-        files.push(Install {
-            local,
-            remote: format!("{MANIFESTS}/{m}"),
-            mode: 0o600,
-        });
-    }
+    let files = CONTROL_PLANE_MANIFESTS
+        .iter()
+        .map(|m| staged(ctx, host, m, &c, format!("{MANIFESTS}/{m}"), 0o600))
+        .collect::<Result<Vec<_>, _>>()?;
     let changed = install_files(ctx, host, &files).await?;
     Ok(if changed.is_empty() {
         Outcome::Skipped("manifests up to date".into())
@@ -284,26 +281,9 @@ async fn install_manifest(
     template: &str,
     c: &tera::Context,
 ) -> Result<Outcome, BootstrapError> {
-    let staging = ctx.state_dir.join("rendered").join(host);
-    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
-        what: "creating",
-        path: staging.clone(),
-        source,
-    })?;
-    let local = staging.join(template);
-    kiln_pki::files::write_atomic(&local, render(template, c)?.as_bytes(), 0o600)
-        .map_err(pki_err)?;
     let remote = format!("{MANIFESTS}/{template}");
-    let changed = install_files(
-        ctx,
-        host,
-        &[Install {
-            local,
-            remote: remote.clone(),
-            mode: 0o600,
-        }],
-    )
-    .await?;
+    let file = staged(ctx, host, template, c, remote.clone(), 0o600)?;
+    let changed = install_files(ctx, host, &[file]).await?;
     Ok(if changed.is_empty() {
         Outcome::Skipped(format!("{remote} up to date"))
     } else {
@@ -365,27 +345,11 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
     let t = ctx.transport(host).await?;
     let mut c = tera::Context::new();
     c.insert("kubelet_command", &kubelet_command(ctx, host)?);
-    let staging = ctx.state_dir.join("rendered").join(host);
     let systemd = t.exec("test -d /run/systemd/system", None).await?.success();
     t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;
     if systemd {
-        let local = staging.join("kiln-kubelet.service");
-        kiln_pki::files::write_atomic(
-            &local,
-            render("kiln-kubelet.service", &c)?.as_bytes(),
-            0o644,
-        )
-        .map_err(pki_err)?;
-        let changed = install_files(
-            ctx,
-            host,
-            &[Install {
-                local,
-                remote: UNIT.into(),
-                mode: 0o644,
-            }],
-        )
-        .await?;
+        let unit = staged(ctx, host, "kiln-kubelet.service", &c, UNIT, 0o644)?;
+        let changed = install_files(ctx, host, &[unit]).await?;
         let verb = if changed.is_empty() {
             "start"
         } else {
@@ -394,28 +358,17 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
         t.run(&format!("systemctl daemon-reload && systemctl enable kiln-kubelet && systemctl {verb} kiln-kubelet")).await?;
         return Ok(Outcome::Done(format!("systemd unit kiln-kubelet ({verb})")));
     }
-    let local = staging.join("kubelet-supervisor.sh");
-    kiln_pki::files::write_atomic(
-        &local,
-        render("kubelet-supervisor.sh", &c)?.as_bytes(),
-        0o644,
-    )
-    .map_err(pki_err)?;
-    let mut files = vec![Install {
-        local,
-        remote: SUPERVISOR.into(),
-        mode: 0o755,
-    }];
+    let mut files = vec![staged(
+        ctx,
+        host,
+        "kubelet-supervisor.sh",
+        &c,
+        SUPERVISOR,
+        0o755,
+    )?];
     // Start again at boot (what systemd's unit does elsewhere): /etc/kiln/boot.sh from /etc/rc.local,
     // unless the host has an rc.local of its own, which kiln does not overwrite.
-    let boot = staging.join("boot.sh");
-    kiln_pki::files::write_atomic(&boot, render("boot.sh", &c)?.as_bytes(), 0o644)
-        .map_err(pki_err)?;
-    files.push(Install {
-        local: boot,
-        remote: BOOT_SCRIPT.into(),
-        mode: 0o755,
-    });
+    files.push(staged(ctx, host, "boot.sh", &c, BOOT_SCRIPT, 0o755)?);
     let foreign_rc = t
         .exec(
             "[ -e /etc/rc.local ] && ! grep -q '^# managed by kiln' /etc/rc.local",
@@ -429,14 +382,7 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
             "/etc/rc.local is not kiln's: add /etc/kiln/boot.sh to it to restart kiln at boot"
         );
     } else {
-        let rc = staging.join("rc.local");
-        kiln_pki::files::write_atomic(&rc, render("rc.local", &c)?.as_bytes(), 0o644)
-            .map_err(pki_err)?;
-        files.push(Install {
-            local: rc,
-            remote: "/etc/rc.local".into(),
-            mode: 0o755,
-        });
+        files.push(staged(ctx, host, "rc.local", &c, "/etc/rc.local", 0o755)?);
     }
     // Only the supervisor script itself decides whether the running supervisor must restart.
     let changed: Vec<String> = install_files(ctx, host, &files)

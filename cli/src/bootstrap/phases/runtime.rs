@@ -2,9 +2,8 @@
 //! reset counterpart. kiln installs no packages: containerd, runc and the CNI plugins come from the host's
 //! package manager (Debian: containerd runc containernetworking-plugins); kiln writes their configuration.
 
-use super::push::{install_files, Install};
-use super::{pki::pki_err, Outcome};
-use crate::bootstrap::render::render;
+use super::push::{install_files, staged};
+use super::Outcome;
 use crate::bootstrap::{BootstrapError, Context};
 use crate::transport::Transport;
 
@@ -51,33 +50,20 @@ pub(super) async fn container_runtime(
     c.insert("cni_bin_dir", cni_dir.unwrap_or("/opt/cni/bin"));
     // kiln-kubelet places pods with cgroupfs paths; keep runc on the same driver everywhere.
     c.insert("systemd_cgroup", &false);
-    let staging = ctx.state_dir.join("rendered").join(host);
-    std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
-        what: "creating",
-        path: staging.clone(),
-        source,
-    })?;
-    let mut files = vec![];
-    let local = staging.join("containerd.toml");
-    kiln_pki::files::write_atomic(&local, render("containerd.toml", &c)?.as_bytes(), 0o644)
-        .map_err(pki_err)?;
-    files.push(Install {
-        local,
-        remote: CONTAINERD_CONFIG.into(),
-        mode: 0o644,
-    });
+    let mut files = vec![staged(
+        ctx,
+        host,
+        "containerd.toml",
+        &c,
+        CONTAINERD_CONFIG,
+        0o644,
+    )?];
     if let Some(reg) = &spec.registry {
         let mut r = tera::Context::new();
         r.insert("registry", &reg.mirror);
         r.insert("scheme", if reg.insecure { "http" } else { "https" });
-        let local = staging.join("registry-hosts.toml");
-        kiln_pki::files::write_atomic(&local, render("registry-hosts.toml", &r)?.as_bytes(), 0o644)
-            .map_err(pki_err)?;
-        files.push(Install {
-            local,
-            remote: format!("/etc/containerd/certs.d/{}/hosts.toml", reg.mirror),
-            mode: 0o644,
-        });
+        let remote = format!("/etc/containerd/certs.d/{}/hosts.toml", reg.mirror);
+        files.push(staged(ctx, host, "registry-hosts.toml", &r, remote, 0o644)?);
     }
     let changed = install_files(ctx, host, &files).await?;
     // Pods need forwarding, and bridged pod traffic must pass the nat hooks (NOTES: per network namespace).
