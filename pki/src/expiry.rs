@@ -112,3 +112,12 @@ pub fn expiry(dir: &Path) -> Result<Vec<(String, CertInfo)>, ExpiryError> {
     }
     Ok(out)
 }
+
+/// The DER SubjectPublicKeyInfo of a PEM certificate: what kubeadm's `--discovery-token-ca-cert-hash
+/// sha256:…` pins (its sha256).
+pub fn spki_der(pem: &str, what: &str) -> Result<Vec<u8>, ExpiryError> {
+    let der = first_cert_der(pem, what)?;
+    let (_, cert) = X509Certificate::from_der(&der)
+        .map_err(|e| ExpiryError::Parse(what.into(), e.to_string()))?;
+    Ok(cert.public_key().raw.to_vec())
+}

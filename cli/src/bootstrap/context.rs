@@ -20,6 +20,8 @@ pub struct Options {
     /// How long to wait for the control plane and nodes.
     pub wait_timeout: Duration,
     pub json: bool,
+    /// `--host`: host phases run only on these hosts (join and reset); empty means every host.
+    pub only_hosts: Vec<String>,
 }
 
 impl Default for Options {
@@ -30,9 +32,13 @@ impl Default for Options {
             ignore_preflight_errors: vec![],
             wait_timeout: Duration::from_secs(180),
             json: false,
+            only_hosts: vec![],
         }
     }
 }
+
+/// Lifetime of the token minted for a join: long enough for slow hosts, short enough to be useless later.
+pub const JOIN_TOKEN_TTL: time::Duration = time::Duration::hours(1);
 
 pub struct Context {
     pub cluster: ClusterFile,
@@ -43,6 +49,8 @@ pub struct Context {
     /// sha256 of local files by (path, size, mtime): every host's push compares against the same
     /// ~250 MB of binaries, which are hashed once per run, not once per host.
     hashes: std::sync::Mutex<HashMap<(PathBuf, u64, std::time::SystemTime), String>>,
+    /// The bootstrap token of this run, minted the first time a joining kubelet needs one.
+    bootstrap_token: tokio::sync::OnceCell<String>,
 }
 
 impl Context {
@@ -86,7 +94,30 @@ impl Context {
             bin_dir,
             opts,
             hashes: Default::default(),
+            bootstrap_token: Default::default(),
         })
+    }
+
+    /// A bootstrap token for the kubelets joining in this run: minted just in time (one per run, short
+    /// TTL), never stored on the operator's disk; the controller-manager's tokencleaner removes it when it
+    /// expires.
+    pub async fn bootstrap_token(&self) -> Result<&str, BootstrapError> {
+        self.bootstrap_token
+            .get_or_try_init(|| async {
+                let client = crate::bootstrap::phases::wait::admin_client(self).await?;
+                let token = crate::tokens::generate();
+                crate::tokens::create(
+                    client,
+                    &token,
+                    Some(JOIN_TOKEN_TTL),
+                    Some("kiln init/join: TLS bootstrap of joining kubelets"),
+                )
+                .await
+                .map_err(|e| BootstrapError::phase("bootstrap-token", "local", e.to_string()))?;
+                Ok(token)
+            })
+            .await
+            .map(String::as_str)
     }
 
     /// Host names for a selector; `None` stands for the operator's machine.
@@ -112,7 +143,14 @@ impl Context {
                 .map(|h| Some(h.name.clone()))
                 .collect(),
         };
-        Ok(names)
+        let only = &self.opts.only_hosts;
+        Ok(names
+            .into_iter()
+            .filter(|n| match n {
+                Some(h) => only.is_empty() || only.contains(h),
+                None => true,
+            })
+            .collect())
     }
 
     pub async fn transport(

@@ -9,7 +9,7 @@ mod playbook;
 mod render;
 mod reset;
 
-pub use context::{Context, Options};
+pub use context::{Context, Options, JOIN_TOKEN_TTL};
 pub use error::BootstrapError;
 pub use playbook::{Playbook, Selector};
 

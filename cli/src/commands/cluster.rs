@@ -36,6 +36,9 @@ pub struct ClusterArgs {
     /// Phases to leave out, by name (comma-separated), like kubeadm's --skip-phases.
     #[arg(long, value_delimiter = ',')]
     pub skip_phases: Vec<String>,
+    /// Only these hosts (by name in the cluster file; repeat or comma-separate), for join and reset.
+    #[arg(long = "host", value_delimiter = ',')]
+    pub hosts: Vec<String>,
     /// Print one JSON object per phase and host instead of text.
     #[arg(long, value_parser = ["text", "json"], default_value = "text")]
     pub output: String,
@@ -44,6 +47,22 @@ pub struct ClusterArgs {
 impl ClusterArgs {
     pub(super) fn context(&self, ignore: Vec<String>, wait: u64) -> anyhow::Result<Context> {
         let cluster = crate::config::load(&self.file)?;
+        for h in &self.hosts {
+            if cluster.config.host(h).is_none() {
+                let known: Vec<&str> = cluster
+                    .config
+                    .spec
+                    .hosts
+                    .iter()
+                    .map(|h| h.name.as_str())
+                    .collect();
+                anyhow::bail!(
+                    "--host {h}: no host of that name in {} (hosts: {})",
+                    self.file.display(),
+                    known.join(", ")
+                );
+            }
+        }
         let connect = ConnectOptions {
             local: self.local,
             host_key_policy: if self.accept_new_host_keys {
@@ -61,6 +80,7 @@ impl ClusterArgs {
                 ignore_preflight_errors: ignore,
                 wait_timeout: Duration::from_secs(wait),
                 json: self.output == "json",
+                only_hosts: self.hosts.clone(),
             },
         )?)
     }
@@ -101,6 +121,9 @@ fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
 }
 
 pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
+    if !args.hosts.is_empty() {
+        anyhow::bail!("--host selects hosts for `kiln join` and `kiln reset`; `kiln init` runs on every host of the file");
+    }
     let ctx = args.context(ignore, wait)?;
     if !play(&args, &ctx, "init")? {
         return Ok(0);

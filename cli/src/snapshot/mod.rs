@@ -4,7 +4,7 @@
 
 mod bundle;
 mod restore;
-mod store_client;
+pub(crate) mod store_client;
 
 pub use bundle::{Bundle, BundleInfo};
 pub use restore::restore;

@@ -1,13 +1,15 @@
 //! The phases of `init`, each a function over the context and (for host phases) one host. Each looks at
 //! the current state first and skips what is already done.
 
+mod join_token;
+mod leave;
 mod pki;
 mod preflight;
 pub(crate) mod push;
 pub(super) mod runtime;
 pub(crate) mod wait;
 
-use super::{BootstrapError, Context};
+use super::{BootstrapError, Context, JOIN_TOKEN_TTL};
 
 /// Every phase name a playbook may use.
 pub const PHASES: &[&str] = &[
@@ -24,6 +26,8 @@ pub const PHASES: &[&str] = &[
     "wait-static-pods",
     "upload-config",
     "mark-control-plane",
+    "bootstrap-token",
+    "leave-cluster",
     "stop-static-pods",
     "stop-kubelet",
     "remove-workloads",
@@ -52,6 +56,8 @@ pub const NODE_BINARIES: &[&str] = &["kiln-kubelet", "kiln-proxy"];
 pub const REMOTE_BIN: &str = "/usr/local/bin";
 pub const KILN_ETC: &str = "/etc/kiln";
 pub const MANIFESTS: &str = "/etc/kiln/manifests";
+/// Where a joining kubelet finds its bootstrap token and the cluster CA (TLS bootstrap).
+pub const BOOTSTRAP_KUBECONFIG: &str = "/etc/kiln/bootstrap-kubelet.conf";
 pub const SUPERVISOR: &str = "/etc/kiln/kubelet-supervisor.sh";
 pub const BOOT_SCRIPT: &str = "/etc/kiln/boot.sh";
 pub const SUPERVISOR_PID: &str = "/run/kiln/kubelet-supervisor.pid";
@@ -101,6 +107,8 @@ pub async fn run_phase(
         "wait-static-pods" => wait::wait_static_pods(ctx, &need_host(host)?).await,
         "upload-config" => wait::upload_config(ctx).await,
         "mark-control-plane" => wait::mark_control_plane(ctx, &need_host(host)?).await,
+        "bootstrap-token" => join_token::bootstrap_token(ctx).await,
+        "leave-cluster" => leave::leave_cluster(ctx, &need_host(host)?).await,
         other => super::reset::run_phase(ctx, other, &need_host(host)?).await,
     }
 }

@@ -101,7 +101,7 @@ pub(super) fn kubeconfig_dir(ctx: &Context, node: &str) -> PathBuf {
     ctx.state_dir.join("kubeconfigs").join(node)
 }
 
-/// admin.conf for the operator, and a kubelet.conf (client cert CN=system:node:<host>) for every host, issued
+/// admin.conf for the operator, and a kubelet.conf (client cert CN=system:node:<host>) for every controller, issued
 /// by the cluster CA that only the operator's state directory holds.
 pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     let first = ctx.first_controller().name.clone();
@@ -128,13 +128,15 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
             path: dir.clone(),
             source,
         })?;
-        let kind = kiln_pki::KubeconfigKind::Kubelet {
-            node_name: h.name.clone(),
-        };
-        if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v).map_err(pki_err)? {
-            made.push(format!("{}/kubelet.conf", h.name));
-        }
+        // Workers get no kubelet.conf from here: their kubelets make a key and ask the cluster for a
+        // certificate (TLS bootstrap). Control-plane kubelets need one before the API server exists.
         if h.is_controller() {
+            let kind = kiln_pki::KubeconfigKind::Kubelet {
+                node_name: h.name.clone(),
+            };
+            if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v).map_err(pki_err)? {
+                made.push(format!("{}/kubelet.conf", h.name));
+            }
             for kind in [
                 kiln_pki::KubeconfigKind::Scheduler,
                 kiln_pki::KubeconfigKind::ControllerManager,

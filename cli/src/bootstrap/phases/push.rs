@@ -93,7 +93,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Binaries, PKI and kubeconfigs onto a controller.
 pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let controller = ctx.host(host).is_controller();
-    // Workers get only the kubelet, the cluster CA certificate and their own kubelet.conf.
+    // Workers get only the node binaries, the cluster CA certificate and proxy.conf; their kubelets
+    // obtain their own certificates (TLS bootstrap, see kubelet-start).
     let binaries: &[&str] = if controller {
         CONTROL_PLANE_BINARIES
     } else {
@@ -148,12 +149,12 @@ pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
             mode: 0o644,
         });
     }
-    files.push(Install {
-        local: kubeconfig_dir(ctx, host).join("kubelet.conf"),
-        remote: format!("{KILN_ETC}/kubelet.conf"),
-        mode: 0o600,
-    });
     if controller {
+        files.push(Install {
+            local: kubeconfig_dir(ctx, host).join("kubelet.conf"),
+            remote: format!("{KILN_ETC}/kubelet.conf"),
+            mode: 0o600,
+        });
         for conf in ["scheduler.conf", "controller-manager.conf"] {
             files.push(Install {
                 local: kubeconfig_dir(ctx, host).join(conf),
@@ -329,8 +330,14 @@ pub fn node_pod_cidr(ctx: &Context, host: &str) -> Result<String, BootstrapError
 
 fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
+    let bootstrap = if h.is_controller() {
+        String::new()
+    } else {
+        format!(" --bootstrap-kubeconfig={BOOTSTRAP_KUBECONFIG}")
+    };
     Ok(format!(
-        "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf --pod-manifest-path={MANIFESTS} \
+        "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf{bootstrap} \
+         --pod-manifest-path={MANIFESTS} \
          --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={} \
          --pod-cidr={} --pod-infra-container-image={}",
         h.name,
@@ -340,11 +347,45 @@ fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> 
     ))
 }
 
+/// A joining worker without credentials gets `bootstrap-kubelet.conf`: the cluster CA (the API server
+/// is verified from the first connection) and this run's bootstrap token. Returns whether it was written.
+async fn write_bootstrap_kubeconfig(ctx: &Context, host: &str) -> Result<bool, BootstrapError> {
+    let t = ctx.transport(host).await?;
+    let has_credentials = t
+        .exec(&format!("test -s {KILN_ETC}/kubelet.conf"), None)
+        .await?
+        .success();
+    if has_credentials {
+        return Ok(false);
+    }
+    let token = ctx.bootstrap_token().await?;
+    let first = ctx.first_controller().name.clone();
+    let ca_path = ctx.pki_dir(&first).join("ca.crt");
+    let ca_pem = kiln_pki::files::read_string(&ca_path).map_err(pki_err)?;
+    let server = format!("https://{}", ctx.cluster.config.control_plane_endpoint());
+    let kc = kiln_pki::Kubeconfig::new(
+        &ctx.cluster.config.metadata.name,
+        &server,
+        &ca_pem,
+        "tls-bootstrap-token-user",
+        kiln_pki::kubeconfig::User {
+            token: Some(token.to_string()),
+            ..Default::default()
+        },
+    );
+    let yaml = kc.to_yaml().map_err(pki_err)?;
+    t.upload(Payload::Bytes(yaml.as_bytes()), BOOTSTRAP_KUBECONFIG, 0o600)
+        .await?;
+    Ok(true)
+}
+
 /// Start the kubelet: a systemd unit where systemd runs, else kiln's supervisor script (lab hosts).
 pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let t = ctx.transport(host).await?;
     let mut c = tera::Context::new();
     c.insert("kubelet_command", &kubelet_command(ctx, host)?);
+    let bootstrapping =
+        !ctx.host(host).is_controller() && write_bootstrap_kubeconfig(ctx, host).await?;
     let systemd = t.exec("test -d /run/systemd/system", None).await?.success();
     t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;
     if systemd {
@@ -356,7 +397,10 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
             "restart"
         };
         t.run(&format!("systemctl daemon-reload && systemctl enable kiln-kubelet && systemctl {verb} kiln-kubelet")).await?;
-        return Ok(Outcome::Done(format!("systemd unit kiln-kubelet ({verb})")));
+        let how = if bootstrapping { ", TLS bootstrap" } else { "" };
+        return Ok(Outcome::Done(format!(
+            "systemd unit kiln-kubelet ({verb}{how})"
+        )));
     }
     let mut files = vec![staged(
         ctx,
@@ -398,7 +442,12 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
         .await?
         .success();
     if running && changed.is_empty() {
-        return Ok(Outcome::Skipped("supervisor already running".into()));
+        // A running kubelet re-reads bootstrap-kubelet.conf on its next attempt.
+        return Ok(if bootstrapping {
+            Outcome::Done("bootstrap token written; supervisor already running".into())
+        } else {
+            Outcome::Skipped("supervisor already running".into())
+        });
     }
     if running {
         crate::bootstrap::reset::stop_supervisor(&*t).await?;

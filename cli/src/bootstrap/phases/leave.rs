@@ -1,0 +1,159 @@
+//! Phase leave-cluster (first in reset): while the rest of the cluster keeps running, a host being reset
+//! is drained (cordoned, its pods evicted so their controllers recreate them elsewhere), its Node deleted,
+//! and — for a control plane — its store member removed, so the remaining members keep a quorum that
+//! counts only live members. Skipped when the whole control plane is being reset or the API is down.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+
+use super::*;
+use crate::snapshot::store_client::StoreClient;
+
+/// Bound on each API call here: a reset must not hang on a dead control plane.
+const API_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn err(host: &str, e: impl std::fmt::Display) -> BootstrapError {
+    BootstrapError::phase("leave-cluster", host, e.to_string())
+}
+
+async fn bounded<T, E: std::fmt::Display>(
+    host: &str,
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, BootstrapError> {
+    match tokio::time::timeout(API_TIMEOUT, f).await {
+        Ok(r) => r.map_err(|e| err(host, format!("{what}: {e}"))),
+        Err(_) => Err(err(
+            host,
+            format!("{what}: no answer within {API_TIMEOUT:?}"),
+        )),
+    }
+}
+
+/// Pods a drain leaves alone: mirror pods (the kubelet owns them) and DaemonSet pods (they would come
+/// straight back), like `kubectl drain --ignore-daemonsets`.
+pub fn evictable(pod: &Pod) -> bool {
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let daemon = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"));
+    !mirror && !daemon
+}
+
+pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let cfg = &ctx.cluster.config;
+    let staying: Vec<&crate::config::Host> = cfg
+        .controllers()
+        .filter(|c| !ctx.opts.only_hosts.is_empty() && !ctx.opts.only_hosts.contains(&c.name))
+        .collect();
+    if staying.is_empty() {
+        return Ok(Outcome::Skipped(
+            "the whole control plane is being reset".into(),
+        ));
+    }
+    if !ctx.admin_conf().exists() {
+        return Ok(Outcome::Skipped(
+            "no admin.conf in the state directory".into(),
+        ));
+    }
+    let client = match tokio::time::timeout(API_TIMEOUT, wait::admin_client(ctx)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Ok(Outcome::Skipped(format!("cluster not reachable: {e}"))),
+        Err(_) => return Ok(Outcome::Skipped("cluster not reachable".into())),
+    };
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let mut done = vec![];
+    let node = match tokio::time::timeout(API_TIMEOUT, nodes.get_opt(host)).await {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => return Ok(Outcome::Skipped(format!("cluster not reachable: {e}"))),
+        Err(_) => return Ok(Outcome::Skipped("cluster not reachable".into())),
+    };
+    if node.is_some() {
+        bounded(
+            host,
+            "cordoning the node",
+            nodes.patch(
+                host,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+            ),
+        )
+        .await?;
+        let pods: kube::Api<Pod> = kube::Api::all(client.clone());
+        let on_node = bounded(
+            host,
+            "listing the node's pods",
+            pods.list(&ListParams::default().fields(&format!("spec.nodeName={host}"))),
+        )
+        .await?;
+        let mut evicted = 0;
+        for p in on_node.items.iter().filter(|p| evictable(p)) {
+            let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
+                continue;
+            };
+            let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+            match tokio::time::timeout(API_TIMEOUT, api.evict(name, &EvictParams::default())).await
+            {
+                Ok(Ok(_)) => evicted += 1,
+                Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
+                Ok(Err(e)) => return Err(err(host, format!("evicting pod {ns}/{name}: {e}"))),
+                Err(_) => return Err(err(host, format!("evicting pod {ns}/{name}: no answer"))),
+            }
+        }
+        bounded(
+            host,
+            "deleting the node",
+            nodes.delete(host, &DeleteParams::default()),
+        )
+        .await?;
+        done.push(format!(
+            "drained ({evicted} pods evicted) and deleted node {host}"
+        ));
+    }
+    if ctx.host(host).is_controller() {
+        let peer = staying[0];
+        let mut store = StoreClient::connect(ctx, peer)
+            .await
+            .map_err(|e| err(host, e))?;
+        if store.remove_member(host).await.map_err(|e| err(host, e))? {
+            done.push(format!("removed store member {host} (via {})", peer.name));
+        }
+    }
+    Ok(if done.is_empty() {
+        Outcome::Skipped(format!("{host} is neither a node nor a store member"))
+    } else {
+        Outcome::Done(done.join("; "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn drain_skips_mirror_and_daemonset_pods() {
+        assert!(evictable(&pod(
+            serde_json::json!({"metadata": {"name": "web"}})
+        )));
+        assert!(!evictable(&pod(
+            serde_json::json!({"metadata": {"name": "s",
+            "annotations": {"kubernetes.io/config.mirror": "x"}}})
+        )));
+        assert!(!evictable(&pod(
+            serde_json::json!({"metadata": {"name": "d",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u"}]}})
+        )));
+    }
+}
