@@ -1,18 +1,37 @@
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+use kiln_bench::control_plane;
 use kiln_bench::etcd_load::{run, Op, Workload};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum OpArg {
-    Put,
-    Range,
-}
-
-/// One etcd v3 load run; prints a JSON summary (ops, per_second, p50_ms, p99_ms, …).
+/// Load generators for bench/*.sh; each run prints one JSON line.
 #[derive(Debug, Parser)]
 #[command(name = "kiln-bench", version)]
-struct Args {
-    #[arg(value_enum)]
-    op: OpArg,
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// etcd v3 puts against an endpoint (kiln-store or etcd).
+    Put(EtcdArgs),
+    /// etcd v3 linearizable single-key ranges.
+    Range(EtcdArgs),
+    /// Scheduler throughput: pending pods over fake nodes (in-process store + apiserver + scheduler).
+    Scheduler {
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+    },
+    /// Controller reaction: a ReplicaSet pod deleted → its replacement created.
+    Reaction {
+        #[arg(long, default_value_t = 50)]
+        rounds: usize,
+    },
+}
+
+#[derive(Debug, Args)]
+struct EtcdArgs {
     #[arg(long, default_value = "http://127.0.0.1:2379")]
     endpoint: String,
     #[arg(long, default_value_t = 1)]
@@ -30,24 +49,39 @@ struct Args {
     key_prefix: String,
 }
 
-#[tokio::main]
-async fn main() {
-    let a = Args::parse();
-    let w = Workload {
+fn workload(op: Op, a: EtcdArgs) -> Workload {
+    Workload {
         endpoint: a.endpoint,
-        op: match a.op {
-            OpArg::Put => Op::Put,
-            OpArg::Range => Op::Range,
-        },
+        op,
         clients: a.clients,
         conns: a.conns,
         total: a.total,
         value_size: a.value_size,
         key_space: a.key_space,
         key_prefix: a.key_prefix,
+    }
+}
+
+fn print(v: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string(v).expect("results are JSON"));
+}
+
+#[tokio::main]
+async fn main() {
+    let w = match Cli::parse().cmd {
+        Cmd::Put(a) => workload(Op::Put, a),
+        Cmd::Range(a) => workload(Op::Range, a),
+        Cmd::Scheduler { nodes, pods } => {
+            print(&control_plane::scheduler(nodes, pods).await);
+            return;
+        }
+        Cmd::Reaction { rounds } => {
+            print(&control_plane::controller_reaction(rounds).await);
+            return;
+        }
     };
     match run(&w).await {
-        Ok(s) => println!("{}", serde_json::to_string(&s).expect("summary is JSON")),
+        Ok(s) => print(&s),
         Err(e) => {
             eprintln!("kiln-bench: {e}");
             std::process::exit(1);
