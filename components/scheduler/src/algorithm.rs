@@ -60,18 +60,54 @@ impl FitError {
     }
 }
 
+/// How many feasible nodes are enough to pick from, as upstream's default `percentageOfNodesToScore`:
+/// every node below 100 nodes, else an adaptive share (50 % minus 1 % per 125 nodes, at least 5 %) of at
+/// least 100 nodes. Filtering and scoring every node of a large cluster for every pod buys little.
+pub fn feasible_nodes_to_find(num_all_nodes: usize) -> usize {
+    const MIN_FEASIBLE: usize = 100;
+    if num_all_nodes < MIN_FEASIBLE {
+        return num_all_nodes;
+    }
+    let percent = 50usize.saturating_sub(num_all_nodes / 125).max(5);
+    (num_all_nodes * percent / 100).max(MIN_FEASIBLE)
+}
+
 /// Nodes that pass every filter, and the reasons of those that do not.
 pub fn find_feasible<'a>(
     pod: &Pod,
     pod_info: &PodInfo,
     nodes: &[&'a NodeInfo],
 ) -> (Vec<&'a NodeInfo>, FitError) {
+    let mut start = 0;
+    find_feasible_from(pod, pod_info, nodes, &mut start)
+}
+
+/// [`find_feasible`] that stops once [`feasible_nodes_to_find`] nodes fit, starting at `*start` and
+/// leaving `*start` after the last node looked at, so successive pods spread over every node (upstream's
+/// nextStartNodeIndex). When too few fit, every node is looked at and the diagnosis covers them all.
+pub fn find_feasible_from<'a>(
+    pod: &Pod,
+    pod_info: &PodInfo,
+    nodes: &[&'a NodeInfo],
+    start: &mut usize,
+) -> (Vec<&'a NodeInfo>, FitError) {
     let mut diagnosis = FitError {
         num_all_nodes: nodes.len(),
         ..Default::default()
     };
+    let enough = feasible_nodes_to_find(nodes.len());
     let mut feasible = Vec::new();
-    for info in nodes {
+    let first = if nodes.is_empty() {
+        0
+    } else {
+        *start % nodes.len()
+    };
+    let mut looked = 0;
+    for info in nodes[first..].iter().chain(nodes[..first].iter()) {
+        if feasible.len() >= enough {
+            break;
+        }
+        looked += 1;
         let Some(node) = info.node.as_deref() else {
             continue;
         };
@@ -85,6 +121,9 @@ pub fn find_feasible<'a>(
             Ok(()) => feasible.push(*info),
             Err(reasons) => diagnosis.record(&reasons),
         }
+    }
+    if !nodes.is_empty() {
+        *start = (first + looked) % nodes.len();
     }
     (feasible, diagnosis)
 }
@@ -146,12 +185,23 @@ pub fn select_host(scores: &[i64], rng: &mut impl Rng) -> Option<usize> {
 
 /// The node for this pod.
 pub fn schedule(pod: &Pod, cache: &Cache, rng: &mut impl Rng) -> Result<String, ScheduleError> {
+    let mut start = 0;
+    schedule_from(pod, cache, rng, &mut start)
+}
+
+/// [`schedule`] with upstream's rotating start over the node list (see [`find_feasible_from`]).
+pub fn schedule_from(
+    pod: &Pod,
+    cache: &Cache,
+    rng: &mut impl Rng,
+    start: &mut usize,
+) -> Result<String, ScheduleError> {
     let nodes = cache.nodes();
     if nodes.is_empty() {
         return Err(ScheduleError::NoNodes);
     }
     let pod_info = PodInfo::new(pod);
-    let (feasible, diagnosis) = find_feasible(pod, &pod_info, &nodes);
+    let (feasible, diagnosis) = find_feasible_from(pod, &pod_info, &nodes, start);
     match feasible.len() {
         0 => Err(ScheduleError::Unfit(diagnosis)),
         1 => Ok(feasible[0].name.clone()),
@@ -277,5 +327,47 @@ mod tests {
             "both tied nodes chosen: {seen:?}"
         );
         assert_eq!(select_host(&[], &mut r), None);
+    }
+
+    #[test]
+    fn large_clusters_score_a_share_of_the_nodes() {
+        assert_eq!(feasible_nodes_to_find(50), 50);
+        assert_eq!(feasible_nodes_to_find(100), 100);
+        // 1 000 nodes: 50 - 8 = 42 %.
+        assert_eq!(feasible_nodes_to_find(1000), 420);
+        // 5 000 nodes: 50 - 40 = 10 %.
+        assert_eq!(feasible_nodes_to_find(5000), 500);
+        // Never below 5 %, never below 100 nodes.
+        assert_eq!(feasible_nodes_to_find(20_000), 1000);
+        assert_eq!(feasible_nodes_to_find(150), 100);
+    }
+
+    #[test]
+    fn the_search_rotates_and_an_infeasible_pod_sees_every_node() {
+        let mut cache = Cache::default();
+        for i in 0..300 {
+            cache.upsert_node(node(&format!("n{i:03}"), "1", json!([])));
+        }
+        let nodes = cache.nodes();
+        let small = pod("100m");
+        let info = PodInfo::new(&small);
+        let mut start = 0;
+        let (feasible, _) = find_feasible_from(&small, &info, &nodes, &mut start);
+        assert_eq!(feasible.len(), feasible_nodes_to_find(300));
+        assert_eq!(
+            start,
+            feasible.len(),
+            "the next pod starts after the last node looked at"
+        );
+        let (again, _) = find_feasible_from(&small, &info, &nodes, &mut start);
+        assert_ne!(again[0].name, feasible[0].name);
+        let huge = pod("2");
+        let info = PodInfo::new(&huge);
+        let (none, diagnosis) = find_feasible_from(&huge, &info, &nodes, &mut start);
+        assert!(none.is_empty());
+        assert_eq!(
+            diagnosis.message(),
+            "0/300 nodes are available: 300 Insufficient cpu."
+        );
     }
 }

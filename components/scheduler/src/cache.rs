@@ -150,7 +150,8 @@ pub fn normalized_image(name: &str) -> String {
 
 #[derive(Debug, Default)]
 pub struct Cache {
-    nodes: HashMap<String, NodeInfo>,
+    /// By name, so [`Cache::nodes`] is in name order without sorting per pod.
+    nodes: BTreeMap<String, NodeInfo>,
     /// Which node each placed pod counts against, and whether only this scheduler knows it.
     placed: HashMap<PodKey, (String, bool)>,
     /// image → (size, number of nodes that have it), rebuilt when nodes change.
@@ -261,9 +262,7 @@ impl Cache {
 
     /// Nodes known from the watch (the candidates), in name order so results are reproducible.
     pub fn nodes(&self) -> Vec<&NodeInfo> {
-        let mut nodes: Vec<&NodeInfo> = self.nodes.values().filter(|n| n.node.is_some()).collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        nodes
+        self.nodes.values().filter(|n| n.node.is_some()).collect()
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeInfo> {

@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::mpsc;
 
-use crate::algorithm::{schedule, ScheduleError};
+use crate::algorithm::{schedule_from, ScheduleError};
 use crate::cache::{assigned_node, is_terminal, pod_key, Cache, PodKey};
 use crate::config::{COMPONENT, SCHEDULER_NAMES};
 use crate::events::{object_reference, EventRecorder, NORMAL, WARNING};
@@ -81,6 +81,8 @@ pub struct SchedulingLoop {
     recorder: Arc<EventRecorder>,
     metrics: Arc<Metrics>,
     rng: StdRng,
+    /// Where the next pod's node search starts (upstream's nextStartNodeIndex).
+    next_start: usize,
     node_fingerprints: HashMap<String, u64>,
     bind_tx: mpsc::UnboundedSender<BindOutcome>,
     pods_synced: bool,
@@ -108,6 +110,7 @@ impl SchedulingLoop {
             pods: pod_store,
             metrics,
             rng: StdRng::from_os_rng(),
+            next_start: 0,
             node_fingerprints: HashMap::new(),
             bind_tx,
             pods_synced: false,
@@ -260,7 +263,7 @@ impl SchedulingLoop {
             return;
         }
         let started = Instant::now();
-        match schedule(&pod, &self.cache, &mut self.rng) {
+        match schedule_from(&pod, &self.cache, &mut self.rng, &mut self.next_start) {
             Ok(node) => {
                 self.cache.assume(&pod, &node);
                 let client = self.client.clone();
