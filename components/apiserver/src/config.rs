@@ -82,6 +82,12 @@ pub struct Options {
     /// Seconds between watch BOOKMARK events for clients that allow them.
     #[arg(long, default_value_t = 60, hide = true)]
     pub watch_bookmark_interval_seconds: u64,
+
+    /// Delete a Terminating namespace's content in-process (the namespace controller's job, so a
+    /// cluster without kiln-controller-manager still empties namespaces); `false` leaves it to the
+    /// controller-manager's namespace controller alone (its tests turn it off).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, hide = true)]
+    pub namespace_cleanup: bool,
 }
 
 impl Options {

@@ -188,11 +188,13 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         terminating,
     });
     let (stop, stopped) = watch::channel(false);
-    tokio::spawn(crate::handlers::namespaces::run(
-        state.clone(),
-        terminating_rx,
-        stopped.clone(),
-    ));
+    if options.namespace_cleanup {
+        tokio::spawn(crate::handlers::namespaces::run(
+            state.clone(),
+            terminating_rx,
+            stopped.clone(),
+        ));
+    }
     let app = router(state);
     tracing::info!(%addr, "serving the Kubernetes API");
     let task = tokio::spawn(accept_loop(listener, acceptor, app, stopped));

@@ -11,7 +11,7 @@ use kiln_scheduler::duration::parse_duration;
 #[command(
     name = "kiln-controller-manager",
     version,
-    about = "kiln's controllers: deployment, replicaset, daemonset, endpoint, endpointslice, garbage collector, node lifecycle, node IPAM"
+    about = "kiln's controllers: deployment, replicaset, daemonset, endpoint, endpointslice, garbage collector, node lifecycle, node IPAM, namespace, service account, root CA publisher, CSR approving and signing, token cleaner"
 )]
 pub struct Options {
     /// Kubeconfig with the API server's address and this component's credentials; without it the
@@ -44,12 +44,17 @@ pub struct Options {
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub pod_eviction_timeout: Duration,
 
-    /// CA used by the csrsigning controller (accepted; signing is not implemented yet).
+    /// The CA (PEM certificate and key) the csrsigning controller signs approved CSRs with; without
+    /// both, csrsigning stays idle.
     #[arg(long)]
     pub cluster_signing_cert_file: Option<PathBuf>,
     #[arg(long)]
     pub cluster_signing_key_file: Option<PathBuf>,
-    /// Accepted for kubeadm compatibility.
+    /// Longest validity of a signed certificate (a CSR's spec.expirationSeconds may ask for less).
+    #[arg(long, default_value = "8760h", value_parser = parse_duration)]
+    pub cluster_signing_duration: Duration,
+    /// The CA bundle published as `kube-root-ca.crt` in every namespace; without it, the CA of
+    /// this process's own kubeconfig (or in-cluster config).
     #[arg(long)]
     pub root_ca_file: Option<PathBuf>,
     #[arg(long)]

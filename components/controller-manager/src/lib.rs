@@ -8,6 +8,9 @@
 pub mod cidr;
 pub mod config;
 pub mod context;
+pub mod csr;
+pub mod csr_approving;
+pub mod csr_signing;
 pub mod daemonset;
 pub mod daemonset_plan;
 pub mod deployment;
@@ -16,11 +19,15 @@ pub mod deployment_status;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod garbage_collector;
+pub mod namespace;
 pub mod node_lifecycle;
 pub mod nodeipam;
 pub mod pods;
 pub mod replicaset;
+pub mod root_ca;
 pub mod selector;
+pub mod serviceaccount;
+pub mod token_cleaner;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -92,6 +99,37 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "nodelifecycle",
         enabled_by_default: true,
         run: |ctx| node_lifecycle::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "namespace",
+        enabled_by_default: true,
+        run: |ctx| namespace::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "serviceaccount",
+        enabled_by_default: true,
+        run: |ctx| serviceaccount::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "root-ca-cert-publisher",
+        enabled_by_default: true,
+        run: |ctx| root_ca::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "csrapproving",
+        enabled_by_default: true,
+        run: |ctx| csr_approving::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "csrsigning",
+        enabled_by_default: true,
+        run: |ctx| csr_signing::run(ctx).boxed(),
+    },
+    // Off by default upstream; kiln joins nodes with bootstrap tokens, so expired ones are cleaned.
+    ControllerSpec {
+        name: "tokencleaner",
+        enabled_by_default: true,
+        run: |ctx| token_cleaner::run(ctx).boxed(),
     },
 ];
 

@@ -341,6 +341,7 @@ async fn serve_resource(
                 "binding" => subresources::binding(&state, &target, headers, &query, &body).await,
                 "eviction" => subresources::eviction(&state, &target, headers, &query, &body).await,
                 "token" => subresources::token(&state, &target, headers, &query, &body).await,
+                "finalize" => subresources::finalize(&state, &target, headers, &query, &body).await,
                 "approval" => {
                     subresources::approval(&state, &target, verb, headers, &query, &body).await
                 }

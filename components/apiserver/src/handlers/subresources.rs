@@ -377,3 +377,38 @@ pub async fn token(
         }),
     ))
 }
+
+/// PUT namespaces/<name>/finalize: replaces spec.finalizers only (the namespace controller removes
+/// `kubernetes` once the content is gone). A Terminating namespace with no finalizers left is
+/// deleted by the same write, as upstream's finalize REST does.
+pub async fn finalize(
+    state: &AppState,
+    target: &Target,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let incoming = super::parse_body(headers, body)?;
+    let finalizers = match &incoming["spec"]["finalizers"] {
+        Value::Null => json!([]),
+        Value::Array(list) if list.iter().all(Value::is_string) => json!(list),
+        _ => {
+            return Err(ApiError::bad_request(
+                "spec.finalizers must be a list of strings",
+            ))
+        }
+    };
+    let obj = guaranteed_update(state, target, UpdateScope::Main, query, |old| {
+        let mut new = old.clone();
+        new["spec"]["finalizers"] = finalizers.clone();
+        new["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
+        if new["metadata"]["resourceVersion"].is_null() {
+            if let Some(m) = new["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+            }
+        }
+        Ok(new)
+    })
+    .await?;
+    Ok(ok_json(&obj))
+}

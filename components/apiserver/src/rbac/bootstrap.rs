@@ -379,6 +379,9 @@ pub fn cluster_roles() -> Vec<Value> {
                     &["create"],
                 ),
                 rule(&["*"], &["*"], &["list", "watch", "get"]),
+                // The namespace controller empties a Terminating namespace of every kind, as
+                // upstream's namespace-controller role allows.
+                rule(&["*"], &["*"], &["delete", "deletecollection"]),
             ],
         ),
         role(

@@ -67,6 +67,14 @@ pub static NAMESPACES: ResourceSpec = ResourceSpec {
     validate: no_validation,
     graceful_delete: None,
     terminating: true,
+    // The namespace controller drops its `kubernetes` finalizer from spec.finalizers here.
+    actions: &[Action {
+        name: "finalize",
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        verbs: &["update"],
+    }],
     ..ResourceSpec::BASE
 };
 
