@@ -133,8 +133,9 @@ pub enum TransportError {
     },
 
     #[error(
-        "{host}: sudo -n refused for user {user}: it needs a password. Allow passwordless sudo for {user} \
-         (NOPASSWD in /etc/sudoers.d) or connect as root; password prompts are not supported yet"
+        "{host}: sudo -n refused for user {user}: it needs a password now although it did not when kiln \
+         connected. Allow passwordless sudo for {user} (NOPASSWD in /etc/sudoers.d), or let kiln ask for \
+         the password (it does when the first `sudo -n true` needs one)"
     )]
     SudoPassword { host: String, user: String },
 

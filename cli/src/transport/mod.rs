@@ -10,6 +10,7 @@ mod host_key_check;
 pub mod known_hosts;
 mod local;
 mod ssh;
+pub mod sudo;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -199,6 +200,10 @@ fn upload_script(remote: &str, sha256: &str, mode: u32) -> std::result::Result<S
          mkdir -p -- {qdir}\n\
          tmp=$(mktemp -- {qtmp})\n\
          trap 'rm -f -- \"$tmp\"' EXIT\n\
+         trap 'exit 129' HUP\n\
+         trap 'exit 130' INT\n\
+         trap 'exit 143' TERM\n\
+         trap 'exit 141' PIPE\n\
          cat > \"$tmp\"\n\
          sum=$(sha256sum -- \"$tmp\")\n\
          sum=${{sum%% *}}\n\
@@ -231,6 +236,7 @@ pub struct ConnectOptions {
     pub known_hosts: Option<PathBuf>,
     pub connect_timeout: Duration,
     pub exec_timeout: Duration,
+    pub sudo_passwords: sudo::SudoPasswords,
 }
 
 impl Default for ConnectOptions {
@@ -241,6 +247,7 @@ impl Default for ConnectOptions {
             known_hosts: None,
             connect_timeout: Duration::from_secs(15),
             exec_timeout: Duration::from_secs(600),
+            sudo_passwords: Default::default(),
         }
     }
 }
@@ -265,6 +272,7 @@ pub fn ssh_options(cluster: &ClusterFile, host: &Host, opts: &ConnectOptions) ->
                 .or(key_file),
         }),
         sudo: host.ssh.uses_sudo(),
+        sudo_passwords: opts.sudo_passwords.clone(),
         known_hosts: opts
             .known_hosts
             .clone()

@@ -7,7 +7,8 @@
 //! - Jump host: a direct-tcpip channel through the bastion carries the host's SSH session.
 //! - Concurrency: sshd allows 10 sessions per connection (MaxSessions); a semaphore keeps at most
 //!   [`MAX_CHANNELS`] channels open so any number of callers can share the connection.
-//! - sudo: commands of non-root users run under `sudo -n` (a password prompt is not supported yet).
+//! - sudo: commands of non-root users run under `sudo -n`, or with a password asked once per user
+//!   (see [`super::sudo`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,11 +23,20 @@ use russh::{ChannelMsg, Sig};
 use tokio::sync::Semaphore;
 
 use super::host_key_check::{host_key_error, HostKeyCheck, HostKeyPolicy};
+use super::sudo::{self, Secret, SudoPasswords};
 use super::{
     payload_digest, upload_result, upload_script, ExecOutput, Payload, Result, Target, Transport,
     TransportError,
 };
-use crate::transport::shell_quote;
+
+/// How commands become root.
+#[derive(Debug, Clone)]
+enum SudoMode {
+    /// Root already, or sudo not wanted.
+    Off,
+    NoPassword,
+    Password(Secret),
+}
 
 /// Channels open at once per connection; sshd's default MaxSessions is 10.
 pub const MAX_CHANNELS: usize = 8;
@@ -49,6 +59,8 @@ pub struct SshOptions {
     pub key_file: Option<PathBuf>,
     pub bastion: Option<BastionOptions>,
     pub sudo: bool,
+    /// Passwords for users whose sudo asks for one, shared by every connection of a run.
+    pub sudo_passwords: SudoPasswords,
     pub known_hosts: PathBuf,
     pub host_key_policy: HostKeyPolicy,
     pub connect_timeout: Duration,
@@ -63,7 +75,7 @@ pub struct SshTransport {
     /// Keeps the jump connection alive as long as the tunnelled one.
     _bastion: Option<Handle<HostKeyCheck>>,
     channels: Arc<Semaphore>,
-    sudo: bool,
+    sudo: SudoMode,
     exec_timeout: Duration,
 }
 
@@ -168,14 +180,56 @@ impl SshTransport {
                     after: timeout,
                 })??;
         tracing::debug!(host = %target.host, address = %target.address, "ssh connected");
-        Ok(SshTransport {
+        let mut t = SshTransport {
             target,
             handle,
             _bastion: bastion,
             channels: Arc::new(Semaphore::new(MAX_CHANNELS)),
-            sudo: opts.sudo,
+            sudo: SudoMode::Off,
             exec_timeout: opts.exec_timeout,
-        })
+        };
+        if opts.sudo {
+            t.sudo = t.sudo_mode(&opts.sudo_passwords).await?;
+        }
+        Ok(t)
+    }
+
+    /// Passwordless sudo if the host allows it, else the user's password, checked once here.
+    async fn sudo_mode(&self, passwords: &SudoPasswords) -> Result<SudoMode> {
+        let probe = self.run_raw("sudo -n true", None).await?;
+        if probe.success() {
+            return Ok(SudoMode::NoPassword);
+        }
+        let refused = |message: String| TransportError::Refused {
+            target: Box::new(self.target.clone()),
+            step: "sudo",
+            message,
+        };
+        let stderr = String::from_utf8_lossy(&probe.stderr).to_string();
+        if !stderr.contains("password is required") {
+            return Err(refused(format!("`sudo -n true` failed: {}", stderr.trim())));
+        }
+        let secret = passwords
+            .get(&self.target.user, &self.target.host)
+            .await
+            .map_err(|e| refused(e.to_string()))?;
+        let check = self
+            .run_raw(&sudo::with_password("true"), Some((&secret, None)))
+            .await?;
+        if !check.success() {
+            passwords.forget(&self.target.user);
+            let why = String::from_utf8_lossy(&check.stderr);
+            let why = if why.trim().is_empty() {
+                "wrong password".to_string()
+            } else {
+                why.trim().replace('\n', " ")
+            };
+            return Err(refused(format!(
+                "sudo refused user {}: {why}",
+                self.target.user
+            )));
+        }
+        Ok(SudoMode::Password(secret))
     }
 
     /// Closes the connection (dropping the transport closes it too, less politely).
@@ -195,10 +249,10 @@ impl SshTransport {
     }
 
     fn wrap(&self, cmd: &str) -> String {
-        if self.sudo {
-            format!("sudo -n -- sh -c {}", shell_quote(cmd))
-        } else {
-            cmd.to_string()
+        match self.sudo {
+            SudoMode::Off => cmd.to_string(),
+            SudoMode::NoPassword => sudo::without_password(cmd),
+            SudoMode::Password(_) => sudo::with_password(cmd),
         }
     }
 
@@ -222,6 +276,41 @@ impl SshTransport {
     }
 
     async fn run_channel(&self, cmd: &str, input: Option<Payload<'_>>) -> Result<ExecOutput> {
+        let wrapped = self.wrap(cmd);
+        let out = match &self.sudo {
+            SudoMode::Password(secret) => self.run_raw(&wrapped, Some((secret, input))).await?,
+            _ => self.run_raw_input(&wrapped, None, input).await?,
+        };
+        if matches!(self.sudo, SudoMode::NoPassword)
+            && out.status == 1
+            && String::from_utf8_lossy(&out.stderr).contains("password is required")
+        {
+            return Err(TransportError::SudoPassword {
+                host: self.target.host.clone(),
+                user: self.target.user.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `cmd` as given (no sudo wrapping); with a password, it is sent as stdin's first line.
+    async fn run_raw(
+        &self,
+        cmd: &str,
+        password: Option<(&Secret, Option<Payload<'_>>)>,
+    ) -> Result<ExecOutput> {
+        match password {
+            Some((secret, input)) => self.run_raw_input(cmd, Some(secret), input).await,
+            None => self.run_raw_input(cmd, None, None).await,
+        }
+    }
+
+    async fn run_raw_input(
+        &self,
+        cmd: &str,
+        password: Option<&Secret>,
+        input: Option<Payload<'_>>,
+    ) -> Result<ExecOutput> {
         let _permit = self
             .channels
             .acquire()
@@ -229,12 +318,15 @@ impl SshTransport {
             .expect("semaphore never closed");
         let channel = self.open_session().await?;
         let (mut read, write) = channel.split();
-        write
-            .exec(true, self.wrap(cmd))
-            .await
-            .map_err(self.ssh_err("exec"))?;
+        write.exec(true, cmd).await.map_err(self.ssh_err("exec"))?;
         // Send stdin while reading output: a command that echoes its input cannot deadlock us.
         let feed = async {
+            if let Some(secret) = password {
+                write
+                    .data_bytes(format!("{}\n", secret.expose()).into_bytes())
+                    .await
+                    .map_err(self.ssh_err("send sudo password"))?;
+            }
             match input {
                 None => {}
                 Some(Payload::Bytes(b)) => write
@@ -304,15 +396,6 @@ impl SshTransport {
                 step: "exec",
                 after: self.exec_timeout,
             })??;
-        if self.sudo
-            && out.status == 1
-            && String::from_utf8_lossy(&out.stderr).contains("password is required")
-        {
-            return Err(TransportError::SudoPassword {
-                host: self.target.host.clone(),
-                user: self.target.user.clone(),
-            });
-        }
         Ok(out)
     }
 }
