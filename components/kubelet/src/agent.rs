@@ -28,6 +28,8 @@ pub enum AgentError {
     Lease(#[from] lease::LeaseError),
     #[error(transparent)]
     Mirror(#[from] crate::mirror::MirrorError),
+    #[error("TLS bootstrap: {0}")]
+    Bootstrap(#[from] crate::tls_bootstrap::BootstrapError),
 }
 
 impl AgentError {
@@ -38,6 +40,7 @@ impl AgentError {
             AgentError::Node(node::NodeError::Status { .. }) => "node-status",
             AgentError::Lease(_) => "lease",
             AgentError::Mirror(_) => "mirror-pods",
+            AgentError::Bootstrap(_) => "tls-bootstrap",
         }
     }
 }
@@ -76,7 +79,25 @@ impl FailureLog {
     }
 }
 
+/// The kubelet's identity for [`crate::tls_bootstrap`].
+pub fn credentials(cfg: &KubeletConfig) -> crate::tls_bootstrap::Credentials {
+    crate::tls_bootstrap::Credentials {
+        kubeconfig: cfg.kubeconfig.clone(),
+        bootstrap_kubeconfig: cfg.bootstrap_kubeconfig.clone(),
+        node_name: cfg.node_name.clone(),
+        sign_timeout: Duration::from_secs(120),
+    }
+}
+
+/// One TLS bootstrap at a time: the agent and the workload loop both load the client at start.
+static BOOTSTRAP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A client with the node's credentials, bootstrapping them first when needed.
 pub async fn load_client(cfg: &KubeletConfig) -> Result<Client, AgentError> {
+    {
+        let _one = BOOTSTRAP.lock().await;
+        crate::tls_bootstrap::ensure(&credentials(cfg)).await?;
+    }
     let err = |message: String| AgentError::Kubeconfig {
         path: cfg.kubeconfig.display().to_string(),
         message,
@@ -98,6 +119,8 @@ pub struct NodeAgent {
 
 const TICK: Duration = Duration::from_secs(1);
 const FIRST_RETRY: Duration = Duration::from_millis(500);
+/// How often the client certificate's age is checked for rotation.
+const ROTATION_CHECK: Duration = Duration::from_secs(60);
 
 impl NodeAgent {
     pub fn new(
@@ -135,6 +158,7 @@ impl NodeAgent {
         let mut log = FailureLog::default();
         let now = Instant::now();
         let (mut next_lease, mut next_status, mut next_full) = (now, now, now);
+        let mut next_rotation_check = now + ROTATION_CHECK;
         let mut retry = FIRST_RETRY;
         loop {
             let step = async {
@@ -147,6 +171,15 @@ impl NodeAgent {
                     }
                 };
                 log.ok("kubeconfig");
+                if self.cfg.rotate_certificates && Instant::now() >= next_rotation_check {
+                    next_rotation_check = Instant::now() + ROTATION_CHECK;
+                    let _one = BOOTSTRAP.lock().await;
+                    if crate::tls_bootstrap::rotate_if_due(&credentials(&self.cfg)).await? {
+                        // The next step connects with the new certificate.
+                        client = None;
+                        return Ok(());
+                    }
+                }
                 let uid = match &node_uid {
                     Some(u) => u.clone(),
                     None => {

@@ -27,6 +27,13 @@ pub struct Flags {
     /// Kubeconfig with the node's client certificate (CN=system:node:<name>, O=system:nodes).
     #[arg(long, default_value = "/etc/kiln/kubelet.conf")]
     pub kubeconfig: PathBuf,
+    /// Kubeconfig with a bootstrap token and the cluster CA, used to obtain a client certificate (TLS
+    /// bootstrap) when --kubeconfig does not exist or its certificate has expired.
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Renew the client certificate (a CSR with the node's own identity) when 80 % of its lifetime is over.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub rotate_certificates: bool,
     /// Directory of static pod manifests (YAML Pods), re-read every --file-check-frequency.
     #[arg(long, default_value = "/etc/kiln/manifests")]
     pub pod_manifest_path: PathBuf,
@@ -71,6 +78,31 @@ pub struct Flags {
     /// Where the CNI conflist goes (containerd's CRI `conf_dir`).
     #[arg(long, default_value = "/etc/cni/net.d")]
     pub cni_conf_dir: PathBuf,
+    /// Port of the kubelet's HTTPS server (container logs, exec, pods, metrics); 0 disables it.
+    #[arg(long, default_value_t = 10250)]
+    pub port: u16,
+    /// Address the kubelet's HTTPS server listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub address: IpAddr,
+    /// Serving certificate (PEM); without it a self-signed one is made in memory at start.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA whose client certificates authenticate requests to the kubelet's server (then authorized by a
+    /// SubjectAccessReview). Without the file, every request but /healthz is refused.
+    #[arg(long, default_value = "/etc/kiln/pki/ca.crt")]
+    pub client_ca_file: PathBuf,
+}
+
+/// The kubelet's HTTPS server (:10250).
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub address: IpAddr,
+    pub port: u16,
+    /// Serving certificate and key; None: self-signed, made in memory.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub client_ca_file: Option<PathBuf>,
 }
 
 /// Workload pods over CRI.
@@ -88,6 +120,8 @@ pub struct CriSettings {
 #[derive(Debug, Clone)]
 pub struct KubeletConfig {
     pub kubeconfig: PathBuf,
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    pub rotate_certificates: bool,
     pub pod_manifest_path: PathBuf,
     pub root_dir: PathBuf,
     pub pod_log_dir: PathBuf,
@@ -106,6 +140,8 @@ pub struct KubeletConfig {
     pub api_retry_max: Duration,
     /// None: no workload pods (static pods only).
     pub cri: Option<CriSettings>,
+    /// None: no HTTPS server (tests that run several kubelets in one process).
+    pub server: Option<ServerSettings>,
 }
 
 impl KubeletConfig {
@@ -113,6 +149,8 @@ impl KubeletConfig {
     pub fn new(node_name: impl Into<String>, node_ip: IpAddr) -> Self {
         KubeletConfig {
             kubeconfig: "/etc/kiln/kubelet.conf".into(),
+            bootstrap_kubeconfig: None,
+            rotate_certificates: true,
             pod_manifest_path: "/etc/kiln/manifests".into(),
             root_dir: "/var/lib/kiln/kubelet".into(),
             pod_log_dir: "/var/log/pods".into(),
@@ -129,6 +167,7 @@ impl KubeletConfig {
             backoff_max: Duration::from_secs(300),
             api_retry_max: Duration::from_secs(30),
             cri: None,
+            server: None,
         }
     }
 
@@ -161,6 +200,8 @@ impl KubeletConfig {
         let node_ip = flags.node_ip.unwrap_or_else(|| detect_node_ip(&node_name));
         let mut c = KubeletConfig::new(node_name, node_ip);
         c.kubeconfig = flags.kubeconfig;
+        c.bootstrap_kubeconfig = flags.bootstrap_kubeconfig;
+        c.rotate_certificates = flags.rotate_certificates;
         c.pod_manifest_path = flags.pod_manifest_path;
         c.root_dir = flags.root_dir;
         c.pod_log_dir = flags.pod_log_dir;
@@ -187,6 +228,14 @@ impl KubeletConfig {
                 pod_cidr: flags.pod_cidr,
                 cni_conf_dir: flags.cni_conf_dir,
                 sync_period: Duration::from_secs(1),
+            });
+        }
+        if flags.port != 0 {
+            c.server = Some(ServerSettings {
+                address: flags.address,
+                port: flags.port,
+                tls: flags.tls_cert_file.zip(flags.tls_private_key_file),
+                client_ca_file: Some(flags.client_ca_file),
             });
         }
         Ok(c)
@@ -269,6 +318,33 @@ mod tests {
         let cri = c.cri.unwrap();
         assert_eq!(cri.endpoint, "unix:///run/containerd/containerd.sock");
         assert_eq!(cri.cni_conf_dir, PathBuf::from("/etc/cni/net.d"));
+        let server = c.server.unwrap();
+        assert_eq!(
+            (server.address.to_string(), server.port),
+            ("0.0.0.0".into(), 10250)
+        );
+        assert!(server.tls.is_none());
+        assert_eq!(
+            server.client_ca_file,
+            Some(PathBuf::from("/etc/kiln/pki/ca.crt"))
+        );
+    }
+
+    #[test]
+    fn server_flags() {
+        let f = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--port=10260",
+            "--address=127.0.0.1",
+            "--tls-cert-file=/k.crt",
+            "--tls-private-key-file=/k.key",
+        ]);
+        let s = KubeletConfig::from_flags(f).unwrap().server.unwrap();
+        assert_eq!((s.address.to_string(), s.port), ("127.0.0.1".into(), 10260));
+        assert_eq!(s.tls, Some(("/k.crt".into(), "/k.key".into())));
+        let off = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--port=0"]);
+        assert!(KubeletConfig::from_flags(off).unwrap().server.is_none());
     }
 
     #[test]

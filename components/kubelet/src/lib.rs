@@ -8,13 +8,19 @@
 pub mod agent;
 pub mod cni;
 pub mod config;
+pub mod env;
+pub mod init_containers;
 pub mod lease;
 pub mod logs;
 pub mod manifest;
 pub mod mirror;
 pub mod node;
+pub mod pod_objects;
 pub mod runtime;
+pub mod server;
 pub mod static_pods;
+pub mod tls_bootstrap;
+pub mod volumes;
 pub mod workloads;
 
 use std::sync::Arc;
@@ -42,6 +48,8 @@ pub enum KubeletError {
     Cri(#[from] runtime::cri::grpc::GrpcError),
     #[error("cleanup: {0}")]
     Cleanup(String),
+    #[error("kubelet server: {0}")]
+    Server(#[from] server::ServerError),
 }
 
 /// `kiln-kubelet --cleanup`: remove every kiln-managed pod sandbox (and with it its containers) through
@@ -59,13 +67,20 @@ pub async fn cleanup_workloads(endpoint: &str) -> Result<usize, KubeletError> {
             },
             node_name: String::new(),
             node_ip: String::new(),
+            pods_root: std::path::PathBuf::from("/var/lib/kiln/kubelet/pods"),
+            secrets_in_memory: false,
         },
         std::time::Duration::from_secs(1),
     );
     // A runtime that knows no pods treats every sandbox it labelled as unknown: all are removed.
-    rt.remove_unknown_sandboxes()
+    let removed = rt
+        .remove_unknown_sandboxes()
         .await
-        .map_err(|e| KubeletError::Cleanup(e.to_string()))
+        .map_err(|e| KubeletError::Cleanup(e.to_string()))?;
+    // Then their volumes (tmpfs unmounted), under the default root dir.
+    volumes::remove_orphans(std::path::Path::new("/var/lib/kiln/kubelet/pods"), &[])
+        .map_err(|e| KubeletError::Cleanup(e.to_string()))?;
+    Ok(removed)
 }
 
 /// A running kubelet. Dropping it without `shutdown` still kills the pods' processes (runtime drop).
@@ -137,6 +152,14 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
         }
         None => None,
     };
+    if let Some(settings) = &cfg.server {
+        let pods = Arc::new(server::pods::KubeletPods {
+            static_pods: static_pods.clone(),
+            cri: cri_runtime.clone(),
+        });
+        let server = server::start(&cfg, settings, pods).await?;
+        tasks.push(tokio::spawn(server.run(shutdown_rx.clone())));
+    }
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
     tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
@@ -168,6 +191,8 @@ fn start_cri(
             },
             node_name: cfg.node_name.clone(),
             node_ip: cfg.node_ip.to_string(),
+            pods_root: cfg.root_dir.join("pods"),
+            secrets_in_memory: true,
         },
         cri.sync_period,
     )))
@@ -206,6 +231,10 @@ async fn run_workloads(
             rt.remove_unknown_sandboxes()
                 .await
                 .map_err(|e| e.to_string())?;
+            // Leftovers must not keep workloads from running: logged, retried at the next start.
+            if let Err(e) = volumes::remove_orphans(&cfg.root_dir.join("pods"), &rt.pod_uids()) {
+                tracing::warn!(error = %e, "removing volumes of pods this kubelet no longer runs");
+            }
             Ok::<_, String>(client)
         };
         match step.await {
@@ -222,6 +251,10 @@ async fn run_workloads(
             _ = shutdown.wait_for(|s| *s) => return,
         }
     };
+    rt.set_objects(Arc::new(pod_objects::ApiObjects::new(
+        client.clone(),
+        pod_objects::kubeconfig_ca(&cfg.kubeconfig),
+    )));
     tracing::info!(runtime = %rt.version(), "workload pods: watching this node's pods");
     let node_ip = cfg.node_ip.to_string();
     workloads::WorkloadPods::new(&cfg.node_name, &node_ip, rt)

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 
+use crate::init_containers;
 use crate::lease::node_owner;
 use crate::manifest::{CONFIG_HASH, CONFIG_MIRROR};
 use crate::node::to_timestamp;
@@ -157,9 +158,41 @@ pub fn mirror_status(rt: &PodStatus, node_ip: &str) -> ApiPodStatus {
 pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPodStatus {
     let ready = !rt.containers.is_empty() && rt.containers.iter().all(|c| c.ready);
     let started = time(rt.started_at);
-    let statuses = rt
-        .containers
-        .iter()
+    let init = init_containers::progress(&rt.init_containers);
+    let pod_phase = match init {
+        init_containers::Progress::Complete => phase(rt),
+        init_containers::Progress::Failed => "Failed",
+        init_containers::Progress::Running { .. } => "Pending",
+    };
+    let statuses = api_container_statuses(&rt.containers);
+    let init_statuses = api_container_statuses(&rt.init_containers);
+    ApiPodStatus {
+        phase: Some(pod_phase.into()),
+        conditions: Some(vec![
+            cond("PodScheduled", true, &started),
+            cond(
+                "Initialized",
+                init == init_containers::Progress::Complete,
+                &started,
+            ),
+            cond("ContainersReady", ready, &started),
+            cond("Ready", ready, &started),
+        ]),
+        container_statuses: Some(statuses),
+        init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+        host_ip: Some(node_ip.into()),
+        host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP {
+            ip: node_ip.into(),
+        }]),
+        pod_ip: pod_ip.map(String::from),
+        pod_ips: pod_ip.map(|ip| vec![PodIP { ip: ip.into() }]),
+        start_time: Some(started),
+        ..Default::default()
+    }
+}
+
+fn api_container_statuses(cs: &[crate::runtime::ContainerStatus]) -> Vec<ApiContainerStatus> {
+    cs.iter()
         .map(|c| ApiContainerStatus {
             name: c.name.clone(),
             image: c.image.clone(),
@@ -175,25 +208,7 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
             }),
             ..Default::default()
         })
-        .collect();
-    ApiPodStatus {
-        phase: Some(phase(rt).into()),
-        conditions: Some(vec![
-            cond("PodScheduled", true, &started),
-            cond("Initialized", true, &started),
-            cond("ContainersReady", ready, &started),
-            cond("Ready", ready, &started),
-        ]),
-        container_statuses: Some(statuses),
-        host_ip: Some(node_ip.into()),
-        host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP {
-            ip: node_ip.into(),
-        }]),
-        pod_ip: pod_ip.map(String::from),
-        pod_ips: pod_ip.map(|ip| vec![PodIP { ip: ip.into() }]),
-        start_time: Some(started),
-        ..Default::default()
-    }
+        .collect()
 }
 
 /// Keeps the mirror pods of this node in line with its static pods; remembers what it last posted so
@@ -365,6 +380,7 @@ mod tests {
         PodStatus {
             uid: "u".into(),
             started_at: SystemTime::now(),
+            init_containers: Vec::new(),
             containers: states
                 .into_iter()
                 .enumerate()

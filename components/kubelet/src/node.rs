@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -129,6 +130,12 @@ pub fn node_status(
         ),
     };
     NodeStatus {
+        // Where the API server reaches this kubelet's server (pods/log, pods/exec).
+        daemon_endpoints: cfg.server.as_ref().map(|s| NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: i32::from(s.port),
+            }),
+        }),
         addresses: Some(vec![
             NodeAddress {
                 type_: "InternalIP".into(),

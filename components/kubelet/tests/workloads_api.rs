@@ -60,6 +60,7 @@ impl Runtime for FakeRuntime {
                 uid,
                 started_at: now,
                 pod_ip: Some("10.244.9.2".into()),
+                init_containers: Vec::new(),
                 containers: pod
                     .spec
                     .as_ref()

@@ -118,7 +118,22 @@ pub fn pod_status(obj: &Value, _: i64) -> Value {
     if !status_reason.is_empty() {
         reason = status_reason.to_string();
     }
+    if let Some(init) = init_container_reason(obj) {
+        let initialized = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+            });
+        if !initialized {
+            reason = init;
+        }
+    }
     for c in container_statuses(obj).iter().rev() {
+        if reason.starts_with("Init:") {
+            break;
+        }
         let waiting = c.pointer("/state/waiting/reason").and_then(Value::as_str);
         let terminated = c
             .pointer("/state/terminated/reason")
@@ -137,6 +152,44 @@ pub fn pod_status(obj: &Value, _: i64) -> Value {
         };
     }
     json!(reason)
+}
+
+/// kubectl's STATUS while init containers run: `Init:<done>/<total>`, or `Init:<reason>` for one
+/// waiting (other than PodInitializing) or failed. None once every init container exited 0.
+fn init_container_reason(obj: &Value) -> Option<String> {
+    let statuses = obj
+        .pointer("/status/initContainerStatuses")
+        .and_then(Value::as_array)?;
+    let total = obj
+        .pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .map_or(statuses.len(), Vec::len);
+    for (i, c) in statuses.iter().enumerate() {
+        let terminated = c.pointer("/state/terminated");
+        if let Some(t) = terminated {
+            let code = t["exitCode"].as_i64().unwrap_or(0);
+            if code == 0 {
+                continue;
+            }
+            let r = t["reason"].as_str().unwrap_or_default();
+            return Some(if !r.is_empty() {
+                format!("Init:{r}")
+            } else if t["signal"].as_i64().unwrap_or(0) != 0 {
+                format!("Init:Signal:{}", t["signal"])
+            } else {
+                format!("Init:ExitCode:{code}")
+            });
+        }
+        let waiting = c
+            .pointer("/state/waiting/reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !waiting.is_empty() && waiting != "PodInitializing" {
+            return Some(format!("Init:{waiting}"));
+        }
+        return Some(format!("Init:{i}/{total}"));
+    }
+    None
 }
 
 pub fn pod_restarts(obj: &Value, _: i64) -> Value {
@@ -419,6 +472,44 @@ mod tests {
         assert_eq!(pod_restarts(&pod, 0), json!(3));
         assert_eq!(pod_ip(&pod, 0), json!("10.244.0.5"));
         assert_eq!(pod_node(&pod, 0), json!("n1"));
+    }
+
+    #[test]
+    fn pod_status_while_init_containers_run() {
+        let pod = |inits: Value, initialized: &str| {
+            json!({
+                "spec": {"initContainers": [{"name": "i1"}, {"name": "i2"}], "containers": [{"name": "a"}]},
+                "status": {"phase": "Pending",
+                    "conditions": [{"type": "Initialized", "status": initialized}],
+                    "initContainerStatuses": inits,
+                    "containerStatuses": [{"name": "a", "state": {"waiting": {"reason": "PodInitializing"}}}]}
+            })
+        };
+        let running = json!({"state": {"running": {}}});
+        let waiting = json!({"state": {"waiting": {"reason": "PodInitializing"}}});
+        let done = json!({"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}});
+        assert_eq!(
+            pod_status(&pod(json!([running, waiting]), "False"), 0),
+            json!("Init:0/2")
+        );
+        assert_eq!(
+            pod_status(&pod(json!([done, running]), "False"), 0),
+            json!("Init:1/2")
+        );
+        let crash = json!({"state": {"waiting": {"reason": "CrashLoopBackOff"}}});
+        assert_eq!(
+            pod_status(&pod(json!([crash, waiting]), "False"), 0),
+            json!("Init:CrashLoopBackOff")
+        );
+        let failed = json!({"state": {"terminated": {"exitCode": 2, "reason": "Error"}}});
+        assert_eq!(
+            pod_status(&pod(json!([failed, waiting]), "False"), 0),
+            json!("Init:Error")
+        );
+        assert_eq!(
+            pod_status(&pod(json!([done, done]), "True"), 0),
+            json!("PodInitializing")
+        );
     }
 
     #[test]

@@ -80,6 +80,9 @@ async fn main() -> anyhow::Result<()> {
             },
             node_name: a.node_name.clone(),
             node_ip: a.node_ip.clone(),
+            // No API server here: emptyDir and hostPath volumes only.
+            pods_root: std::path::PathBuf::from("/var/lib/kiln/kubelet/pods"),
+            secrets_in_memory: false,
         },
         Duration::from_millis(500),
     );

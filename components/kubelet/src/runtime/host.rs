@@ -257,6 +257,7 @@ impl Runtime for HostRuntime {
                     c
                 })
                 .collect(),
+            init_containers: Vec::new(),
             pod_ip: None,
         })
     }

@@ -80,6 +80,8 @@ pub struct PodStatus {
     pub uid: String,
     pub started_at: SystemTime,
     pub containers: Vec<ContainerStatus>,
+    /// Init containers, in spec order (empty when the pod has none).
+    pub init_containers: Vec<ContainerStatus>,
     /// The sandbox's IP; None for hostNetwork pods (their IP is the node's).
     pub pod_ip: Option<String>,
 }

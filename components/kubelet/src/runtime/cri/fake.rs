@@ -18,6 +18,8 @@ pub struct FakeState {
     pub containers: HashMap<String, CriContainer>,
     /// Exit codes returned by successive ExecSync calls (0 when empty).
     pub exec_results: VecDeque<i32>,
+    /// The config each container was created with, by id.
+    pub configs: HashMap<String, cri::ContainerConfig>,
     next_id: u32,
 }
 
@@ -174,6 +176,7 @@ impl CriApi for FakeCri {
         let mut st = self.st();
         st.next_id += 1;
         let id = format!("c{}", st.next_id);
+        st.configs.insert(id.clone(), config.clone());
         let mut labels = config.labels.clone();
         labels.insert("sandbox".into(), sandbox_id.into());
         st.containers.insert(

@@ -64,6 +64,29 @@ impl GrpcCri {
         })
     }
 
+    /// CRI Exec: the runtime's streaming URL for one exec session, to which the kubelet server proxies the
+    /// client's upgraded (SPDY/WebSocket) connection. Not in [`CriApi`]: only the server streams.
+    pub async fn exec_url(&self, req: cri::ExecRequest) -> Result<String, CriError> {
+        Ok(self
+            .rt()
+            .exec(request(req, CALL_TIMEOUT))
+            .await
+            .map_err(|e| CriError::call("Exec", e))?
+            .into_inner()
+            .url)
+    }
+
+    /// CRI Attach: like [`Self::exec_url`], for the container's own stdio (`kubectl attach`).
+    pub async fn attach_url(&self, req: cri::AttachRequest) -> Result<String, CriError> {
+        Ok(self
+            .rt()
+            .attach(request(req, CALL_TIMEOUT))
+            .await
+            .map_err(|e| CriError::call("Attach", e))?
+            .into_inner()
+            .url)
+    }
+
     fn rt(&self) -> RuntimeServiceClient<Channel> {
         self.runtime.clone()
     }

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::{PodStatus, Runtime, RuntimeError};
+use crate::pod_objects::PodObjects;
 pub use api::CriApi;
 pub use grpc::GrpcCri;
 pub use worker::{PodWorker, WorkerConfig};
@@ -27,6 +28,8 @@ pub use worker::{PodWorker, WorkerConfig};
 pub const HANDLER: &str = "cri";
 
 struct CriPod {
+    /// The pod as it was started (the kubelet server's /pods, logs and exec look pods up here).
+    pod: Pod,
     status: Arc<Mutex<PodStatus>>,
     /// `Some(grace)` asks the pod's task to kill the pod and end.
     stop: watch::Sender<Option<Duration>>,
@@ -40,6 +43,8 @@ pub struct CriRuntime {
     sync_period: Duration,
     pods: Mutex<HashMap<String, CriPod>>,
     version: Mutex<String>,
+    /// ConfigMaps, Secrets and tokens for env and volumes, once the API client exists.
+    objects: Mutex<Option<Arc<dyn PodObjects>>>,
 }
 
 impl CriRuntime {
@@ -50,7 +55,13 @@ impl CriRuntime {
             sync_period,
             pods: Mutex::new(HashMap::new()),
             version: Mutex::new(format!("{HANDLER}://unknown")),
+            objects: Mutex::new(None),
         }
+    }
+
+    /// The API objects pods started from now on read (env references, volumes, tokens).
+    pub fn set_objects(&self, objects: Arc<dyn PodObjects>) {
+        *self.objects.lock().unwrap_or_else(|p| p.into_inner()) = Some(objects);
     }
 
     pub fn cri(&self) -> &Arc<dyn CriApi> {
@@ -94,6 +105,17 @@ impl CriRuntime {
             removed += 1;
         }
         Ok(removed)
+    }
+
+    /// Every pod this runtime runs, with its latest status.
+    pub fn pods_with_status(&self) -> Vec<(Pod, PodStatus)> {
+        self.pods()
+            .values()
+            .map(|p| {
+                let st = p.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                (p.pod.clone(), st)
+            })
+            .collect()
     }
 
     fn not_ready(&self, message: String) -> RuntimeError {
@@ -162,15 +184,22 @@ impl Runtime for CriRuntime {
     }
 
     async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        let w = PodWorker::new(pod, self.cfg.clone(), self.cri.clone()).map_err(|e| {
-            RuntimeError::InvalidSpec {
-                pod: match &e {
-                    worker::WorkerError::Spec { pod, .. }
-                    | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
-                },
-                message: e.to_string(),
-            }
-        })?;
+        let invalid = |e: worker::WorkerError| RuntimeError::InvalidSpec {
+            pod: match &e {
+                worker::WorkerError::Spec { pod, .. }
+                | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
+            },
+            message: e.to_string(),
+        };
+        let mut w = PodWorker::new(pod, self.cfg.clone(), self.cri.clone()).map_err(invalid)?;
+        let objects = self
+            .objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(objects) = objects {
+            w = w.with_objects(objects).map_err(invalid)?;
+        }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut pods = self.pods();
         if pods.contains_key(&uid) {
@@ -184,6 +213,7 @@ impl Runtime for CriRuntime {
         pods.insert(
             uid,
             CriPod {
+                pod: pod.clone(),
                 status,
                 stop,
                 task,

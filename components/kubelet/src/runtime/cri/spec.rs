@@ -1,5 +1,6 @@
 //! Pod → CRI configs, pure: the sandbox config (metadata, hostname, log directory, hostPorts, namespaces,
-//! labels) and each container's config (image, command/args, env, log path). No I/O, tested on values.
+//! labels) and each container's config (image, command/args, resolved env and mounts, log path). No I/O,
+//! tested on values.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,14 +24,6 @@ pub enum SpecError {
     Unsupported(String),
     #[error("{0}")]
     Invalid(String),
-}
-
-/// What a container's env may refer to besides the pod object itself.
-#[derive(Debug, Clone, Default)]
-pub struct PodContext<'a> {
-    pub node_name: &'a str,
-    pub node_ip: &'a str,
-    pub pod_ip: Option<&'a str>,
 }
 
 fn meta(pod: &Pod) -> (&str, &str, &str) {
@@ -165,73 +158,25 @@ pub fn sandbox_config(
     })
 }
 
-fn env_value(
-    pod: &Pod,
-    ctx: &PodContext,
-    e: &k8s_openapi::api::core::v1::EnvVar,
-) -> Result<String, SpecError> {
-    let Some(from) = &e.value_from else {
-        return Ok(e.value.clone().unwrap_or_default());
-    };
-    let (ns, name, uid) = meta(pod);
-    let Some(field) = &from.field_ref else {
-        return Err(SpecError::Unsupported(format!(
-            "env {}: only fieldRef is supported in valueFrom for now",
-            e.name
-        )));
-    };
-    Ok(match field.field_path.as_str() {
-        "metadata.name" => name.into(),
-        "metadata.namespace" => ns.into(),
-        "metadata.uid" => uid.into(),
-        "spec.nodeName" => ctx.node_name.into(),
-        "spec.serviceAccountName" => pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default(),
-        "status.hostIP" => ctx.node_ip.into(),
-        "status.podIP" => ctx.pod_ip.unwrap_or_default().into(),
-        other => {
-            return Err(SpecError::Unsupported(format!(
-                "env {}: fieldRef {other:?} is not supported",
-                e.name
-            )))
-        }
-    })
-}
-
 /// The log file of a container run, relative to the sandbox's log directory: `<container>/<attempt>.log`.
 pub fn container_log_path(container: &str, attempt: u32) -> String {
     format!("{container}/{attempt}.log")
 }
 
+/// The container's CRI config; `envs` (see [`crate::env`]) and `mounts` (see [`crate::volumes`]) are
+/// resolved by the caller, since they read API objects and the node's disk.
 pub fn container_config(
     pod: &Pod,
     c: &Container,
     attempt: u32,
-    ctx: &PodContext,
+    envs: Vec<(String, String)>,
+    mounts: Vec<cri::Mount>,
 ) -> Result<cri::ContainerConfig, SpecError> {
     let image = c
         .image
         .clone()
         .filter(|i| !i.is_empty())
         .ok_or_else(|| SpecError::Invalid(format!("container {}: no image", c.name)))?;
-    let mut envs: Vec<cri::KeyValue> = Vec::new();
-    for e in c.env.iter().flatten() {
-        let value = env_value(pod, ctx, e)?;
-        envs.retain(|kv| kv.key != e.name);
-        envs.push(cri::KeyValue {
-            key: e.name.clone(),
-            value,
-        });
-    }
-    if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
-        return Err(SpecError::Unsupported(format!(
-            "container {}: envFrom is not supported yet",
-            c.name
-        )));
-    }
     let mut labels = pod_labels(pod);
     labels.retain(|k, _| k.starts_with("io.kubernetes.") || k == LABEL_MANAGED_BY);
     labels.insert(LABEL_CONTAINER_NAME.into(), c.name.clone());
@@ -252,10 +197,14 @@ pub fn container_config(
             image,
             ..Default::default()
         }),
-        command: c.command.clone().unwrap_or_default(),
-        args: c.args.clone().unwrap_or_default(),
+        command: expand_all(c.command.as_deref(), &envs),
+        args: expand_all(c.args.as_deref(), &envs),
         working_dir: c.working_dir.clone().unwrap_or_default(),
-        envs,
+        envs: envs
+            .into_iter()
+            .map(|(key, value)| cri::KeyValue { key, value })
+            .collect(),
+        mounts,
         labels,
         log_path: container_log_path(&c.name, attempt),
         stdin: c.stdin.unwrap_or(false),
@@ -276,6 +225,15 @@ pub fn container_config(
         }),
         ..Default::default()
     })
+}
+
+/// command/args with `$(VAR)` references to the container's env expanded, as upstream does.
+fn expand_all(words: Option<&[String]>, envs: &[(String, String)]) -> Vec<String> {
+    words
+        .unwrap_or_default()
+        .iter()
+        .map(|w| crate::env::expand(w, envs))
+        .collect()
 }
 
 /// The pull policy in effect: the container's, else Always for `:latest` or untagged images, else
@@ -350,41 +308,41 @@ mod tests {
     }
 
     #[test]
-    fn container_has_command_args_env_and_log_path() {
+    fn container_has_command_args_env_mounts_and_log_path() {
         let p = pod();
-        let ctx = PodContext {
-            node_name: "host1",
-            node_ip: "10.250.0.11",
-            pod_ip: Some("10.244.1.2"),
-        };
-        let c = container_config(&p, &p.spec.as_ref().unwrap().containers[0], 3, &ctx).unwrap();
+        let env = vec![("A".to_string(), "2".to_string())];
+        let mounts = vec![cri::Mount {
+            container_path: "/etc/cfg".into(),
+            host_path: "/var/lib/kiln/kubelet/pods/u1/volumes/kubernetes.io~configmap/cfg".into(),
+            readonly: true,
+            ..Default::default()
+        }];
+        let c = container_config(
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            3,
+            env,
+            mounts.clone(),
+        )
+        .unwrap();
         assert_eq!(c.command, vec!["/bin/httpd"]);
         assert_eq!(c.args, vec!["-f", "-p", "80"]);
+        let mut with_refs = p.spec.as_ref().unwrap().containers[0].clone();
+        with_refs.args = Some(vec!["--a=$(A)".into(), "$$(A)".into(), "$(B)".into()]);
+        let c2 =
+            container_config(&p, &with_refs, 0, vec![("A".into(), "2".into())], vec![]).unwrap();
+        assert_eq!(
+            c2.args,
+            vec!["--a=2", "$(A)", "$(B)"],
+            "$(VAR) expands in args"
+        );
         assert_eq!(c.log_path, "httpd/3.log");
         assert_eq!(c.metadata.unwrap().attempt, 3);
         let env: Vec<(String, String)> = c.envs.into_iter().map(|kv| (kv.key, kv.value)).collect();
-        assert_eq!(
-            env,
-            vec![
-                ("IP".to_string(), "10.244.1.2".to_string()),
-                ("NODE".to_string(), "host1".to_string()),
-                ("A".to_string(), "2".to_string()),
-            ]
-        );
+        assert_eq!(env, vec![("A".to_string(), "2".to_string())]);
+        assert_eq!(c.mounts, mounts);
         assert_eq!(c.labels[LABEL_CONTAINER_NAME], "httpd");
         assert!(!c.labels.contains_key("app"));
-    }
-
-    #[test]
-    fn unsupported_env_sources_are_errors_not_silence() {
-        let mut p = pod();
-        p.spec.as_mut().unwrap().containers[0].env = Some(vec![serde_json::from_value(
-            serde_json::json!({"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}),
-        )
-        .unwrap()]);
-        let c = p.spec.as_ref().unwrap().containers[0].clone();
-        let err = container_config(&p, &c, 0, &PodContext::default()).unwrap_err();
-        assert!(err.to_string().contains("fieldRef"), "{err}");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! One pod on CRI: the kubelet's per-pod sync. Each `sync` step makes the sandbox (pulling the pause image
 //! first), pulls images per imagePullPolicy, creates and starts containers, notices exits and restarts them
 //! per restartPolicy with the crash-loop backoff (CrashLoopBackOff), and runs liveness/readiness probes.
+//! Init containers run first, one at a time ([`crate::init_containers`]); volumes are set up before the
+//! sandbox and API-backed ones refreshed every [`VOLUME_RESYNC`] ([`crate::volumes`]); each container's
+//! env and mounts are resolved when it is created ([`crate::env`]).
 //! Time is passed in, so the logic is tested with a fake CRI and no clock.
 
 use std::path::PathBuf;
@@ -12,10 +15,17 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::api::{CriApi, CriState};
 use super::probe::{self, Outcome, ProbeState};
-use super::spec::{self, PodContext};
+use super::spec;
+use crate::env;
+use crate::init_containers;
+use crate::pod_objects::PodObjects;
 use crate::runtime::{
     Backoff, ContainerState, ContainerStatus, PodStatus, RestartPolicy, Terminated, DEFAULT_GRACE,
 };
+use crate::volumes::PodVolumes;
+
+/// How often configMap, secret and projected volumes are re-read (changes show within a minute).
+pub const VOLUME_RESYNC: Duration = Duration::from_secs(10);
 
 /// Node-wide settings every pod worker shares.
 #[derive(Debug, Clone)]
@@ -26,11 +36,17 @@ pub struct WorkerConfig {
     pub backoff: Backoff,
     pub node_name: String,
     pub node_ip: String,
+    /// `<root-dir>/pods`: each pod's volumes live under `<uid>/volumes/`.
+    pub pods_root: PathBuf,
+    /// Secret and projected volumes on tmpfs (needs root).
+    pub secrets_in_memory: bool,
 }
 
 #[derive(Debug)]
 struct Ctr {
     spec: Container,
+    /// The pod's policy, or for an init container its own ([`init_containers::restart_policy`]).
+    policy: RestartPolicy,
     /// The current (latest) container.
     id: Option<String>,
     /// The exited container before it, kept so its log stays for `kubectl logs --previous`.
@@ -54,13 +70,14 @@ struct Ctr {
 }
 
 impl Ctr {
-    fn new(spec: Container) -> Self {
+    fn new(spec: Container, policy: RestartPolicy, first_reason: &str) -> Self {
         Ctr {
             spec,
+            policy,
             id: None,
             previous: None,
             runs: 0,
-            state: waiting("ContainerCreating", None),
+            state: waiting(first_reason, None),
             last_termination: None,
             exit_handled: false,
             restart_at: None,
@@ -77,6 +94,34 @@ impl Ctr {
     fn restart_count(&self) -> i32 {
         self.runs.saturating_sub(1) as i32
     }
+
+    /// Exited 0 and not to be restarted (a completed init container).
+    fn succeeded(&self) -> bool {
+        self.done && matches!(&self.state, ContainerState::Terminated(t) if t.exit_code == 0)
+    }
+
+    fn status(&self) -> ContainerStatus {
+        ContainerStatus {
+            name: self.spec.name.clone(),
+            image: self.spec.image.clone().unwrap_or_default(),
+            container_id: self
+                .id
+                .as_ref()
+                .map(|id| format!("containerd://{id}"))
+                .unwrap_or_default(),
+            restart_count: self.restart_count(),
+            state: self.state.clone(),
+            last_termination: self.last_termination.clone(),
+            ready: self.ready,
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
 }
 
 fn waiting(reason: &str, message: Option<String>) -> ContainerState {
@@ -98,8 +143,12 @@ pub struct PodWorker {
     sandbox_id: Option<String>,
     pod_ip: Option<String>,
     started_at: SystemTime,
+    /// Init containers first (`n_init` of them), then the app containers.
     ctrs: Vec<Ctr>,
-    policy: RestartPolicy,
+    n_init: usize,
+    volumes: PodVolumes,
+    next_volume_refresh: Option<Instant>,
+    objects: Option<Arc<dyn PodObjects>>,
     host_network: bool,
     /// The pod's terminationGracePeriodSeconds.
     pub grace: Duration,
@@ -131,14 +180,32 @@ impl PodWorker {
             message,
         };
         let spec = pod.spec.as_ref().ok_or_else(|| invalid("no spec".into()))?;
-        if spec.init_containers.as_ref().is_some_and(|v| !v.is_empty()) {
-            return Err(invalid("initContainers are not supported yet".into()));
-        }
         if spec.containers.is_empty() {
             return Err(invalid("no containers".into()));
         }
         let sandbox_config =
             spec::sandbox_config(pod, &cfg.log_root, 0).map_err(|e| invalid(e.to_string()))?;
+        let volumes = PodVolumes::new(pod, &cfg.pods_root, false)
+            .map_err(|e| invalid(e.to_string()))?
+            .secrets_in_memory(cfg.secrets_in_memory);
+        let policy = RestartPolicy::parse(spec.restart_policy.as_deref());
+        let inits = spec.init_containers.clone().unwrap_or_default();
+        let first = if inits.is_empty() {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        };
+        let mut ctrs: Vec<Ctr> = inits
+            .iter()
+            .cloned()
+            .map(|c| Ctr::new(c, init_containers::restart_policy(policy), first))
+            .collect();
+        ctrs.extend(
+            spec.containers
+                .iter()
+                .cloned()
+                .map(|c| Ctr::new(c, policy, first)),
+        );
         Ok(PodWorker {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             key: key.clone(),
@@ -146,8 +213,11 @@ impl PodWorker {
             sandbox_id: None,
             pod_ip: None,
             started_at: SystemTime::now(),
-            ctrs: spec.containers.iter().cloned().map(Ctr::new).collect(),
-            policy: RestartPolicy::parse(spec.restart_policy.as_deref()),
+            ctrs,
+            n_init: inits.len(),
+            volumes,
+            next_volume_refresh: None,
+            objects: None,
             host_network: spec.host_network == Some(true),
             grace: spec
                 .termination_grace_period_seconds
@@ -163,26 +233,31 @@ impl PodWorker {
         &self.key
     }
 
+    /// Gives the worker the API objects its env and volumes read; with them it also mounts the
+    /// service-account volume (unless the pod opts out).
+    pub fn with_objects(mut self, objects: Arc<dyn PodObjects>) -> Result<Self, WorkerError> {
+        self.volumes = PodVolumes::new(&self.pod, &self.cfg.pods_root, true)
+            .map_err(|e| WorkerError::Spec {
+                pod: self.key.clone(),
+                message: e.to_string(),
+            })?
+            .secrets_in_memory(self.cfg.secrets_in_memory);
+        self.objects = Some(objects);
+        Ok(self)
+    }
+
     pub fn status(&self) -> PodStatus {
         PodStatus {
             uid: self.uid.clone(),
             started_at: self.started_at,
             pod_ip: self.pod_ip.clone(),
-            containers: self
-                .ctrs
+            containers: self.ctrs[self.n_init..].iter().map(Ctr::status).collect(),
+            // An init container is ready once it has completed (upstream's report).
+            init_containers: self.ctrs[..self.n_init]
                 .iter()
                 .map(|c| ContainerStatus {
-                    name: c.spec.name.clone(),
-                    image: c.spec.image.clone().unwrap_or_default(),
-                    container_id: c
-                        .id
-                        .as_ref()
-                        .map(|id| format!("containerd://{id}"))
-                        .unwrap_or_default(),
-                    restart_count: c.restart_count(),
-                    state: c.state.clone(),
-                    last_termination: c.last_termination.clone(),
-                    ready: c.ready,
+                    ready: c.succeeded(),
+                    ..c.status()
                 })
                 .collect(),
         }
@@ -201,6 +276,9 @@ impl PodWorker {
                 }
             }
         }
+        if !self.sync_volumes(now).await {
+            return;
+        }
         if self.sandbox_id.is_none() {
             if let Err(message) = self.create_sandbox().await {
                 tracing::warn!(pod = %self.key, error = %message, "creating pod sandbox");
@@ -210,9 +288,50 @@ impl PodWorker {
                 return;
             }
         }
-        for i in 0..self.ctrs.len() {
+        // Init containers in order: the next one runs only after the previous exited 0, and app
+        // containers only after all of them.
+        for i in 0..self.n_init {
+            if self.ctrs[i].succeeded() {
+                continue;
+            }
+            self.sync_container(i, now).await;
+            if !self.ctrs[i].succeeded() {
+                return;
+            }
+        }
+        for i in self.n_init..self.ctrs.len() {
             self.sync_container(i, now).await;
         }
+    }
+
+    /// Sets the volumes up (once; the pod waits in ContainerCreating until that works) and refreshes
+    /// the API-backed ones every [`VOLUME_RESYNC`]. False: not ready to go on.
+    async fn sync_volumes(&mut self, now: Instant) -> bool {
+        let objects = self.objects.clone();
+        if !self.volumes.is_set_up() {
+            if let Err(e) = self.volumes.set_up(objects.as_deref(), unix_now()).await {
+                let message = format!("MountVolume.SetUp failed: {e}");
+                tracing::warn!(pod = %self.key, error = %e, "setting up volumes");
+                for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
+                    c.state = waiting("ContainerCreating", Some(message.clone()));
+                }
+                return false;
+            }
+            self.next_volume_refresh = Some(now + VOLUME_RESYNC);
+            return true;
+        }
+        if self.next_volume_refresh.is_some_and(|at| now >= at) {
+            self.next_volume_refresh = Some(now + VOLUME_RESYNC);
+            match self.volumes.refresh(objects.as_deref(), unix_now()).await {
+                Ok(changed) if !changed.is_empty() => {
+                    tracing::info!(pod = %self.key, volumes = ?changed, "volume contents updated")
+                }
+                Ok(_) => {}
+                // The old contents stay; the next refresh tries again.
+                Err(e) => tracing::warn!(pod = %self.key, error = %e, "refreshing volumes"),
+            }
+        }
+        true
     }
 
     /// The sandbox died (its pause process, or the node's network for it): remove it with its containers;
@@ -229,6 +348,23 @@ impl PodWorker {
         self.pod_ip = None;
         if let Some(m) = self.sandbox_config.metadata.as_mut() {
             m.attempt += 1;
+        }
+        // A new sandbox runs the init containers again before app containers restart (upstream).
+        if self.ctrs[self.n_init..].iter().any(|c| !c.done) {
+            for c in &mut self.ctrs[..self.n_init] {
+                c.done = false;
+                c.id = None;
+                c.previous = None;
+                c.ready = false;
+                c.state = waiting("PodInitializing", None);
+            }
+            if self.n_init > 0 {
+                // Their containers went with the sandbox; they restart (per policy) after init.
+                for c in self.ctrs[self.n_init..].iter_mut().filter(|c| !c.done) {
+                    c.ready = false;
+                    c.state = waiting("PodInitializing", None);
+                }
+            }
         }
     }
 
@@ -317,7 +453,7 @@ impl PodWorker {
                 }
             };
             let backoff = self.cfg.backoff;
-            let policy = self.policy;
+            let policy = self.ctrs[i].policy;
             let key = self.key.clone();
             let c = &mut self.ctrs[i];
             if !c.exit_handled {
@@ -410,16 +546,11 @@ impl PodWorker {
                 }
             }
         }
-        let ctx = PodContext {
-            node_name: &self.cfg.node_name,
-            node_ip: &self.cfg.node_ip,
-            pod_ip: self.pod_ip.as_deref(),
-        };
         let attempt = self.ctrs[i].runs;
-        let config = match spec::container_config(&self.pod, &self.ctrs[i].spec, attempt, &ctx) {
+        let config = match self.container_config(i, attempt).await {
             Ok(c) => c,
-            Err(e) => {
-                self.ctrs[i].state = waiting("CreateContainerConfigError", Some(e.to_string()));
+            Err(message) => {
+                self.ctrs[i].state = waiting("CreateContainerConfigError", Some(message));
                 return;
             }
         };
@@ -471,6 +602,28 @@ impl PodWorker {
                 c.state = waiting("RunContainerError", Some(e.to_string()));
             }
         }
+    }
+
+    /// Container `i`'s CRI config with its env (reading the ConfigMaps and Secrets it refers to) and
+    /// mounts; an error is the CreateContainerConfigError message.
+    async fn container_config(
+        &self,
+        i: usize,
+        attempt: u32,
+    ) -> Result<cri::ContainerConfig, String> {
+        let c = &self.ctrs[i].spec;
+        let ns = self.pod.metadata.namespace.as_deref().unwrap_or("default");
+        let fetched = env::fetch(ns, c, self.objects.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let ctx = env::FieldContext {
+            node_name: &self.cfg.node_name,
+            node_ip: &self.cfg.node_ip,
+            pod_ip: self.pod_ip.as_deref(),
+        };
+        let envs = env::build(&self.pod, c, &ctx, &fetched).map_err(|e| e.to_string())?;
+        let mounts = self.volumes.mounts(c).map_err(|e| e.to_string())?;
+        spec::container_config(&self.pod, c, attempt, envs, mounts).map_err(|e| e.to_string())
     }
 
     async fn probe(&mut self, i: usize, id: &str, now: Instant) {
@@ -547,6 +700,12 @@ impl PodWorker {
                 if !e.is_not_found() {
                     errors.push(e.to_string());
                 }
+            }
+        }
+        // Volumes go only once no container can still use them.
+        if errors.is_empty() {
+            if let Err(e) = self.volumes.tear_down() {
+                errors.push(e.to_string());
             }
         }
         if errors.is_empty() {

@@ -1,6 +1,7 @@
 //! The per-pod sync against the recording fake CRI, with time passed in.
 
 use super::*;
+use crate::pod_objects::FakeObjects;
 use crate::runtime::cri::fake::FakeCri;
 
 const PAUSE: &str = "reg/pause:1";
@@ -16,6 +17,8 @@ fn cfg() -> Arc<WorkerConfig> {
         },
         node_name: "host1".into(),
         node_ip: "10.250.0.11".into(),
+        pods_root: std::env::temp_dir().join("kiln-worker-tests-unused"),
+        secrets_in_memory: false,
     })
 }
 
@@ -298,7 +301,7 @@ async fn kill_stops_with_grace_then_removes_everything() {
 }
 
 #[tokio::test]
-async fn unsupported_env_is_a_config_error_not_a_crash() {
+async fn env_references_without_an_api_client_are_a_config_error_not_a_crash() {
     let p = pod(
         serde_json::json!({"container": {"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}}),
     );
@@ -311,13 +314,227 @@ async fn unsupported_env_is_a_config_error_not_a_crash() {
         .any(|c| c.starts_with("CreateContainer ")));
 }
 
-#[test]
-fn init_containers_are_refused_up_front() {
-    let p = pod(serde_json::json!({"spec": {"initContainers": [{"name": "i", "image": IMG}]}}));
-    let err = PodWorker::new(&p, cfg(), Arc::new(FakeCri::default()))
-        .err()
+fn with_objects(
+    p: &Pod,
+    root: &std::path::Path,
+    objects: Arc<FakeObjects>,
+) -> (PodWorker, Arc<FakeCri>) {
+    let fake = Arc::new(FakeCri::default());
+    let mut c = (*cfg()).clone();
+    c.pods_root = root.to_path_buf();
+    let w = PodWorker::new(p, Arc::new(c), fake.clone())
+        .unwrap()
+        .with_objects(objects)
         .unwrap();
-    assert!(err.to_string().contains("initContainers"), "{err}");
+    (w, fake)
+}
+
+fn message(w: &PodWorker) -> String {
+    match state(w) {
+        ContainerState::Waiting { message, .. } => message.unwrap_or_default(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn missing_config_map_waits_with_upstreams_message_then_starts_with_env_and_mounts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let objects = Arc::new(FakeObjects::default());
+    let p = pod(serde_json::json!({
+        "spec": {"automountServiceAccountToken": false,
+                 "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}]},
+        "container": {
+            "env": [{"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "color"}}},
+                    {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]
+        }
+    }));
+    let (mut w, fake) = with_objects(&p, tmp.path(), objects.clone());
+    w.sync(Instant::now()).await;
+    // The volume comes first: without the ConfigMap no sandbox is made.
+    assert_eq!(reason(&w), "ContainerCreating");
+    assert!(
+        message(&w).contains("configmap \"settings\" not found"),
+        "{}",
+        message(&w)
+    );
+    assert!(fake.take_calls().is_empty());
+
+    // The volume works once the ConfigMap exists, but a missing key is CreateContainerConfigError.
+    objects.put_config_map("default", "settings", &[("size", "L")]);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "CreateContainerConfigError");
+    assert_eq!(
+        message(&w),
+        "couldn't find key color in ConfigMap default/settings"
+    );
+
+    objects.put_config_map("default", "settings", &[("color", "blue")]);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    let config = fake.st().configs.values().next().unwrap().clone();
+    let env: Vec<(&str, &str)> = config
+        .envs
+        .iter()
+        .map(|kv| (kv.key.as_str(), kv.value.as_str()))
+        .collect();
+    assert_eq!(env, vec![("COLOR", "blue"), ("IP", "10.244.1.2")]);
+    assert_eq!(config.mounts.len(), 1);
+    assert_eq!(config.mounts[0].container_path, "/etc/cfg");
+    assert!(config.mounts[0].readonly);
+    let host = std::path::Path::new(&config.mounts[0].host_path);
+    assert!(host.starts_with(tmp.path().join("u1/volumes/kubernetes.io~configmap")));
+
+    // The volume was written while the ConfigMap had only `size`; refreshed on the resync period,
+    // not before.
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    assert!(host.join("size").exists() && !host.join("color").exists());
+    let t1 = t0 + VOLUME_RESYNC + Duration::from_secs(1);
+    w.sync(t1).await;
+    assert_eq!(std::fs::read_to_string(host.join("color")).unwrap(), "blue");
+    objects.put_config_map("default", "settings", &[("color", "green")]);
+    w.sync(t1 + Duration::from_secs(1)).await;
+    assert_eq!(std::fs::read_to_string(host.join("color")).unwrap(), "blue");
+    w.sync(t1 + VOLUME_RESYNC).await;
+    assert_eq!(
+        std::fs::read_to_string(host.join("color")).unwrap(),
+        "green"
+    );
+
+    // Killing the pod removes its volumes.
+    w.kill(Duration::from_secs(1)).await.unwrap();
+    assert!(!tmp.path().join("u1").exists());
+}
+
+fn init_pod(policy: &str) -> Pod {
+    pod(
+        serde_json::json!({"spec": {"restartPolicy": policy, "initContainers": [
+            {"name": "init1", "image": IMG}, {"name": "init2", "image": IMG}
+        ]}}),
+    )
+}
+
+fn created(fake: &FakeCri) -> Vec<String> {
+    fake.calls()
+        .into_iter()
+        .filter_map(|c| {
+            c.strip_prefix("CreateContainer ")
+                .map(|s| s.split(' ').next().unwrap_or_default().to_string())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn init_containers_run_one_by_one_before_the_app_containers() {
+    let (mut w, fake) = worker(&init_pod("Always"));
+    let st = w.status();
+    assert_eq!(st.init_containers.len(), 2);
+    assert_eq!(st.containers.len(), 1);
+    assert!(
+        matches!(&st.containers[0].state, ContainerState::Waiting { reason, .. } if reason == "PodInitializing")
+    );
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1"]);
+    w.sync(t0).await;
+    assert_eq!(
+        created(&fake),
+        vec!["init1"],
+        "init2 waits for init1 to finish"
+    );
+    let api = crate::mirror::api_status(&w.status(), "10.250.0.11", None);
+    assert_eq!(api.phase.as_deref(), Some("Pending"));
+    let initialized = |api: &k8s_openapi::api::core::v1::PodStatus| {
+        api.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "Initialized")
+            .unwrap()
+            .status
+            .clone()
+    };
+    assert_eq!(initialized(&api), "False");
+    assert_eq!(api.init_container_statuses.as_ref().unwrap().len(), 2);
+
+    // init1 fails: restarted (Always counts as OnFailure for init containers), app still waiting.
+    fake.exit("init1", 1);
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1", "init1"]);
+    assert_eq!(w.status().init_containers[0].restart_count, 1);
+    // Succeeds: init2 starts in the same sync; then the app.
+    fake.exit("init1", 0);
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1", "init1", "init2"]);
+    fake.exit("init2", 0);
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1", "init1", "init2", "main"]);
+    let st = w.status();
+    assert!(st.containers[0].is_running());
+    assert!(st
+        .init_containers
+        .iter()
+        .all(|c| matches!(&c.state, ContainerState::Terminated(t) if t.reason == "Completed")));
+    let api = crate::mirror::api_status(&st, "10.250.0.11", None);
+    assert_eq!(api.phase.as_deref(), Some("Running"));
+    assert_eq!(initialized(&api), "True");
+    // A completed init container is never rerun.
+    w.sync(t0).await;
+    assert_eq!(created(&fake).len(), 4);
+}
+
+#[tokio::test]
+async fn a_new_sandbox_runs_the_init_containers_again() {
+    let (mut w, fake) = worker(&init_pod("Always"));
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    fake.exit("init1", 0);
+    w.sync(t0).await;
+    fake.exit("init2", 0);
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1", "init2", "main"]);
+    {
+        let mut st = fake.st();
+        st.sandboxes.clear();
+        st.containers.clear();
+    }
+    fake.take_calls();
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1"], "init first, the app waits");
+    let st = w.status();
+    assert!(!st.containers[0].is_running());
+    assert_eq!(
+        crate::mirror::api_status(&st, "10.250.0.11", None)
+            .phase
+            .as_deref(),
+        Some("Pending")
+    );
+    fake.exit("init1", 0);
+    w.sync(t0).await;
+    fake.exit("init2", 0);
+    w.sync(t0).await;
+    assert_eq!(created(&fake), vec!["init1", "init2", "main"]);
+    let st = w.status();
+    assert!(st.containers[0].is_running());
+    assert_eq!(st.containers[0].restart_count, 1);
+}
+
+#[tokio::test]
+async fn a_failed_init_container_fails_the_pod_under_never() {
+    let (mut w, fake) = worker(&init_pod("Never"));
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    fake.exit("init1", 2);
+    w.sync(t0).await;
+    w.sync(t0).await;
+    assert_eq!(
+        created(&fake),
+        vec!["init1"],
+        "neither retried nor followed"
+    );
+    let api = crate::mirror::api_status(&w.status(), "10.250.0.11", None);
+    assert_eq!(api.phase.as_deref(), Some("Failed"));
 }
 
 #[tokio::test]
