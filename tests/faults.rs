@@ -17,12 +17,20 @@ fn dry_run_changes_nothing_and_init_survives_sshd_killed_mid_push() {
     let untouched = || {
         lab.ssh_ok(
             "host1",
-            "ls -A /etc/kiln /var/lib/kiln /usr/local/bin 2>/dev/null; true",
+            "find /etc/kiln /var/lib/kiln /usr/local/bin -mindepth 1 2>/dev/null; true",
         )
     };
 
     let plan = ok(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster, "--dry-run"]));
     assert!(plan.contains("push") && plan.contains("host1"), "{plan}");
+    // What would change, per host: new files with their modes, commands that would run.
+    assert!(plan.contains("changes (nothing was changed):"), "{plan}");
+    assert!(
+        plan.contains("install /etc/kiln/manifests/kiln-apiserver.yaml (new, mode 600)"),
+        "{plan}"
+    );
+    assert!(plan.contains("install /usr/local/bin/kiln-kubelet"), "{plan}");
+    assert!(plan.contains("run: "), "{plan}");
     assert_eq!(untouched(), "", "--dry-run changed the host");
     assert!(
         !lab.dir.join("t-fault.kiln").exists(),

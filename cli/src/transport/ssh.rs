@@ -232,6 +232,13 @@ impl SshTransport {
         Ok(SudoMode::Password(secret))
     }
 
+    /// Returns once the connection is gone.
+    async fn closed(&self) {
+        while !self.handle.is_closed() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Closes the connection (dropping the transport closes it too, less politely).
     pub async fn close(&self) {
         let _ = self
@@ -388,6 +395,18 @@ impl SshTransport {
                 }
             }
             Ok(out)
+        };
+        // A connection that dies mid-command (sshd killed, host gone) must fail the command now, not when
+        // the exec timeout runs out: a send waiting for window space would otherwise never return.
+        let work = async {
+            tokio::select! {
+                r = work => r,
+                _ = self.closed() => Err(TransportError::Other {
+                    host: self.target.host.clone(),
+                    step: "exec",
+                    message: "the SSH connection was lost".into(),
+                }),
+            }
         };
         let out = tokio::time::timeout(self.exec_timeout, work)
             .await
