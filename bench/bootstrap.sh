@@ -3,18 +3,19 @@
 # and 1 + 9), on a fresh lab each round. The anchors (kubeadm ≈ 50 s for one node, k0sctl ≈ 2 min for two)
 # cannot be installed on this machine kind, so their published figures are printed beside kiln's as ratios.
 #   bench/bootstrap.sh [ROUNDS]
-# kiln itself is a release build; the component binaries it pushes are taken from --bin-dir (default: the
-# debug build, as the README's demo uses; pass BIN_DIR=…/release after a release build of the workspace).
+# kiln and the component binaries it pushes are the release build (BIN_DIR=…/debug measures what the
+# README's demo pushes instead).
 # KILN=path overrides the kiln binary (e.g. the debug build, to skip the release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
 if [ -z "${KILN:-}" ]; then
-  cargo build --release -p kiln >/dev/null 2>&1 || cargo build --release -p kiln
+  # The whole workspace, as every bench builds it: one feature resolution, nothing built twice.
+  cargo build --release --workspace --bins >/dev/null 2>&1 || cargo build --release --workspace --bins
   KILN=$CARGO_TARGET_DIR/release/kiln
 fi
-BIN_DIR=${BIN_DIR:-$CARGO_TARGET_DIR/debug}
+BIN_DIR=${BIN_DIR:-$CARGO_TARGET_DIR/release}
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

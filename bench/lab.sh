@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 REF=$(cd ../shared/lab/reference && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
-cargo build --release -p kiln >/dev/null 2>&1 || cargo build --release -p kiln
+# The whole workspace, as every bench builds it: one feature resolution, nothing built twice.
+  cargo build --release --workspace --bins >/dev/null 2>&1 || cargo build --release --workspace --bins
 KILN=$CARGO_TARGET_DIR/release/kiln
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

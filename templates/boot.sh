@@ -11,3 +11,6 @@ fi
 if ! kill -0 "$(cat /run/kiln/kubelet-supervisor.pid 2>/dev/null)" 2>/dev/null; then
   setsid /bin/sh /etc/kiln/kubelet-supervisor.sh </dev/null >/dev/null 2>&1 &
 fi
+if [ -f /etc/kiln/snapshot-schedule.sh ] && ! kill -0 "$(cat /run/kiln/snapshot-schedule.pid 2>/dev/null)" 2>/dev/null; then
+  setsid /bin/sh /etc/kiln/snapshot-schedule.sh </dev/null >/dev/null 2>&1 &
+fi

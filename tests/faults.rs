@@ -29,7 +29,10 @@ fn dry_run_changes_nothing_and_init_survives_sshd_killed_mid_push() {
         plan.contains("install /etc/kiln/manifests/kiln-apiserver.yaml (new, mode 600)"),
         "{plan}"
     );
-    assert!(plan.contains("install /usr/local/bin/kiln-kubelet"), "{plan}");
+    assert!(
+        plan.contains("install /usr/local/bin/kiln-kubelet"),
+        "{plan}"
+    );
     assert!(plan.contains("run: "), "{plan}");
     assert_eq!(untouched(), "", "--dry-run changed the host");
     assert!(

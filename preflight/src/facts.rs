@@ -1,4 +1,5 @@
-//! What is known about a host, as plain data (filled by the CLI from files it reads on the host).
+//! What is known about a host, as plain data (filled by the CLI from what [`crate::GATHER_SCRIPT`] prints
+//! on the host, plus what cluster.yaml says about it).
 
 use std::collections::BTreeSet;
 
@@ -6,26 +7,85 @@ use std::collections::BTreeSet;
 pub enum Role {
     Controller,
     Worker,
+    /// Both: every check of either role applies.
+    ControllerWorker,
 }
 
-#[derive(Debug, Clone, Default)]
+impl Role {
+    /// Whether a check written for `r` applies to a host of this role.
+    pub fn covers(self, r: Role) -> bool {
+        self == r || self == Role::ControllerWorker
+    }
+
+    pub fn is_controller(self) -> bool {
+        self.covers(Role::Controller)
+    }
+
+    /// Hosts that run workload pods (over CRI, in containerd).
+    pub fn runs_workloads(self) -> bool {
+        self.covers(Role::Worker)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
     pub hostname: String,
+    /// `getent ahosts $(hostname)` answered on the host within 3 s.
+    pub hostname_resolves: bool,
     pub is_root: bool,
     /// Contents of /proc/swaps.
     pub swaps: String,
+    /// Contents of /etc/fstab (swap entries there turn swap back on at boot).
+    pub fstab: String,
+    /// /etc/sysctl.d/99-kiln.conf and /etc/modules-load.d/kiln.conf (written by `--fix`), empty if absent.
+    pub sysctl_conf: String,
+    pub modules_conf: String,
     /// /proc/sys/net/ipv4/ip_forward, trimmed; None when the file is missing.
     pub ip_forward: Option<String>,
     /// /proc/sys/net/bridge/bridge-nf-call-iptables; None when br_netfilter is not loaded.
     pub bridge_nf_call_iptables: Option<String>,
+    /// Kernel modules of the ones kiln needs that are loaded or built in (/sys/module) or that `modprobe -n`
+    /// can load.
+    pub loadable_modules: BTreeSet<String>,
     pub num_cpu: u32,
     pub mem_total_kib: u64,
+    /// /proc/sys/kernel/osrelease, e.g. `6.1.0-18-amd64`.
+    pub kernel_release: String,
+    /// Contents of /proc/filesystems.
+    pub proc_filesystems: String,
+    /// /sys/fs/cgroup/cgroup.controllers when the unified hierarchy (cgroup v2) is mounted there.
+    pub cgroup2_controllers: Option<String>,
+    /// Contents of /proc/cgroups (the v1 controllers and whether each is enabled).
+    pub proc_cgroups: String,
+    /// /etc/machine-id, trimmed.
+    pub machine_id: String,
+    /// Every IP address configured on the host (any interface, any scope).
+    pub addresses: BTreeSet<String>,
+    /// The address kiln gives the kubelet as --node-ip (cluster.yaml `nodeIP`, else `address`).
+    pub node_address: String,
+    /// Programs found on the PATH, of the ones kiln looks for (see `checks::files`).
+    pub executables: BTreeSet<String>,
+    /// /run/containerd/containerd.sock exists and is a socket.
+    pub cri_socket: bool,
     /// TCP ports something listens on.
     pub listening: BTreeSet<u16>,
-    /// Components kiln already runs on this host (from /etc/kiln/manifests): their ports are theirs.
+    /// Components whose static pod manifest kiln rendered into /etc/kiln/manifests, and kiln binaries
+    /// running from /usr/local/bin: their ports are theirs.
     pub kiln_components: BTreeSet<String>,
+    /// Files in /etc/kiln/manifests that kiln did not render (no "Rendered by `kiln" header).
+    pub foreign_manifests: BTreeSet<String>,
     /// Directories that exist and are not empty.
     pub non_empty_dirs: BTreeSet<String>,
+    /// `firewall-cmd --state` said `running`.
+    pub firewalld_running: bool,
+    /// `firewall-cmd --list-ports` (default zone) while firewalld runs.
+    pub firewalld_ports: String,
+    /// `ufw status verbose`, when ufw is installed.
+    pub ufw_status: Option<String>,
+    /// `nft list ruleset`.
+    pub nft_ruleset: String,
+    /// `iptables -S INPUT`.
+    pub iptables_input: String,
 }
 
 /// Listening ports from /proc/net/tcp or /proc/net/tcp6 (state 0A = LISTEN).
@@ -55,5 +115,13 @@ mod tests {
                  1: 0B00FA0A:0016 00000000:0000 0A 00000000:00000000\n\
                  2: 0B00FA0A:0016 0100FA0A:D2B2 01 00000000:00000000\n";
         assert_eq!(parse_listening_ports(t), BTreeSet::from([2393, 22]));
+    }
+
+    #[test]
+    fn a_controller_worker_gets_the_checks_of_both_roles() {
+        assert!(Role::ControllerWorker.covers(Role::Controller));
+        assert!(Role::ControllerWorker.covers(Role::Worker));
+        assert!(!Role::Worker.covers(Role::Controller));
+        assert!(Role::Worker.runs_workloads() && !Role::Controller.runs_workloads());
     }
 }

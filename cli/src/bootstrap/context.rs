@@ -22,6 +22,10 @@ pub struct Options {
     pub json: bool,
     /// `--host`: host phases run only on these hosts (join and reset); empty means every host.
     pub only_hosts: Vec<String>,
+    /// `kiln preflight --fix`: run the safe remedies before checking.
+    pub preflight_fix: bool,
+    /// `--dry-run`: look at every host, change nothing, collect a plan (see `bootstrap::dry_run`).
+    pub dry_run: bool,
 }
 
 impl Default for Options {
@@ -33,6 +37,8 @@ impl Default for Options {
             wait_timeout: Duration::from_secs(180),
             json: false,
             only_hosts: vec![],
+            preflight_fix: false,
+            dry_run: false,
         }
     }
 }
@@ -51,6 +57,11 @@ pub struct Context {
     hashes: std::sync::Mutex<HashMap<(PathBuf, u64, std::time::SystemTime), String>>,
     /// The bootstrap token of this run, minted the first time a joining kubelet needs one.
     bootstrap_token: tokio::sync::OnceCell<String>,
+    pub progress: super::progress::Progress,
+    /// Some in a dry run: what would be done, per host.
+    pub plan: Option<super::dry_run::Plan>,
+    /// Where a dry run renders files (never the state directory, which it must not create).
+    dry_staging: Option<tempfile::TempDir>,
 }
 
 impl Context {
@@ -87,6 +98,17 @@ impl Context {
                 .and_then(|p| p.parent().map(|d| d.to_path_buf()))
                 .unwrap_or_else(|| PathBuf::from("/usr/local/bin")),
         };
+        let progress = super::progress::Progress::new(opts.json);
+        let (plan, dry_staging) = if opts.dry_run {
+            let dir = tempfile::tempdir().map_err(|source| BootstrapError::Io {
+                what: "creating a temporary directory for",
+                path: std::env::temp_dir(),
+                source,
+            })?;
+            (Some(super::dry_run::Plan::default()), Some(dir))
+        } else {
+            (None, None)
+        };
         Ok(Context {
             conns: Connections::new(cluster.clone(), opts.connect.clone()),
             cluster,
@@ -95,6 +117,9 @@ impl Context {
             opts,
             hashes: Default::default(),
             bootstrap_token: Default::default(),
+            progress,
+            plan,
+            dry_staging,
         })
     }
 
@@ -157,7 +182,22 @@ impl Context {
         &self,
         host: &str,
     ) -> Result<std::sync::Arc<dyn Transport>, BootstrapError> {
-        Ok(self.conns.get(host).await?)
+        let t = self.conns.get(host).await?;
+        Ok(match &self.plan {
+            Some(plan) => std::sync::Arc::new(super::dry_run::PlanTransport {
+                inner: t,
+                plan: plan.clone(),
+            }),
+            None => t,
+        })
+    }
+
+    /// Where rendered files for `host` are staged: the state directory, or a temp dir in a dry run.
+    pub fn staging_dir(&self, host: &str) -> PathBuf {
+        match &self.dry_staging {
+            Some(d) => d.path().join(host),
+            None => self.state_dir.join("rendered").join(host),
+        }
     }
 
     pub fn host(&self, name: &str) -> &crate::config::Host {
@@ -185,7 +225,7 @@ impl Context {
 
     pub fn say(&self, line: &str) {
         if !self.opts.json {
-            println!("{line}");
+            self.progress.line(line);
         }
     }
 
@@ -196,12 +236,12 @@ impl Context {
                 serde_json::json!({"phase": phase, "host": host, "result": outcome.kind(), "detail": outcome.detail(), "seconds": took.as_secs_f64()})
             );
         } else {
-            println!(
+            self.progress.line(&format!(
                 "[{host:>8}] {phase:<20} {:<7} {:>6.2}s  {}",
                 outcome.kind(),
                 took.as_secs_f64(),
                 outcome.detail()
-            );
+            ));
         }
     }
 
@@ -212,7 +252,8 @@ impl Context {
                 serde_json::json!({"phase": phase, "host": host, "result": "failed", "error": e.to_string()})
             );
         } else {
-            println!("[{host:>8}] {phase:<20} FAILED");
+            self.progress
+                .line(&format!("[{host:>8}] {phase:<20} FAILED"));
         }
     }
 }

@@ -3,9 +3,11 @@
 //! Every phase looks at the host's state first and skips what is done, so a re-run converges.
 
 mod context;
+pub mod dry_run;
 mod error;
 pub(crate) mod phases;
 mod playbook;
+pub mod progress;
 mod render;
 mod reset;
 
@@ -41,7 +43,25 @@ pub async fn run(ctx: &Context, playbook: &Playbook) -> Result<(), BootstrapErro
     let total = Instant::now();
     for phase in &playbook.phases {
         let hosts = ctx.select(&phase.hosts)?;
+        if phase.name == "preflight" {
+            // All hosts at once (cross-host checks), reported by the phase itself.
+            phases::preflight::preflight_hosts(ctx, &hosts).await?;
+            continue;
+        }
         let started = Instant::now();
+        if ctx.plan.is_some() && dry_run::API_PHASES.contains(&phase.name.as_str()) {
+            for h in &hosts {
+                let who = h.as_deref().unwrap_or("local");
+                let skipped =
+                    phases::Outcome::Skipped("dry run: needs the cluster answering".into());
+                ctx.report(&phase.name, who, &skipped, started.elapsed());
+            }
+            continue;
+        }
+        for h in &hosts {
+            ctx.progress
+                .started(&phase.name, h.as_deref().unwrap_or("local"));
+        }
         let results = futures::future::join_all(
             hosts
                 .iter()
@@ -59,6 +79,7 @@ pub async fn run(ctx: &Context, playbook: &Playbook) -> Result<(), BootstrapErro
             }
         }
     }
+    ctx.progress.finish();
     ctx.say(&format!(
         "{} finished in {:.1}s",
         playbook.name,

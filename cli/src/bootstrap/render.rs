@@ -41,6 +41,18 @@ const TEMPLATES: &[(&str, &str)] = &[
         "kiln-kubelet.service",
         include_str!("../../../templates/kiln-kubelet.service"),
     ),
+    (
+        "snapshot-schedule.sh",
+        include_str!("../../../templates/snapshot-schedule.sh"),
+    ),
+    (
+        "kiln-snapshot.service",
+        include_str!("../../../templates/kiln-snapshot.service"),
+    ),
+    (
+        "kiln-snapshot.timer",
+        include_str!("../../../templates/kiln-snapshot.timer"),
+    ),
 ];
 
 pub fn render(name: &str, ctx: &tera::Context) -> Result<String, BootstrapError> {

@@ -24,12 +24,31 @@ const PATHS: &[&str] = &[
     "/usr/local/bin/kiln-proxy",
 ];
 
+/// Where uploads land outside the directories reset removes whole; an upload cut off hard (sshd killed,
+/// host powered off) can leave its temp file (`.<name>.kiln-XXXXXX`, see the transport) there.
+const UPLOAD_DIRS: &[&str] = &[
+    "/usr/local/bin",
+    "/etc",
+    "/etc/systemd/system",
+    "/etc/containerd",
+    "/etc/containerd/certs.d",
+];
+
+/// Leftover upload temp files, one per line.
+fn upload_temps_script() -> String {
+    format!(
+        "find {} -maxdepth 2 -name '.*.kiln-??????' 2>/dev/null; true",
+        UPLOAD_DIRS.join(" ")
+    )
+}
+
 /// Paths of kiln that exist, one per line; an empty mount point counts as absent (it was there before).
 fn present_script() -> String {
     format!(
         "for p in {}; do [ -e $p ] || continue; if mountpoint -q $p 2>/dev/null && [ -z \"$(ls -A $p)\" ]; then continue; fi; echo $p; done; \
-         grep -qs '^{MANAGED}' /etc/rc.local && echo /etc/rc.local; true",
-        PATHS.join(" ")
+         grep -qs '^{MANAGED}' /etc/rc.local && echo /etc/rc.local; {}",
+        PATHS.join(" "),
+        upload_temps_script()
     )
 }
 
@@ -154,8 +173,10 @@ async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     // A data dir may be a mount point (its own disk, or a lab host's private dir): empty it, keep it.
     t.run(&format!(
         "for p in {}; do if mountpoint -q $p 2>/dev/null; then find $p -mindepth 1 -delete; else rm -rf $p; fi; done; \
-         grep -qs '^{MANAGED}' /etc/rc.local && rm -f /etc/rc.local; true",
-        PATHS.join(" ")
+         grep -qs '^{MANAGED}' /etc/rc.local && rm -f /etc/rc.local; \
+         {} | while read -r f; do rm -f -- \"$f\"; done; true",
+        PATHS.join(" "),
+        upload_temps_script()
     ))
     .await?;
     if t.exec("test -d /run/systemd/system", None).await?.success() {

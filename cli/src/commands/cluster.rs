@@ -81,6 +81,8 @@ impl ClusterArgs {
                 wait_timeout: Duration::from_secs(wait),
                 json: self.output == "json",
                 only_hosts: self.hosts.clone(),
+                preflight_fix: false,
+                dry_run: self.dry_run,
             },
         )?)
     }
@@ -114,6 +116,23 @@ fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
                 println!("  {:>2}. {phase:<20} {on}", i + 1);
             }
         }
+        // Then every phase against the hosts, read-only: what would change where.
+        runtime()?.block_on(bootstrap::run(ctx, &pb))?;
+        if let Some(plan) = &ctx.plan {
+            if args.output == "json" {
+                println!("{}", serde_json::json!({"changes": plan.to_json()}));
+            } else {
+                let text = plan.render();
+                println!(
+                    "\nchanges (nothing was changed):\n{}",
+                    if text.is_empty() {
+                        "  none\n".into()
+                    } else {
+                        text
+                    }
+                );
+            }
+        }
         return Ok(false);
     }
     runtime()?.block_on(bootstrap::run(ctx, &pb))?;
@@ -128,11 +147,31 @@ pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result
     if !play(&args, &ctx, "init")? {
         return Ok(0);
     }
-    ctx.say(&format!(
-        "\nThe control plane is up. Use it with:\n  kubectl --kubeconfig {} get nodes",
-        ctx.admin_conf().display()
-    ));
+    summary(&args, &ctx)?;
     Ok(0)
+}
+
+/// The end of a successful init: where the admin kubeconfig is and how to add hosts (kubeadm prints a
+/// `kubeadm join` line; kiln's join needs only the file, it mints its token itself).
+fn summary(args: &ClusterArgs, ctx: &Context) -> anyhow::Result<()> {
+    let pin = crate::bootstrap::phases::join_token::ca_cert_hash(ctx)?;
+    let file = args.file.display();
+    let kubeconfig = ctx.admin_conf();
+    if ctx.opts.json {
+        println!(
+            "{}",
+            serde_json::json!({"result": "ok", "kubeconfig": kubeconfig, "caCertHash": pin,
+                "join": format!("kiln join -f {file}")})
+        );
+    } else {
+        println!(
+            "\nThe control plane is up. Use it with:\n  kubectl --kubeconfig {} get nodes\n\n\
+             Add hosts: list them in {file}, then run\n  kiln join -f {file}\n\
+             (it mints a 1 h bootstrap token; joining kubelets verify the API server against the CA {pin})",
+            kubeconfig.display()
+        );
+    }
+    Ok(())
 }
 
 pub fn join(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
@@ -141,8 +180,9 @@ pub fn join(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result
     Ok(0)
 }
 
-pub fn preflight(args: ClusterArgs, ignore: Vec<String>) -> anyhow::Result<i32> {
-    let ctx = args.context(ignore, 0)?;
+pub fn preflight(args: ClusterArgs, ignore: Vec<String>, fix: bool) -> anyhow::Result<i32> {
+    let mut ctx = args.context(ignore, 0)?;
+    ctx.opts.preflight_fix = fix;
     play(&args, &ctx, "preflight")?;
     Ok(0)
 }

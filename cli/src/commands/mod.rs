@@ -2,6 +2,7 @@
 //! library. `main.rs` only calls [`main`].
 
 mod cluster;
+mod drill;
 mod lab;
 mod snapshot;
 mod status;
@@ -53,12 +54,16 @@ pub enum Command {
         #[arg(long, default_value_t = 180)]
         wait_timeout: u64,
     },
-    /// Run the preflight checks on every host of cluster.yaml (changes nothing).
+    /// Run the preflight checks on every host of cluster.yaml (changes nothing unless --fix).
     Preflight {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
         #[arg(long, value_delimiter = ',')]
         ignore_preflight_errors: Vec<String>,
+        /// First remedy what is safe (swap off + fstab, br_netfilter/overlay + modules-load.d, sysctls +
+        /// sysctl.d, ports in firewalld/ufw), print each change, then check again.
+        #[arg(long)]
+        fix: bool,
     },
     /// The cluster at a glance: nodes, control-plane pods, store members.
     Status {
@@ -71,6 +76,8 @@ pub enum Command {
     /// Store snapshots: save, list, restore.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Disaster-recovery drill: restore a bundle onto a scratch lab, verify it, report RPO/RTO, tear down.
+    Drill(drill::DrillArgs),
     /// Certificates of the cluster.
     #[command(subcommand)]
     Certs(CertsCommand),
@@ -115,8 +122,10 @@ pub fn main() -> i32 {
         Command::Preflight {
             cluster,
             ignore_preflight_errors,
-        } => cluster::preflight(cluster, ignore_preflight_errors),
+            fix,
+        } => cluster::preflight(cluster, ignore_preflight_errors, fix),
         Command::Snapshot(c) => snapshot::run(c),
+        Command::Drill(a) => drill::run(a),
         Command::Token(c) => token::run(c),
         Command::Status { cluster } => status::run(cluster),
         Command::Certs(CertsCommand::CheckExpiration { cluster }) => {

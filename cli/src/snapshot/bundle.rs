@@ -2,18 +2,21 @@
 //! the store snapshot, cluster.yaml and the state directory (PKI, kubeconfigs) — everything a restore
 //! needs, so a restore never depends on anything that was only on the lost machines.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::encrypt::{self, DecryptReader, EncryptWriter, KeyMaterial};
+use super::manifest::ObjectRecord;
 use super::{io, SnapshotError};
-use crate::bootstrap::Context;
 
 pub const FORMAT: &str = "kiln-snapshot/v1";
 pub const SUFFIX: &str = ".kiln-bundle.tar";
 const SKIP_STATE: &[&str] = &["snapshots", "rendered"];
+/// The member listing the Kubernetes objects at the snapshot's revision (what a drill compares against).
+pub const OBJECTS: &str = "objects.json";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,13 +32,24 @@ pub struct BundleInfo {
     pub registry_objects: i64,
     pub snapshot_sha256: String,
     pub kiln_version: String,
+    /// Where the state directory in the bundle came from: "operator" (the whole state directory) or
+    /// "host" (a scheduled save on a controller: that host's /etc/kiln/pki).
+    #[serde(default = "operator")]
+    pub state_from: String,
     #[serde(skip)]
     pub path: Option<PathBuf>,
+    /// The file is encrypted (known from its header, not stored in bundle.json).
+    #[serde(skip)]
+    pub encrypted: bool,
+}
+
+fn operator() -> String {
+    "operator".into()
 }
 
 impl BundleInfo {
     pub fn new(
-        ctx: &Context,
+        cluster: &str,
         host: &str,
         revision: i64,
         registry_objects: i64,
@@ -44,7 +58,7 @@ impl BundleInfo {
         let now = time::OffsetDateTime::now_utc();
         BundleInfo {
             format: FORMAT.into(),
-            cluster: ctx.cluster.config.metadata.name.clone(),
+            cluster: cluster.into(),
             created: now
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_default(),
@@ -53,7 +67,9 @@ impl BundleInfo {
             registry_objects,
             snapshot_sha256: sha256.into(),
             kiln_version: env!("CARGO_PKG_VERSION").into(),
+            state_from: operator(),
             path: None,
+            encrypted: false,
         }
     }
 
@@ -68,15 +84,98 @@ impl BundleInfo {
     }
 }
 
+/// A tar error, named by what it really is when the cause is the decryption underneath.
 fn tar_err(path: &Path) -> impl Fn(std::io::Error) -> SnapshotError + '_ {
     move |e| SnapshotError::Bundle {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: match encrypt::crypto_cause(&e) {
+            Some(c) => c.to_string(),
+            None => e.to_string(),
+        },
     }
 }
 
-fn append_file(
-    b: &mut tar::Builder<std::fs::File>,
+/// Where the tar goes: the file itself, or the file through the chunked AEAD.
+enum Sink {
+    Plain(std::fs::File),
+    Sealed(Box<EncryptWriter<std::fs::File>>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Plain(f) => f.write(b),
+            Sink::Sealed(w) => w.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(f) => f.flush(),
+            Sink::Sealed(w) => w.flush(),
+        }
+    }
+}
+
+impl Sink {
+    fn finish(self) -> std::io::Result<std::fs::File> {
+        match self {
+            Sink::Plain(f) => Ok(f),
+            Sink::Sealed(w) => (*w).finish(),
+        }
+    }
+}
+
+/// Where the tar comes from.
+enum Source {
+    Plain(std::fs::File),
+    Sealed(Box<DecryptReader<std::fs::File>>),
+}
+
+impl Read for Source {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Source::Plain(f) => f.read(b),
+            Source::Sealed(r) => r.read(b),
+        }
+    }
+}
+
+/// Open a bundle for reading: an encrypted one needs the key, and says so by name when it is missing.
+fn source(path: &Path, key: Option<&KeyMaterial>) -> Result<(Source, bool), SnapshotError> {
+    let sealed = encrypt::is_encrypted(path).map_err(io("opening", path))?;
+    let f = std::fs::File::open(path).map_err(io("opening", path))?;
+    if !sealed {
+        return Ok((Source::Plain(f), false));
+    }
+    let Some(key) = key else {
+        return Err(SnapshotError::Bundle {
+            path: path.into(),
+            message: "the bundle is encrypted: pass --encrypt-key-file".into(),
+        });
+    };
+    let r = DecryptReader::new(f, key).map_err(|e| SnapshotError::Bundle {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
+    Ok((Source::Sealed(Box::new(r)), true))
+}
+
+fn append_bytes<W: Write>(
+    b: &mut tar::Builder<W>,
+    name: &str,
+    data: &[u8],
+    out: &Path,
+) -> Result<(), SnapshotError> {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o600);
+    h.set_mtime(0);
+    h.set_cksum();
+    b.append_data(&mut h, name, data).map_err(tar_err(out))
+}
+
+fn append_file<W: Write>(
+    b: &mut tar::Builder<W>,
     name: &str,
     src: &Path,
     out: &Path,
@@ -110,11 +209,29 @@ fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, PathBuf)>) {
     }
 }
 
-/// Pack the bundle next to `path` and rename it into place (never a half-written bundle under its name).
+/// The files of a state directory, as (path inside it, file), sorted; snapshots and renders left out.
+pub fn state_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut v = vec![];
+    walk(dir, dir, &mut v);
+    v.sort();
+    v
+}
+
+/// What goes into a bundle besides bundle.json.
+pub struct Contents<'a> {
+    pub snapshot: &'a Path,
+    pub cluster_yaml: &'a Path,
+    /// (path under state/, file)
+    pub state: Vec<(String, PathBuf)>,
+    pub objects: &'a [ObjectRecord],
+}
+
+/// Pack the bundle next to `path` and rename it into place (never a half-written bundle under its name),
+/// encrypted when a key is given.
 pub fn write(
-    ctx: &Context,
     info: &BundleInfo,
-    snapshot: &Path,
+    contents: &Contents<'_>,
+    key: Option<&KeyMaterial>,
     path: &Path,
 ) -> Result<(), SnapshotError> {
     let partial = path.with_extension("partial");
@@ -128,32 +245,32 @@ pub fn write(
             .open(&partial)
             .map_err(io("creating", &partial))?
     };
-    let mut b = tar::Builder::new(file);
+    let sink = match key {
+        Some(k) => Sink::Sealed(Box::new(
+            EncryptWriter::new(file, k).map_err(tar_err(&partial))?,
+        )),
+        None => Sink::Plain(file),
+    };
+    let mut b = tar::Builder::new(sink);
     let json = serde_json::to_vec_pretty(info).expect("bundle info serializes");
-    let mut h = tar::Header::new_gnu();
-    h.set_size(json.len() as u64);
-    h.set_mode(0o600);
-    h.set_mtime(0);
-    h.set_cksum();
-    b.append_data(&mut h, "bundle.json", json.as_slice())
-        .map_err(tar_err(&partial))?;
-    append_file(&mut b, "snapshot.db", snapshot, &partial)?;
-    append_file(&mut b, "cluster.yaml", &ctx.cluster.path, &partial)?;
-    let mut state = vec![];
-    walk(&ctx.state_dir, &ctx.state_dir, &mut state);
-    state.sort();
-    for (rel, p) in state {
-        append_file(&mut b, &format!("state/{rel}"), &p, &partial)?;
+    append_bytes(&mut b, "bundle.json", &json, &partial)?;
+    append_file(&mut b, "snapshot.db", contents.snapshot, &partial)?;
+    let objects = serde_json::to_vec_pretty(contents.objects).expect("records serialize");
+    append_bytes(&mut b, OBJECTS, &objects, &partial)?;
+    append_file(&mut b, "cluster.yaml", contents.cluster_yaml, &partial)?;
+    for (rel, p) in &contents.state {
+        append_file(&mut b, &format!("state/{rel}"), p, &partial)?;
     }
-    let file = b.into_inner().map_err(tar_err(&partial))?;
+    let sink = b.into_inner().map_err(tar_err(&partial))?;
+    let file = sink.finish().map_err(tar_err(&partial))?;
     file.sync_all().map_err(io("syncing", &partial))?;
     std::fs::rename(&partial, path).map_err(io("renaming", path))
 }
 
 /// The bundle's description (its first entry), without reading the rest.
-pub fn info(path: &Path) -> Result<BundleInfo, SnapshotError> {
-    let f = std::fs::File::open(path).map_err(io("opening", path))?;
-    let mut ar = tar::Archive::new(f);
+pub fn info(path: &Path, key: Option<&KeyMaterial>) -> Result<BundleInfo, SnapshotError> {
+    let (src, encrypted) = source(path, key)?;
+    let mut ar = tar::Archive::new(src);
     let mut entries = ar.entries().map_err(tar_err(path))?;
     let mut first = entries
         .next()
@@ -181,6 +298,7 @@ pub fn info(path: &Path) -> Result<BundleInfo, SnapshotError> {
         });
     }
     info.path = Some(path.to_path_buf());
+    info.encrypted = encrypted;
     Ok(info)
 }
 
@@ -191,16 +309,19 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    pub fn open(path: &Path) -> Result<Bundle, SnapshotError> {
-        let info = info(path)?;
+    /// Unpack and check: every chunk of an encrypted bundle authenticated (to its end), and the snapshot's
+    /// sha256 as recorded.
+    pub fn open(path: &Path, key: Option<&KeyMaterial>) -> Result<Bundle, SnapshotError> {
+        let info = info(path, key)?;
         let dir = tempfile::Builder::new()
             .prefix("kiln-restore-")
             .tempdir()
             .map_err(io("creating temp dir", path))?;
-        let f = std::fs::File::open(path).map_err(io("opening", path))?;
-        tar::Archive::new(f)
-            .unpack(dir.path())
-            .map_err(tar_err(path))?;
+        let (src, _) = source(path, key)?;
+        let mut ar = tar::Archive::new(src);
+        ar.unpack(dir.path()).map_err(tar_err(path))?;
+        // tar stops at its end-of-archive blocks: drain the rest so a cut or tampered tail is noticed.
+        std::io::copy(&mut ar.into_inner(), &mut std::io::sink()).map_err(tar_err(path))?;
         let db = dir.path().join("snapshot.db");
         let mut h = Sha256::new();
         let mut f = std::fs::File::open(&db).map_err(io("reading", &db))?;
@@ -221,31 +342,165 @@ impl Bundle {
     pub fn snapshot(&self) -> PathBuf {
         self.dir.path().join("snapshot.db")
     }
+
+    pub fn cluster_yaml(&self) -> PathBuf {
+        self.dir.path().join("cluster.yaml")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// The objects recorded at save time (empty for bundles made before kiln recorded them).
+    pub fn objects(&self) -> Result<Vec<ObjectRecord>, SnapshotError> {
+        let p = self.dir.path().join(OBJECTS);
+        match std::fs::read(&p) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| SnapshotError::Bundle {
+                path: p,
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(vec![]),
+            Err(e) => Err(io("reading", &p)(e)),
+        }
+    }
 }
 
-pub fn list(dir: &Path) -> Result<Vec<BundleInfo>, SnapshotError> {
+/// Bundles in `dir`, newest first. Encrypted ones that the key (if any) does not open are listed from
+/// their file's time only, marked encrypted.
+pub fn list(dir: &Path, key: Option<&KeyMaterial>) -> Result<Vec<BundleInfo>, SnapshotError> {
     let mut out = vec![];
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
-        if p.to_string_lossy().ends_with(SUFFIX) {
-            match info(&p) {
-                Ok(i) => out.push(i),
-                Err(e) => tracing::warn!(error = %e, "skipping unreadable bundle"),
+        if !p.to_string_lossy().ends_with(SUFFIX) {
+            continue;
+        }
+        match info(&p, key) {
+            Ok(i) => out.push(i),
+            Err(err) if encrypt::is_encrypted(&p).unwrap_or(false) => {
+                tracing::debug!(error = %err, "encrypted bundle listed without its contents");
+                out.push(unopened(&p));
             }
+            Err(e) => tracing::warn!(error = %e, "skipping unreadable bundle"),
         }
     }
     out.sort_by(|a, b| b.created.cmp(&a.created).then(b.revision.cmp(&a.revision)));
     Ok(out)
 }
 
+fn unopened(p: &Path) -> BundleInfo {
+    let created = std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .map(time::OffsetDateTime::from)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
+    BundleInfo {
+        format: FORMAT.into(),
+        cluster: "?".into(),
+        created,
+        source_host: "?".into(),
+        revision: 0,
+        registry_objects: 0,
+        snapshot_sha256: String::new(),
+        kiln_version: String::new(),
+        state_from: String::new(),
+        path: Some(p.to_path_buf()),
+        encrypted: true,
+    }
+}
+
 /// Keep the newest `keep` bundles in `dir`, delete the rest.
-pub fn rotate(dir: &Path, keep: usize) -> Result<Vec<PathBuf>, SnapshotError> {
+pub fn rotate(
+    dir: &Path,
+    keep: usize,
+    key: Option<&KeyMaterial>,
+) -> Result<Vec<PathBuf>, SnapshotError> {
     let mut removed = vec![];
-    for old in list(dir)?.into_iter().skip(keep) {
+    for old in list(dir, key)?.into_iter().skip(keep) {
         if let Some(p) = old.path {
             std::fs::remove_file(&p).map_err(io("removing", &p))?;
             removed.push(p);
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(dir: &Path, key: Option<&KeyMaterial>) -> PathBuf {
+        let db = dir.join("db");
+        std::fs::write(&db, vec![42u8; 3 << 20]).unwrap();
+        let cy = dir.join("cluster.yaml");
+        std::fs::write(&cy, "kind: Cluster\n").unwrap();
+        let sha = hex::encode(Sha256::digest(std::fs::read(&db).unwrap()));
+        let info = BundleInfo::new("c1", "host1", 7, 3, &sha);
+        let out = dir.join(info.file_name());
+        let objects = vec![];
+        let contents = Contents {
+            snapshot: &db,
+            cluster_yaml: &cy,
+            state: vec![("pki/host1/ca.crt".into(), cy.clone())],
+            objects: &objects,
+        };
+        write(&info, &contents, key, &out).unwrap();
+        out
+    }
+
+    #[test]
+    fn an_encrypted_bundle_opens_only_with_its_key() {
+        let d = tempfile::tempdir().unwrap();
+        let key = KeyMaterial::from_bytes(b"bundle passphrase".to_vec()).unwrap();
+        let p = sample(d.path(), Some(&key));
+        let b = Bundle::open(&p, Some(&key)).unwrap();
+        assert!(b.info.encrypted);
+        assert_eq!(b.info.revision, 7);
+        assert!(b.state_dir().join("pki/host1/ca.crt").exists());
+        let e = Bundle::open(&p, None).err().unwrap().to_string();
+        assert!(e.contains("encrypted: pass --encrypt-key-file"), "{e}");
+        let wrong = KeyMaterial::from_bytes(b"another passphrase".to_vec()).unwrap();
+        let e = Bundle::open(&p, Some(&wrong)).err().unwrap().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "bundle {}: wrong key or corrupted (authentication failed)",
+                p.display()
+            )
+        );
+        // Listed without the key: present, marked encrypted.
+        let l = list(d.path(), None).unwrap();
+        assert_eq!(l.len(), 1);
+        assert!(l[0].encrypted);
+    }
+
+    #[test]
+    fn a_cut_or_flipped_encrypted_bundle_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let key = KeyMaterial::from_bytes(vec![1u8; 32]).unwrap();
+        let p = sample(d.path(), Some(&key));
+        let bytes = std::fs::read(&p).unwrap();
+        let cut = d.path().join("cut.tar");
+        std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+        assert!(Bundle::open(&cut, Some(&key)).is_err());
+        let mut flipped = bytes.clone();
+        let n = flipped.len();
+        flipped[n / 2] ^= 0x10;
+        let bad = d.path().join("bad.tar");
+        std::fs::write(&bad, flipped).unwrap();
+        let e = Bundle::open(&bad, Some(&key)).err().unwrap().to_string();
+        assert!(e.contains("authentication failed"), "{e}");
+    }
+
+    #[test]
+    fn a_plain_bundle_still_opens_without_a_key() {
+        let d = tempfile::tempdir().unwrap();
+        let p = sample(d.path(), None);
+        let b = Bundle::open(&p, None).unwrap();
+        assert!(!b.info.encrypted);
+        assert!(b.objects().unwrap().is_empty());
+    }
 }

@@ -3,10 +3,15 @@
 //! control plane first, restore every member, bring it back and verify the data against the bundle.
 
 mod bundle;
+pub mod drill;
+pub mod encrypt;
+pub mod manifest;
 mod restore;
+pub mod schedule;
 pub(crate) mod store_client;
 
 pub use bundle::{Bundle, BundleInfo};
+pub use encrypt::KeyMaterial;
 pub use restore::restore;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +39,8 @@ pub enum SnapshotError {
     Bootstrap(#[from] BootstrapError),
     #[error(transparent)]
     Transport(#[from] crate::transport::TransportError),
+    #[error(transparent)]
+    Crypto(#[from] encrypt::CryptoError),
 }
 
 pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {
@@ -46,29 +53,109 @@ pub fn default_dir(ctx: &Context) -> PathBuf {
     ctx.state_dir.join("snapshots")
 }
 
+/// How a save runs, besides where its data comes from.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SaveOptions<'a> {
+    /// Output file or directory (default: the default directory of the source).
+    pub out: Option<&'a Path>,
+    /// Keep only the newest N bundles of the output directory.
+    pub keep: Option<usize>,
+    /// Encrypt the bundle with this key.
+    pub key: Option<&'a KeyMaterial>,
+}
+
+/// Where a save gets its store and its state from.
+struct SaveSource {
+    cluster: String,
+    cluster_yaml: PathBuf,
+    /// (host name, store address, PKI directory with the store CA and the apiserver's store client cert)
+    members: Vec<(String, String, PathBuf)>,
+    state: Vec<(String, PathBuf)>,
+    state_from: &'static str,
+    kiln_store: PathBuf,
+    default_dir: PathBuf,
+}
+
 /// Take a snapshot from the first healthy controller, pack the bundle at `out` (or in the default dir),
 /// then keep only the newest `keep` bundles of that directory when asked.
-pub async fn save(
-    ctx: &Context,
-    out: Option<&Path>,
-    keep: Option<usize>,
+pub async fn save(ctx: &Context, opts: SaveOptions<'_>) -> Result<BundleInfo, SnapshotError> {
+    let src = SaveSource {
+        cluster: ctx.cluster.config.metadata.name.clone(),
+        cluster_yaml: ctx.cluster.path.clone(),
+        members: ctx
+            .cluster
+            .config
+            .controllers()
+            .map(|h| (h.name.clone(), h.node_address(), ctx.pki_dir(&h.name)))
+            .collect(),
+        state: bundle::state_files(&ctx.state_dir),
+        state_from: "operator",
+        kiln_store: ctx.bin_dir.join("kiln-store"),
+        default_dir: default_dir(ctx),
+    };
+    save_from(&src, opts).await
+}
+
+/// A save on a controller itself (the scheduled job): its local store member, with the host's PKI in
+/// /etc/kiln/pki; the bundle holds cluster.yaml (pushed by `snapshot schedule`) and that PKI.
+pub async fn save_on_host(
+    cluster_yaml: &Path,
+    host: &str,
+    opts: SaveOptions<'_>,
 ) -> Result<BundleInfo, SnapshotError> {
+    let cluster = crate::config::load(cluster_yaml).map_err(|e| SnapshotError::Bundle {
+        path: cluster_yaml.into(),
+        message: e.to_string(),
+    })?;
+    let h = cluster
+        .config
+        .host(host)
+        .ok_or_else(|| SnapshotError::Bundle {
+            path: cluster_yaml.into(),
+            message: format!("no host named {host}"),
+        })?;
+    let pki = PathBuf::from(schedule::HOST_PKI);
+    let state = bundle::state_files(&pki)
+        .into_iter()
+        .map(|(rel, p)| (format!("pki/{host}/{rel}"), p))
+        .collect();
+    let src = SaveSource {
+        cluster: cluster.config.metadata.name.clone(),
+        cluster_yaml: cluster_yaml.to_path_buf(),
+        members: vec![(h.name.clone(), h.node_address(), pki)],
+        state,
+        state_from: "host",
+        kiln_store: PathBuf::from("/usr/local/bin/kiln-store"),
+        default_dir: PathBuf::from(schedule::DEFAULT_DIR),
+    };
+    save_from(&src, opts).await
+}
+
+async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo, SnapshotError> {
+    let out = opts.out;
     let dir = match out {
         Some(p) if p.is_dir() => p.to_path_buf(),
         Some(p) => p
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from(".")),
-        None => default_dir(ctx),
+        None => src.default_dir.clone(),
     };
-    std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io("creating", &dir))?;
+    }
     let mut last_err = None;
-    for host in ctx.cluster.config.controllers() {
-        let store = store_client::StoreClient::connect(ctx, host).await;
+    for (name, addr, pki) in &src.members {
+        let store = store_client::StoreClient::connect_with(addr, pki).await;
         let mut store = match store {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(host = %host.name, error = %e, "store not reachable, trying the next controller");
+                tracing::warn!(host = %name, error = %e, "store not reachable, trying the next controller");
                 last_err = Some(e);
                 continue;
             }
@@ -76,7 +163,7 @@ pub async fn save(
         let tmp = dir.join(format!(".{}.snapshot.partial", std::process::id()));
         let saved = store.save_snapshot(&tmp).await;
         let db = match saved.and_then(|mut db| {
-            db.revision = store_client::snapshot_revision(&ctx.bin_dir.join("kiln-store"), &tmp)?;
+            db.revision = store_client::snapshot_revision(&src.kiln_store, &tmp)?;
             Ok(db)
         }) {
             Ok(db) => db,
@@ -86,19 +173,40 @@ pub async fn save(
                 continue;
             }
         };
-        let count = store.count_registry(db.revision).await?;
-        let info = BundleInfo::new(ctx, &host.name, db.revision, count, &db.sha256);
+        let counted = async {
+            let count = store.count_registry(db.revision).await?;
+            let objects = manifest::collect(&mut store, db.revision).await?;
+            Ok::<_, SnapshotError>((count, objects))
+        }
+        .await;
+        let (count, objects) = match counted {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        let mut info = BundleInfo::new(&src.cluster, name, db.revision, count, &db.sha256);
+        info.state_from = src.state_from.into();
         let path = match out {
             Some(p) if !p.is_dir() => p.to_path_buf(),
             _ => dir.join(info.file_name()),
         };
-        bundle::write(ctx, &info, &tmp, &path)?;
+        let contents = bundle::Contents {
+            snapshot: &tmp,
+            cluster_yaml: &src.cluster_yaml,
+            state: src.state.clone(),
+            objects: &objects,
+        };
+        let written = bundle::write(&info, &contents, opts.key, &path);
         let _ = std::fs::remove_file(&tmp);
-        if let Some(keep) = keep {
-            bundle::rotate(&dir, keep)?;
+        written?;
+        if let Some(keep) = opts.keep {
+            bundle::rotate(&dir, keep, opts.key)?;
         }
         return Ok(BundleInfo {
             path: Some(path),
+            encrypted: opts.key.is_some(),
             ..info
         });
     }
@@ -117,7 +225,7 @@ pub async fn store_status(
     c.current().await
 }
 
-/// Bundles in `dir`, newest first.
-pub fn list(dir: &Path) -> Result<Vec<BundleInfo>, SnapshotError> {
-    bundle::list(dir)
+/// Bundles in `dir`, newest first (encrypted ones the key does not open: from their file's time only).
+pub fn list(dir: &Path, key: Option<&KeyMaterial>) -> Result<Vec<BundleInfo>, SnapshotError> {
+    bundle::list(dir, key)
 }

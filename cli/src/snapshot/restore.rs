@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::bundle::Bundle;
 use super::store_client::StoreClient;
-use super::{BundleInfo, SnapshotError};
+use super::{BundleInfo, KeyMaterial, SnapshotError};
 use crate::bootstrap::phases::push;
 use crate::bootstrap::{self, Context, Playbook};
 use crate::transport::{Payload, Transport};
@@ -29,8 +29,19 @@ fn say(ctx: &Context, host: &str, step: &str, started: Instant) {
     ));
 }
 
-pub async fn restore(ctx: &Context, bundle_path: &Path) -> Result<BundleInfo, SnapshotError> {
-    let bundle = Bundle::open(bundle_path)?;
+pub async fn restore(
+    ctx: &Context,
+    bundle_path: &Path,
+    key: Option<&KeyMaterial>,
+) -> Result<BundleInfo, SnapshotError> {
+    let bundle = Bundle::open(bundle_path, key)?;
+    restore_bundle(ctx, &bundle).await
+}
+
+/// Restore an opened (checked) bundle onto the cluster of `ctx`.
+pub async fn restore_bundle(ctx: &Context, bundle: &Bundle) -> Result<BundleInfo, SnapshotError> {
+    let bundle_path = bundle.info.path.clone().unwrap_or_default();
+    let bundle_path = bundle_path.as_path();
     let info = bundle.info.clone();
     if info.cluster != ctx.cluster.config.metadata.name {
         return Err(SnapshotError::Bundle {

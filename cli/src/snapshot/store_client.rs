@@ -53,9 +53,14 @@ pub const REGISTRY_PREFIX: &str = "/registry/";
 
 impl StoreClient {
     pub async fn connect(ctx: &Context, host: &Host) -> Result<StoreClient, SnapshotError> {
-        let addr = host.node_address();
+        Self::connect_with(&host.node_address(), &ctx.pki_dir(&host.name)).await
+    }
+
+    /// Connect to the store at `addr` with the store CA and the apiserver's store client certificate
+    /// from `pki` (the operator's per-host PKI directory, or /etc/kiln/pki on a controller itself).
+    pub async fn connect_with(addr: &str, pki: &Path) -> Result<StoreClient, SnapshotError> {
+        let addr = addr.to_string();
         let endpoint = format!("https://{addr}:2379");
-        let pki = ctx.pki_dir(&host.name);
         let read = |rel: &str| {
             let p = pki.join(rel);
             std::fs::read(&p).map_err(io("reading", &p))
@@ -135,6 +140,32 @@ impl StoreClient {
             .await
             .map_err(|e| self.err(e))?;
         Ok((r.header().map(|h| h.revision()).unwrap_or(0), r.count()))
+    }
+
+    /// Every (key, value, mod revision) under `prefix` at `revision`.
+    pub async fn list_prefix(
+        &mut self,
+        prefix: &str,
+        revision: i64,
+    ) -> Result<Vec<(String, Vec<u8>, i64)>, SnapshotError> {
+        let r = self
+            .client
+            .get(
+                prefix,
+                Some(GetOptions::new().with_prefix().with_revision(revision)),
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(r.kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.value().to_vec(),
+                    kv.mod_revision(),
+                )
+            })
+            .collect())
     }
 
     /// How many Kubernetes objects the store held at `revision`.

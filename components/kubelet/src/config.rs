@@ -31,6 +31,13 @@ pub struct Flags {
     /// bootstrap) when --kubeconfig does not exist or its certificate has expired.
     #[arg(long)]
     pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Listen address of the node-local load balancer to the API servers (several control planes),
+    /// e.g. 127.0.0.1:6444; the kubeconfigs of this node then point at it.
+    #[arg(long)]
+    pub apiserver_lb_listen: Option<std::net::SocketAddr>,
+    /// API servers behind the node-local load balancer, host:port (repeat or comma-separate).
+    #[arg(long, value_delimiter = ',')]
+    pub apiserver_lb_backend: Vec<String>,
     /// Renew the client certificate (a CSR with the node's own identity) when 80 % of its lifetime is over.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub rotate_certificates: bool,
@@ -122,6 +129,8 @@ pub struct KubeletConfig {
     pub kubeconfig: PathBuf,
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub rotate_certificates: bool,
+    /// The node-local API server load balancer: listen address and backends.
+    pub apiserver_lb: Option<(std::net::SocketAddr, Vec<String>)>,
     pub pod_manifest_path: PathBuf,
     pub root_dir: PathBuf,
     pub pod_log_dir: PathBuf,
@@ -151,6 +160,7 @@ impl KubeletConfig {
             kubeconfig: "/etc/kiln/kubelet.conf".into(),
             bootstrap_kubeconfig: None,
             rotate_certificates: true,
+            apiserver_lb: None,
             pod_manifest_path: "/etc/kiln/manifests".into(),
             root_dir: "/var/lib/kiln/kubelet".into(),
             pod_log_dir: "/var/log/pods".into(),
@@ -202,6 +212,22 @@ impl KubeletConfig {
         c.kubeconfig = flags.kubeconfig;
         c.bootstrap_kubeconfig = flags.bootstrap_kubeconfig;
         c.rotate_certificates = flags.rotate_certificates;
+        c.apiserver_lb = match (flags.apiserver_lb_listen, flags.apiserver_lb_backend) {
+            (None, b) if b.is_empty() => None,
+            (Some(listen), b) if !b.is_empty() => Some((listen, b)),
+            (None, _) => {
+                return Err(ConfigError::Invalid {
+                    flag: "apiserver-lb-listen",
+                    message: "required with --apiserver-lb-backend".into(),
+                })
+            }
+            (Some(_), _) => {
+                return Err(ConfigError::Invalid {
+                    flag: "apiserver-lb-backend",
+                    message: "at least one host:port with --apiserver-lb-listen".into(),
+                })
+            }
+        };
         c.pod_manifest_path = flags.pod_manifest_path;
         c.root_dir = flags.root_dir;
         c.pod_log_dir = flags.pod_log_dir;

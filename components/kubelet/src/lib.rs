@@ -6,6 +6,7 @@
 //! until the API server answers.
 
 pub mod agent;
+pub mod apiserver_lb;
 pub mod cni;
 pub mod config;
 pub mod env;
@@ -48,6 +49,8 @@ pub enum KubeletError {
     Cri(#[from] runtime::cri::grpc::GrpcError),
     #[error("cleanup: {0}")]
     Cleanup(String),
+    #[error(transparent)]
+    ApiServerLb(#[from] apiserver_lb::LbError),
     #[error("kubelet server: {0}")]
     Server(#[from] server::ServerError),
 }
@@ -134,6 +137,10 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
         dyn_runtime.clone(),
     ));
     let (shutdown, shutdown_rx) = watch::channel(false);
+    // First: everything below that talks to the API may go through it.
+    if let Some((listen, backends)) = &cfg.apiserver_lb {
+        apiserver_lb::start(*listen, backends.clone(), shutdown_rx.clone()).await?;
+    }
     let pods_task = tokio::spawn(
         static_pods
             .clone()

@@ -32,6 +32,41 @@ async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
+/// How long a drain waits for evicted pods to be gone.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits until `pods` are gone; force-deletes (grace 0) the ones left at `limit`. Returns how many.
+async fn wait_gone(client: &kube::Client, pods: &[(String, String)], limit: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let mut left = vec![];
+        for (ns, name) in pods {
+            let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+            if !matches!(
+                tokio::time::timeout(API_TIMEOUT, api.get_opt(name)).await,
+                Ok(Ok(None))
+            ) {
+                left.push((ns, name));
+            }
+        }
+        if left.is_empty() {
+            return 0;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            for (ns, name) in &left {
+                let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+                let _ = tokio::time::timeout(
+                    API_TIMEOUT,
+                    api.delete(name, &DeleteParams::default().grace_period(0)),
+                )
+                .await;
+            }
+            return left.len();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Pods a drain leaves alone: mirror pods (the kubelet owns them) and DaemonSet pods (they would come
 /// straight back), like `kubectl drain --ignore-daemonsets`.
 pub fn evictable(pod: &Pod) -> bool {
@@ -94,7 +129,7 @@ pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, 
             pods.list(&ListParams::default().fields(&format!("spec.nodeName={host}"))),
         )
         .await?;
-        let mut evicted = 0;
+        let mut evicted = vec![];
         for p in on_node.items.iter().filter(|p| evictable(p)) {
             let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
                 continue;
@@ -102,20 +137,29 @@ pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, 
             let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
             match tokio::time::timeout(API_TIMEOUT, api.evict(name, &EvictParams::default())).await
             {
-                Ok(Ok(_)) => evicted += 1,
+                Ok(Ok(_)) => evicted.push((ns.clone(), name.clone())),
                 Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
                 Ok(Err(e)) => return Err(err(host, format!("evicting pod {ns}/{name}: {e}"))),
                 Err(_) => return Err(err(host, format!("evicting pod {ns}/{name}: no answer"))),
             }
         }
+        // Like `kubectl drain`: wait (bounded) until the kubelet, still running, has stopped them; what
+        // is left then is removed at once, as the pod garbage collector would once the node is gone.
+        let forced = wait_gone(&client, &evicted, ctx.opts.wait_timeout.min(DRAIN_TIMEOUT)).await;
+        let evicted_n = evicted.len();
         bounded(
             host,
             "deleting the node",
             nodes.delete(host, &DeleteParams::default()),
         )
         .await?;
+        let forced = if forced == 0 {
+            String::new()
+        } else {
+            format!(", {forced} not stopped in time and deleted")
+        };
         done.push(format!(
-            "drained ({evicted} pods evicted) and deleted node {host}"
+            "drained ({evicted_n} pods evicted{forced}) and deleted node {host}"
         ));
     }
     if ctx.host(host).is_controller() {

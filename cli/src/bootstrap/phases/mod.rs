@@ -1,10 +1,10 @@
 //! The phases of `init`, each a function over the context and (for host phases) one host. Each looks at
 //! the current state first and skips what is already done.
 
-mod join_token;
+pub(crate) mod join_token;
 mod leave;
 mod pki;
-mod preflight;
+pub(crate) mod preflight;
 pub(crate) mod push;
 pub(super) mod runtime;
 pub(crate) mod wait;
@@ -94,7 +94,9 @@ pub async fn run_phase(
         })
     };
     match name {
-        "preflight" => preflight::preflight(ctx, &need_host(host)?).await,
+        "preflight" => preflight::preflight_hosts(ctx, &[Some(need_host(host)?)])
+            .await
+            .map(|()| Outcome::Done("checked".into())),
         "certs" => pki::certs(ctx),
         "kubeconfigs" => pki::kubeconfigs(ctx),
         "push" => push::push(ctx, &need_host(host)?).await,

@@ -24,7 +24,38 @@ pub(super) fn validity(ctx: &Context) -> kiln_pki::Validity {
 }
 
 /// The CA and every certificate of each controller, in the local state directory (0700).
+/// A dry run's certs/kubeconfigs: which of `files` (relative to the state directory) would be made.
+fn plan_missing(ctx: &Context, files: Vec<PathBuf>) -> Outcome {
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|p| !ctx.state_dir.join(p).exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    if let Some(plan) = &ctx.plan {
+        for m in &missing {
+            plan.add(
+                "local",
+                format!("create {}", ctx.state_dir.join(m).display()),
+            );
+        }
+    }
+    if missing.is_empty() {
+        Outcome::Skipped("all exist".into())
+    } else {
+        Outcome::Done(format!("would create {} file(s)", missing.len()))
+    }
+}
+
 pub(super) fn certs(ctx: &Context) -> Result<Outcome, BootstrapError> {
+    if ctx.plan.is_some() {
+        let mut files = vec![];
+        for h in ctx.cluster.config.controllers() {
+            for spec in kiln_pki::CERT_TREE {
+                files.push(PathBuf::from("pki").join(&h.name).join(spec.cert_file()));
+            }
+        }
+        return Ok(plan_missing(ctx, files));
+    }
     let first = ctx.first_controller().name.clone();
     let mut created = vec![];
     for h in ctx.cluster.config.controllers() {
@@ -104,6 +135,15 @@ pub(super) fn kubeconfig_dir(ctx: &Context, node: &str) -> PathBuf {
 /// admin.conf for the operator, and a kubelet.conf (client cert CN=system:node:<host>) for every controller, issued
 /// by the cluster CA that only the operator's state directory holds.
 pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
+    if ctx.plan.is_some() {
+        let mut files = vec![PathBuf::from("admin.conf"), PathBuf::from("proxy.conf")];
+        for h in ctx.cluster.config.controllers() {
+            for f in ["kubelet.conf", "scheduler.conf", "controller-manager.conf"] {
+                files.push(PathBuf::from("kubeconfigs").join(&h.name).join(f));
+            }
+        }
+        return Ok(plan_missing(ctx, files));
+    }
     let first = ctx.first_controller().name.clone();
     let ca_spec = kiln_pki::spec("ca").expect("ca is in the tree");
     let ca = kiln_pki::load_ca(&ctx.pki_dir(&first), ca_spec).map_err(pki_err)?;
@@ -111,11 +151,14 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     let name = &ctx.cluster.config.metadata.name;
     let v = validity(ctx);
     let mut made = vec![];
-    for kind in [
-        kiln_pki::KubeconfigKind::Admin,
-        kiln_pki::KubeconfigKind::Proxy,
+    // Node components (kubelets, kiln-proxy) reach the API through the node-local load balancer when
+    // there are several control planes; the operator through controlPlaneEndpoint.
+    let node_server = super::push::node_api_server(ctx);
+    for (kind, server) in [
+        (kiln_pki::KubeconfigKind::Admin, &server),
+        (kiln_pki::KubeconfigKind::Proxy, &node_server),
     ] {
-        if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, &kind, name, &server, &v)
+        if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, &kind, name, server, &v)
             .map_err(pki_err)?
         {
             made.push(kind.file_name().to_string());
@@ -134,14 +177,19 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
             let kind = kiln_pki::KubeconfigKind::Kubelet {
                 node_name: h.name.clone(),
             };
-            if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v).map_err(pki_err)? {
+            if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &node_server, &v)
+                .map_err(pki_err)?
+            {
                 made.push(format!("{}/kubelet.conf", h.name));
             }
+            // The scheduler and controller-manager talk to their own host's API server (as kubeadm's
+            // do), so losing another controller never takes them down with it.
+            let local = format!("https://{}:6443", h.node_address());
             for kind in [
                 kiln_pki::KubeconfigKind::Scheduler,
                 kiln_pki::KubeconfigKind::ControllerManager,
             ] {
-                if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &server, &v)
+                if kiln_pki::ensure_kubeconfig(&dir, &ca, &kind, name, &local, &v)
                     .map_err(pki_err)?
                 {
                     made.push(format!("{}/{}", h.name, kind.file_name()));

@@ -18,7 +18,7 @@ pub fn staged(
     remote: impl Into<String>,
     mode: u32,
 ) -> Result<Install, BootstrapError> {
-    let staging = ctx.state_dir.join("rendered").join(host);
+    let staging = ctx.staging_dir(host);
     std::fs::create_dir_all(&staging).map_err(|source| BootstrapError::Io {
         what: "creating",
         path: staging.clone(),
@@ -63,6 +63,9 @@ pub async fn install_files(
             Some((path.to_string(), sum.to_string()))
         })
         .collect();
+    if let Some(plan) = &ctx.plan {
+        return plan_files(ctx, plan, &*t, host, files, &remote).await;
+    }
     let mut changed = vec![];
     let mut uploads = vec![];
     for f in files {
@@ -88,6 +91,72 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(p);
         }
     }
+}
+
+/// A dry run's install: what differs, as a diff for text files, recorded in the plan; nothing is sent.
+async fn plan_files(
+    ctx: &Context,
+    plan: &crate::bootstrap::dry_run::Plan,
+    t: &dyn crate::transport::Transport,
+    host: &str,
+    files: &[Install],
+    remote: &BTreeMap<String, String>,
+) -> Result<Vec<String>, BootstrapError> {
+    let mut changed = vec![];
+    for f in files {
+        if !f.local.exists() {
+            // Made by an earlier phase (certs, kubeconfigs) that the dry run did not run.
+            plan.add(
+                host,
+                format!("install {} (created by an earlier phase)", f.remote),
+            );
+            changed.push(f.remote.clone());
+            continue;
+        }
+        let sum = ctx.sha256_file(&f.local)?;
+        let Some(old) = remote.get(&f.remote) else {
+            plan.add(
+                host,
+                format!("install {} (new, mode {:o})", f.remote, f.mode),
+            );
+            changed.push(f.remote.clone());
+            continue;
+        };
+        if *old == sum {
+            continue;
+        }
+        changed.push(f.remote.clone());
+        let content = std::fs::read(&f.local).map_err(|source| BootstrapError::Io {
+            what: "reading",
+            path: f.local.clone(),
+            source,
+        })?;
+        let text = content.len() < 256 * 1024 && std::str::from_utf8(&content).is_ok();
+        if !text {
+            plan.add(
+                host,
+                format!(
+                    "replace {} (binary, sha256 {}… → {}…)",
+                    f.remote,
+                    &old[..12],
+                    &sum[..12]
+                ),
+            );
+            continue;
+        }
+        let q = shell_quote(&f.remote);
+        let diff = t
+            .exec(
+                &format!("diff -u --label {q} --label {q}.kiln {q} -"),
+                Some(&content),
+            )
+            .await?;
+        plan.add(
+            host,
+            format!("change {}:\n{}", f.remote, diff.stdout_str().trim_end()),
+        );
+    }
+    Ok(changed)
 }
 
 /// Binaries, PKI and kubeconfigs onto a controller.
@@ -328,13 +397,42 @@ pub fn node_pod_cidr(ctx: &Context, host: &str) -> Result<String, BootstrapError
     Ok(format!("{addr}/{mask}"))
 }
 
+/// Where the node-local API server load balancer listens (in the kubelet) with several controllers.
+pub const NODE_LB: &str = "127.0.0.1:6444";
+
+/// Several control planes: node components go through the node-local load balancer.
+pub fn highly_available(ctx: &Context) -> bool {
+    ctx.cluster.config.controllers().count() > 1
+}
+
+/// The API server URL of node components' kubeconfigs (kubelet, kiln-proxy).
+pub fn node_api_server(ctx: &Context) -> String {
+    if highly_available(ctx) {
+        format!("https://{NODE_LB}")
+    } else {
+        format!("https://{}", ctx.cluster.config.control_plane_endpoint())
+    }
+}
+
 fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
-    let bootstrap = if h.is_controller() {
+    let mut bootstrap = if h.is_controller() {
         String::new()
     } else {
         format!(" --bootstrap-kubeconfig={BOOTSTRAP_KUBECONFIG}")
     };
+    if highly_available(ctx) {
+        let backends: Vec<String> = ctx
+            .cluster
+            .config
+            .controllers()
+            .map(|c| format!("{}:6443", c.node_address()))
+            .collect();
+        bootstrap.push_str(&format!(
+            " --apiserver-lb-listen={NODE_LB} --apiserver-lb-backend={}",
+            backends.join(",")
+        ));
+    }
     Ok(format!(
         "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf{bootstrap} \
          --pod-manifest-path={MANIFESTS} \
@@ -362,7 +460,7 @@ async fn write_bootstrap_kubeconfig(ctx: &Context, host: &str) -> Result<bool, B
     let first = ctx.first_controller().name.clone();
     let ca_path = ctx.pki_dir(&first).join("ca.crt");
     let ca_pem = kiln_pki::files::read_string(&ca_path).map_err(pki_err)?;
-    let server = format!("https://{}", ctx.cluster.config.control_plane_endpoint());
+    let server = node_api_server(ctx);
     let kc = kiln_pki::Kubeconfig::new(
         &ctx.cluster.config.metadata.name,
         &server,
