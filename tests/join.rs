@@ -159,7 +159,10 @@ fn join_one_worker_by_tls_bootstrap_then_remove_it() {
     let pods = kubectl(&["get", "pods", "-o", "name"]);
     assert!(!pods.contains("pinned"), "evicted: {pods}");
     assert_eq!(
-        lab.ssh_ok("host3", "ls -A /etc/kiln /var/lib/kiln 2>/dev/null; true"),
+        lab.ssh_ok(
+            "host3",
+            "find /etc/kiln /var/lib/kiln -mindepth 1 2>/dev/null; true"
+        ),
         ""
     );
     let ready = kubectl(&[

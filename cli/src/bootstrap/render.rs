@@ -124,6 +124,10 @@ mod tests {
             "systemd_cgroup",
             "registry",
             "scheme",
+            // the scheduled snapshot job's templates
+            "save_command",
+            "every",
+            "every_secs",
         ] {
             c.insert(k, "x");
         }

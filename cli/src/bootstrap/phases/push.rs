@@ -297,7 +297,7 @@ pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, 
     })
 }
 
-fn control_plane_context(ctx: &Context, host: &str) -> tera::Context {
+pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context {
     let h = ctx.host(host);
     let ip = h.node_address();
     let cfg = &ctx.cluster.config;
@@ -332,6 +332,10 @@ fn control_plane_context(ctx: &Context, host: &str) -> tera::Context {
 
 /// The kiln-proxy static pod, on every node.
 pub(super) async fn proxy(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    install_manifest(ctx, host, "kiln-proxy.yaml", &proxy_context(ctx, host)).await
+}
+
+pub(crate) fn proxy_context(ctx: &Context, host: &str) -> tera::Context {
     let h = ctx.host(host);
     let mut c = tera::Context::new();
     c.insert("version", version());
@@ -341,7 +345,7 @@ pub(super) async fn proxy(ctx: &Context, host: &str) -> Result<Outcome, Bootstra
         "pod_cidr",
         &ctx.cluster.config.spec.networking.pod_cidr.to_string(),
     );
-    install_manifest(ctx, host, "kiln-proxy.yaml", &c).await
+    c
 }
 
 /// Render one manifest and install it into /etc/kiln/manifests if it changed.
@@ -414,7 +418,7 @@ pub fn node_api_server(ctx: &Context) -> String {
     }
 }
 
-fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
+pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
     let mut bootstrap = if h.is_controller() {
         String::new()

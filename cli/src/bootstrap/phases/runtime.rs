@@ -12,6 +12,15 @@ pub const CONTAINERD_PID: &str = "/run/kiln/containerd.pid";
 /// The first line of every file kiln writes outside /etc/kiln: reset removes only files that carry it.
 pub const MANAGED: &str = "# managed by kiln";
 
+pub(crate) fn containerd_context(ctx: &Context, cni_dir: &str) -> tera::Context {
+    let mut c = tera::Context::new();
+    c.insert("pause_image", &ctx.cluster.config.spec.images.pause);
+    c.insert("cni_bin_dir", cni_dir);
+    // kiln-kubelet places pods with cgroupfs paths; keep runc on the same driver everywhere.
+    c.insert("systemd_cgroup", &false);
+    c
+}
+
 pub(super) async fn container_runtime(
     ctx: &Context,
     host: &str,
@@ -45,11 +54,7 @@ pub(super) async fn container_runtime(
     }
     let systemd = probe.lines().any(|l| l == "systemd");
     let spec = &ctx.cluster.config.spec;
-    let mut c = tera::Context::new();
-    c.insert("pause_image", &spec.images.pause);
-    c.insert("cni_bin_dir", cni_dir.unwrap_or("/opt/cni/bin"));
-    // kiln-kubelet places pods with cgroupfs paths; keep runc on the same driver everywhere.
-    c.insert("systemd_cgroup", &false);
+    let c = containerd_context(ctx, cni_dir.unwrap_or("/opt/cni/bin"));
     let mut files = vec![staged(
         ctx,
         host,

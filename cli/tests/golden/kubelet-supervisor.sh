@@ -1,0 +1,13 @@
+#!/bin/sh
+# kiln-kubelet supervisor for hosts without systemd (lab hosts, containers): restarts the kubelet when it
+# exits, like systemd's Restart=always with RestartSec=2. Started by `kiln init`/`join`; stopped by `kiln reset`
+# (which kills this script's process group by the PID in /run/kiln/kubelet-supervisor.pid).
+echo $$ > /run/kiln/kubelet-supervisor.pid
+trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM INT
+while :; do
+  /usr/local/bin/kiln-kubelet --kubeconfig=/etc/kiln/kubelet.conf --bootstrap-kubeconfig=/etc/kiln/bootstrap-kubelet.conf --pod-manifest-path=/etc/kiln/manifests --root-dir=/var/lib/kiln/kubelet --hostname-override=host2 --node-ip=10.250.0.12 --pod-cidr=10.244.2.0/24 --pod-infra-container-image=10.250.0.1:5000/kiln/pause:1 >> /var/log/kiln/kubelet.log 2>&1 &
+  child=$!
+  wait "$child"
+  echo "$(date -Is) kiln-kubelet exited with status $?; restarting in 2s" >> /var/log/kiln/kubelet.log
+  sleep 2
+done
