@@ -87,7 +87,7 @@ fn dry_run_changes_nothing_and_init_survives_sshd_killed_mid_push() {
     assert_eq!(ready, "True");
     // Every pushed binary is whole: the host's copy hashes like the local one.
     for b in ["kiln-kubelet", "kiln-store", "kiln-apiserver"] {
-        let local = ok(&mut std::process::Command::new("sha256sum").arg(bin(b)));
+        let local = ok(std::process::Command::new("sha256sum").arg(bin(b)));
         let remote = lab.ssh_ok("host1", &format!("sha256sum /usr/local/bin/{b}"));
         assert_eq!(
             local.split_whitespace().next(),

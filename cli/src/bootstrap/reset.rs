@@ -16,6 +16,9 @@ const PATHS: &[&str] = &[
     "/var/log/pods",
     "/run/kiln",
     UNIT,
+    // `kiln snapshot schedule` on hosts with systemd
+    "/etc/systemd/system/kiln-snapshot.service",
+    "/etc/systemd/system/kiln-snapshot.timer",
     "/usr/local/bin/kiln-store",
     "/usr/local/bin/kiln-apiserver",
     "/usr/local/bin/kiln-kubelet",
@@ -116,6 +119,16 @@ async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
         t.run("systemctl disable --now kiln-kubelet 2>/dev/null; true")
             .await?;
         did.push("systemd unit stopped");
+    }
+    if t.exec("test -f /etc/systemd/system/kiln-snapshot.timer", None)
+        .await?
+        .success()
+    {
+        t.run(
+            "systemctl disable --now kiln-snapshot.timer kiln-snapshot.service 2>/dev/null; true",
+        )
+        .await?;
+        did.push("snapshot timer stopped");
     }
     if t.exec(&format!("test -f {SUPERVISOR_PID}"), None)
         .await?

@@ -497,8 +497,16 @@ fn prepare(
         .and_then(|h| h["name"].as_str())
         .unwrap_or_default()
         .to_string();
-    if !state.join("pki").join(&first).join("ca.key").exists() {
-        return Err(PrepareError::NoCa(first));
+    let first_pki = state.join("pki").join(&first);
+    if !first_pki.join("ca.key").exists() {
+        // A scheduled bundle holds the PKI of the controller that saved it, which need not be the first:
+        // the first controller's directory is seeded from it (init copies the CAs on to the others).
+        let donor = std::fs::read_dir(state.join("pki"))?
+            .flatten()
+            .map(|e| e.path())
+            .find(|d| d.join("ca.key").exists())
+            .ok_or_else(|| PrepareError::NoCa(first.clone()))?;
+        copy_dir(&donor, &first_pki)?;
     }
     let hosts = scratch["spec"]["hosts"]
         .as_array()

@@ -279,7 +279,9 @@ pub async fn status(ctx: &Context) -> Result<Vec<HostStatus>, SnapshotError> {
 /// One line for the log of scheduled runs.
 pub fn log_line(result: &Result<super::BundleInfo, SnapshotError>) -> String {
     let now = time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
+        ))
         .unwrap_or_default();
     match result {
         Ok(i) => format!(
