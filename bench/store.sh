@@ -13,7 +13,10 @@ R=${BIN_DIR:-$CARGO_TARGET_DIR/release}
 export ETCDCTL_API=3
 WORK=$(mktemp -d /var/tmp/kiln-bench-store.XXXXXX)
 PID=""
-stop() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; PID=""; }
+stop() {
+  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  PID=""
+}
 trap 'stop; rm -rf "$WORK"' EXIT
 n() { awk -v a="$1" -v s="$SCALE" 'BEGIN {v=int(a*s); print (v < 100 ? 100 : v)}'; }
 CLIENT_PORT=23790 PEER_PORT=23800
@@ -58,7 +61,7 @@ run_system() { # system
   # 100 000 keys x 1 KiB (sequential keys: a bulk load), then RSS, snapshot save, restore.
   load put --clients 64 --total "$(n 100000)" --value-size 1024 --key-space 0 --key-prefix /snap/ >/dev/null
   RES[$s,rss]=$(awk '/VmRSS/ {print $2 / 1024}' "/proc/$PID/status")
-  t0=$(now); etcdctl --endpoints "$EP" snapshot save "$WORK/$s.db" >/dev/null; t1=$(now)
+  t0=$(now); etcdctl --endpoints "$EP" snapshot save "$WORK/$s.db" >/dev/null 2>&1; t1=$(now)
   RES[$s,save]=$(sub "$t1" "$t0")
   stop
   t0=$(now)
