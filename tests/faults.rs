@@ -1,6 +1,7 @@
 //! Faults during a bootstrap, on a real lab host: sshd killed in the middle of pushing binaries makes
 //! `kiln init` fail naming the host, leaves no half-written file behind, and a re-run once sshd is back
-//! converges to a Ready node. And `--dry-run` on a fresh host shows the plan and changes nothing.
+//! converges to a Ready node; a full disk stops the push with the host and the cause and leaves no
+//! partial file. And `--dry-run` on a fresh host shows the plan and changes nothing.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -39,6 +40,35 @@ fn dry_run_changes_nothing_and_init_survives_sshd_killed_mid_push() {
         !lab.dir.join("t-fault.kiln").exists(),
         "--dry-run made a state directory"
     );
+
+    // A full disk: /usr/local/bin on a 1 MiB tmpfs. init stops at push naming the host and the cause,
+    // and leaves no partial binary behind.
+    ok(&mut lab.kiln(&[
+        "lab",
+        "exec",
+        "host1",
+        "--",
+        "mount",
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=1m",
+        "tmpfs",
+        "/usr/local/bin",
+    ]));
+    let full = run(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster, "--wait-timeout", "60"]));
+    let err = String::from_utf8_lossy(&full.stderr);
+    assert!(!full.status.success(), "init succeeded on a full disk");
+    assert!(
+        err.contains("host1") && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert_eq!(
+        lab.ssh_ok("host1", "ls -A /usr/local/bin"),
+        "",
+        "a partial upload was left on the full disk"
+    );
+    ok(&mut lab.kiln(&["lab", "exec", "host1", "--", "umount", "/usr/local/bin"]));
 
     // Kill every sshd of the host as soon as the first upload lands in /usr/local/bin.
     let mut init = lab.in_lab(&[&kiln, "init", "-f", &cluster, "--wait-timeout", "120"]);

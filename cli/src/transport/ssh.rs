@@ -386,7 +386,24 @@ impl SshTransport {
             Ok(out)
         };
         let work = async {
-            let (fed, out) = tokio::join!(feed, collect);
+            // Once the command has exited, stop feeding it: a send waiting for window space on a channel
+            // the server closed (the command failed early, e.g. a full disk) would wait forever.
+            tokio::pin!(feed);
+            tokio::pin!(collect);
+            let mut fed: Option<Result<()>> = None;
+            let out = loop {
+                tokio::select! {
+                    r = &mut feed, if fed.is_none() => fed = Some(r),
+                    out = &mut collect => break out,
+                }
+            };
+            let fed = fed.unwrap_or_else(|| {
+                Err(TransportError::Other {
+                    host: self.target.host.clone(),
+                    step: "send stdin",
+                    message: "the command exited before reading all of its input".into(),
+                })
+            });
             let out = out?;
             // A command that exits before reading all of stdin makes sending fail; its status tells more.
             if let Err(e) = fed {

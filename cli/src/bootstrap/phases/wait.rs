@@ -71,7 +71,59 @@ pub(super) async fn wait_control_plane(ctx: &Context) -> Result<Outcome, Bootstr
     )))
 }
 
+/// The kubelet's last complaint on `host` (supervisor log or journal), to say why a node never came up —
+/// e.g. "the API server rejected bootstrap token abc123 … (expired or deleted?)".
+pub async fn kubelet_last_problem(ctx: &Context, host: &str) -> Option<String> {
+    let t = ctx.transport(host).await.ok()?;
+    let log = t
+        .run(
+            "tail -n 300 /var/log/kiln/kubelet.log 2>/dev/null || \
+             journalctl -u kiln-kubelet -n 300 --no-pager 2>/dev/null; true",
+        )
+        .await
+        .ok()?;
+    last_problem(&log)
+}
+
+/// The last WARN/ERROR line of a kubelet log, without ANSI colours.
+pub fn last_problem(log: &str) -> Option<String> {
+    let strip = |l: &str| {
+        let mut out = String::new();
+        let mut esc = false;
+        for c in l.chars() {
+            match (esc, c) {
+                (false, '\u{1b}') => esc = true,
+                (true, 'm') => esc = false,
+                (true, _) => {}
+                (false, c) => out.push(c),
+            }
+        }
+        out
+    };
+    log.lines()
+        .map(strip)
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .last()
+        .map(|l| l.trim().to_string())
+}
+
 pub(super) async fn wait_node_ready(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    match wait_node_ready_inner(ctx, host).await {
+        Err(BootstrapError::Timeout { what, seconds }) => {
+            let why = kubelet_last_problem(ctx, host).await;
+            Err(BootstrapError::Timeout {
+                what: match why {
+                    Some(w) => format!("{what}; the kubelet on {host} last said: {w}"),
+                    None => what,
+                },
+                seconds,
+            })
+        }
+        r => r,
+    }
+}
+
+async fn wait_node_ready_inner(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     use k8s_openapi::api::core::v1::Node;
     let client = admin_client(ctx).await?;
     let nodes: kube::Api<Node> = kube::Api::all(client);
@@ -233,4 +285,20 @@ pub(super) async fn mark_control_plane(
     } else {
         format!("labelled {CONTROL_PLANE_LABEL} (also a worker: no taint)")
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_problem;
+
+    #[test]
+    fn the_last_warning_of_a_kubelet_log_explains_a_missing_node() {
+        let log = "\u{1b}[2m2026-11-29T19:00:00Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m starting\n\
+                   2026-11-29T19:00:01Z  WARN API server call failed; retrying stage=\"tls-bootstrap\" error=first\n\
+                   2026-11-29T19:00:02Z  WARN API server call failed; retrying stage=\"tls-bootstrap\" error=the API server rejected bootstrap token abc123\n\
+                   2026-11-29T19:00:03Z  INFO still here\n";
+        let p = last_problem(log).unwrap();
+        assert!(p.contains("rejected bootstrap token abc123"), "{p}");
+        assert_eq!(last_problem("all fine\n"), None);
+    }
 }
