@@ -3,7 +3,7 @@
 //! out its backoff (1 s doubling to 10 s, upstream's defaults) before it is tried again. Pods that
 //! sit unschedulable for 5 minutes are retried anyway, like upstream's periodic flush.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::cache::PodKey;
@@ -14,8 +14,11 @@ pub const MAX_UNSCHEDULABLE_DURATION: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Default)]
 pub struct SchedulingQueue {
-    active: VecDeque<PodKey>,
-    in_active: HashSet<PodKey>,
+    /// FIFO of (pod, generation); an entry whose generation is no longer the pod's in `in_active` was
+    /// removed (lazily: taking it out of the deque would be O(n) per pod).
+    active: VecDeque<(PodKey, u64)>,
+    in_active: HashMap<PodKey, u64>,
+    generation: u64,
     /// Ready time of each backing-off pod.
     backoff: HashMap<PodKey, Instant>,
     /// Since when each pod has been unschedulable.
@@ -41,8 +44,10 @@ impl SchedulingQueue {
     }
 
     fn push_active(&mut self, key: PodKey) {
-        if self.in_active.insert(key.clone()) {
-            self.active.push_back(key);
+        if !self.in_active.contains_key(&key) {
+            self.generation += 1;
+            self.in_active.insert(key.clone(), self.generation);
+            self.active.push_back((key, self.generation));
         }
     }
 
@@ -81,9 +86,7 @@ impl SchedulingQueue {
 
     /// The pod was bound, deleted, or is no longer ours: forget it everywhere.
     pub fn remove(&mut self, key: &str) {
-        if self.in_active.remove(key) {
-            self.active.retain(|k| k != key);
-        }
+        self.in_active.remove(key);
         self.backoff.remove(key);
         self.unschedulable.remove(key);
         self.attempts.remove(key);
@@ -149,9 +152,13 @@ impl SchedulingQueue {
             self.unschedulable.remove(&key);
             self.requeue_after_backoff(&key, now);
         }
-        let key = self.active.pop_front()?;
-        self.in_active.remove(&key);
-        Some(key)
+        while let Some((key, generation)) = self.active.pop_front() {
+            if self.in_active.get(&key) == Some(&generation) {
+                self.in_active.remove(&key);
+                return Some(key);
+            }
+        }
+        None
     }
 
     /// When the next pod leaves backoff or the periodic flush is due, if ever.
@@ -170,7 +177,7 @@ impl SchedulingQueue {
 
     pub fn lengths(&self) -> QueueLengths {
         QueueLengths {
-            active: self.active.len(),
+            active: self.in_active.len(),
             backoff: self.backoff.len(),
             unschedulable: self.unschedulable.len(),
         }
@@ -265,5 +272,20 @@ mod tests {
             q.pop(t0 + MAX_UNSCHEDULABLE_DURATION).as_deref(),
             Some("ns/a")
         );
+    }
+
+    #[test]
+    fn a_removed_pod_is_not_popped_and_can_come_back() {
+        let mut q = SchedulingQueue::default();
+        let now = Instant::now();
+        q.add_or_update("ns/a", 1, now);
+        q.add_or_update("ns/b", 1, now);
+        q.remove("ns/a");
+        assert_eq!(q.lengths().active, 1);
+        q.add_or_update("ns/a", 1, now);
+        // Back at the end of the line, not at its old place.
+        assert_eq!(q.pop(now).as_deref(), Some("ns/b"));
+        assert_eq!(q.pop(now).as_deref(), Some("ns/a"));
+        assert_eq!(q.pop(now), None, "the stale entry is skipped");
     }
 }

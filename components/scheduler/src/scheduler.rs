@@ -25,6 +25,9 @@ use crate::metrics::{AttemptResult, Metrics};
 use crate::pod_status;
 use crate::queue::SchedulingQueue;
 
+/// Concurrent bindings, like upstream's parallel binding cycles but bounded.
+const BINDS_IN_FLIGHT: usize = 64;
+
 /// Pods handled per drain before events are looked at again, so a long backlog does not starve
 /// the watch (and the cache stays current).
 const DRAIN_BATCH: usize = 256;
@@ -83,6 +86,8 @@ pub struct SchedulingLoop {
     rng: StdRng,
     /// Where the next pod's node search starts (upstream's nextStartNodeIndex).
     next_start: usize,
+    /// Bindings (and their events) in flight at once.
+    bind_slots: Arc<tokio::sync::Semaphore>,
     node_fingerprints: HashMap<String, u64>,
     bind_tx: mpsc::UnboundedSender<BindOutcome>,
     pods_synced: bool,
@@ -111,6 +116,7 @@ impl SchedulingLoop {
             metrics,
             rng: StdRng::from_os_rng(),
             next_start: 0,
+            bind_slots: Arc::new(tokio::sync::Semaphore::new(BINDS_IN_FLIGHT)),
             node_fingerprints: HashMap::new(),
             bind_tx,
             pods_synced: false,
@@ -270,7 +276,11 @@ impl SchedulingLoop {
                 let recorder = self.recorder.clone();
                 let tx = self.bind_tx.clone();
                 let key = key.to_string();
+                let slots = self.bind_slots.clone();
                 tokio::spawn(async move {
+                    // Bounded in flight: each request needs a connection, and a burst of thousands
+                    // would open (and TLS-handshake) thousands of them.
+                    let _slot = slots.acquire_owned().await;
                     let result = pod_status::bind(client, &pod, &node).await;
                     if result.is_ok() {
                         tracing::info!(pod = %key, node = %node, "bound");
