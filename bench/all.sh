@@ -26,6 +26,7 @@ section "Lab hosts up and down (bench/lab.sh)" bench/lab.sh 1
 section "Bootstrap (bench/bootstrap.sh)" bench/bootstrap.sh 1
 section "Store vs etcd 3.4 (bench/store.sh 0.2)" bench/store.sh 0.2
 section "Scheduler and controllers (bench/control-plane.sh)" bench/control-plane.sh
+section "Pod start (bench/pod-start.sh)" bench/pod-start.sh
 section "Control-plane memory (bench/control-plane-rss.sh)" bench/control-plane-rss.sh
 mv "$tmp" "$OUT"
 cat "$OUT"

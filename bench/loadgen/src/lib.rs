@@ -3,4 +3,5 @@
 
 pub mod control_plane;
 pub mod etcd_load;
+pub mod pod_start;
 pub mod stats;

@@ -23,6 +23,15 @@ enum Cmd {
         #[arg(long, default_value_t = 10_000)]
         pods: usize,
     },
+    /// Pod start latency on a running cluster: binding seen → Running, for pods created at once.
+    PodStart {
+        #[arg(long)]
+        kubeconfig: String,
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+        #[arg(long, default_value = "10.250.0.1:5000/kiln/busybox:1")]
+        image: String,
+    },
     /// Controller reaction: a ReplicaSet pod deleted → its replacement created.
     Reaction {
         #[arg(long, default_value_t = 50)]
@@ -73,6 +82,20 @@ async fn main() {
         Cmd::Range(a) => workload(Op::Range, a),
         Cmd::Scheduler { nodes, pods } => {
             print(&control_plane::scheduler(nodes, pods).await);
+            return;
+        }
+        Cmd::PodStart {
+            kubeconfig,
+            count,
+            image,
+        } => {
+            match kiln_bench::pod_start::run(&kubeconfig, count, &image).await {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
             return;
         }
         Cmd::Reaction { rounds } => {
