@@ -77,6 +77,10 @@ pub struct Config {
     /// Plain-HTTP URLs serving /health and /metrics (kubeadm probes http://127.0.0.1:2381/health).
     #[arg(long, value_delimiter = ',')]
     pub listen_metrics_urls: Vec<String>,
+    /// Largest client request etcd would accept; watch responses of watchers created with
+    /// `fragment` are split to stay under it.
+    #[arg(long, default_value_t = 1_572_864)]
+    pub max_request_bytes: usize,
     /// Backend size quota in bytes (0 = etcd's default of 2 GiB); reported by Status.
     #[arg(long, default_value_t = 0)]
     pub quota_backend_bytes: i64,

@@ -36,6 +36,10 @@ pub enum EtcdError {
     WatchIdExists,
     #[error("etcdserver: mvcc: database space exceeded")]
     NoSpace,
+    #[error("etcdserver: bad leader transferee")]
+    BadLeaderTransferee,
+    #[error("etcdserver: request timed out, leader transfer took too long")]
+    LeaderTransferTimeout,
 }
 
 impl EtcdError {
@@ -51,7 +55,8 @@ impl EtcdError {
             EtcdError::LeaseNotFound => Code::NotFound,
             EtcdError::LeaseExists | EtcdError::WatchIdExists => Code::FailedPrecondition,
             EtcdError::NoLeader | EtcdError::NotLeader | EtcdError::Stopped => Code::Unavailable,
-            EtcdError::Timeout => Code::Unavailable,
+            EtcdError::Timeout | EtcdError::LeaderTransferTimeout => Code::Unavailable,
+            EtcdError::BadLeaderTransferee => Code::FailedPrecondition,
             EtcdError::NoSpace => Code::ResourceExhausted,
         }
     }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -28,6 +28,8 @@ pub enum LeaderOp {
     LeaseKeepAlive(i64),
     LeaseTimeToLive(i64),
     Member(MemberChange),
+    /// Hand leadership to this member (Maintenance MoveLeader).
+    MoveLeader(u64),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,6 +67,8 @@ pub enum LeaderReply {
     Lease { ttl: Option<(i64, i64)> },
     /// The membership change is committed at `index`.
     Member { index: u64 },
+    /// Leadership moved to the requested member.
+    Moved,
 }
 
 /// A failure on the leader side, with etcd's gRPC code and text.
@@ -78,7 +82,7 @@ pub struct ForwardError {
 }
 
 impl ForwardError {
-    fn etcd(e: EtcdError) -> Self {
+    pub fn etcd(e: EtcdError) -> Self {
         Self {
             not_leader: false,
             leader: None,
@@ -87,7 +91,7 @@ impl ForwardError {
         }
     }
 
-    fn status(code: Code, message: impl Into<String>) -> Self {
+    pub fn status(code: Code, message: impl Into<String>) -> Self {
         Self {
             not_leader: false,
             leader: None,
@@ -116,7 +120,7 @@ fn not_leader(leader_id: Option<u64>, leader_node: Option<MemberNode>) -> Forwar
 }
 
 /// Not leader, with the current leader from this member's Raft metrics.
-fn not_leader_here(ctx: &StoreContext) -> ForwardError {
+pub fn not_leader_here(ctx: &StoreContext) -> ForwardError {
     let m = ctx.raft.metrics().borrow().clone();
     let node = m
         .current_leader
@@ -134,6 +138,14 @@ fn write_err(e: RaftError<u64, ClientWriteError<u64, MemberNode>>) -> ForwardErr
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
             not_leader(f.leader_id, f.leader_node)
         }
+        // Another membership change is still uncommitted (openraft refuses to overlap them;
+        // etcd would queue): nothing was proposed, so the caller retries like "not leader".
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(p),
+        )) => ForwardError {
+            not_leader: true,
+            ..ForwardError::status(Code::FailedPrecondition, format!("etcdserver: {p}"))
+        },
         RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
             ForwardError::status(Code::FailedPrecondition, format!("etcdserver: {c}"))
         }
@@ -168,9 +180,12 @@ pub async fn execute_local(ctx: &StoreContext, op: LeaderOp) -> Result<LeaderRep
                     RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
                         not_leader(f.leader_id, f.leader_node)
                     }
-                    RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => {
-                        ForwardError::etcd(EtcdError::Timeout)
-                    }
+                    // Heartbeats went unanswered (an election, a partition): retryable like
+                    // "not leader" — leadership may be moving — and a timeout if it persists.
+                    RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => ForwardError {
+                        not_leader: true,
+                        ..ForwardError::etcd(EtcdError::Timeout)
+                    },
                     RaftError::Fatal(_) => ForwardError::etcd(EtcdError::Stopped),
                 })?;
                 Ok(LeaderReply::ReadIndex {
@@ -196,6 +211,7 @@ pub async fn execute_local(ctx: &StoreContext, op: LeaderOp) -> Result<LeaderRep
             })
         }
         LeaderOp::Member(change) => bounded(member_change(ctx, change)).await,
+        LeaderOp::MoveLeader(target) => bounded(crate::transfer::move_leader(ctx, target)).await,
     }
 }
 
@@ -210,6 +226,19 @@ async fn member_change(
     if !is_leader(ctx) {
         return Err(not_leader_here(ctx));
     }
+    // Start from a committed membership: one still in flight (a member publishing its name,
+    // say) would make openraft refuse this change.
+    let _ = ctx
+        .raft
+        .wait(Some(REQUEST_TIMEOUT / 2))
+        .metrics(
+            |m| {
+                let at = m.membership_config.log_id().as_ref().map(|l| l.index);
+                at <= m.last_applied.as_ref().map(|l| l.index)
+            },
+            "membership committed",
+        )
+        .await;
     let metrics = ctx.raft.metrics().borrow().clone();
     let membership = metrics.membership_config.membership().clone();
     let node = |id: u64| membership.get_node(&id).cloned();
@@ -328,7 +357,10 @@ pub async fn leader_call(ctx: &StoreContext, op: LeaderOp) -> Result<LeaderReply
     // Reads and lease queries change nothing, so they may be retried after any failure.
     let idempotent = matches!(
         op,
-        LeaderOp::ReadIndex | LeaderOp::LeaseTimeToLive(_) | LeaderOp::LeaseKeepAlive(_)
+        LeaderOp::ReadIndex
+            | LeaderOp::LeaseTimeToLive(_)
+            | LeaderOp::LeaseKeepAlive(_)
+            | LeaderOp::MoveLeader(_)
     );
     let mut last: Status;
     loop {

@@ -4,6 +4,7 @@
 //! Start a member in-process with [`start`] (tests bind 127.0.0.1:0 and read the bound address
 //! from the returned [`StoreHandle`]), or run one until a signal with [`run`].
 
+pub mod authority;
 pub mod compactor;
 pub mod config;
 pub mod db;
@@ -20,6 +21,7 @@ pub mod peer;
 pub mod raft;
 pub mod server;
 pub mod tls;
+pub mod transfer;
 
 pub use config::Config;
 pub use server::{run, start, ServerError, StoreHandle};

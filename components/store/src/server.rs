@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt as _;
+use tonic::transport::server::TcpIncoming;
 
 use crate::compactor::{self, Retention};
 use crate::config::{ClusterState, Config, ConfigError, ListenUrl};
@@ -158,6 +159,15 @@ fn fix_advertised(urls: &[String], bound: &[SocketAddr]) -> Vec<String> {
         .collect()
 }
 
+/// The connections a listener accepts, with Nagle off. Without it a small gRPC write (a watch
+/// event, a unary reply) that follows another unacknowledged one waits for the peer's delayed ACK
+/// (~40 ms): two watch streams on one connection then see the same revision tens of ms apart,
+/// which is enough for a controller whose trigger watch outruns its cache watch to act on a
+/// stale cache. (`Server::tcp_nodelay` only applies when tonic binds the listener itself.)
+fn accepted(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 async fn bind(url: &ListenUrl) -> Result<TcpListener, ServerError> {
     let addr = url.socket_addr().await?;
     TcpListener::bind(addr)
@@ -262,6 +272,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         advertise_client_urls: fix_advertised(&config.advertise_client_urls, &client_addrs),
         data_dir: config.data_dir.clone(),
         quota_backend_bytes: config.quota_backend_bytes,
+        max_request_bytes: config.max_request_bytes,
         peers,
         shutdown: shutdown_rx.clone(),
     });
@@ -282,7 +293,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         let mut stop = shutdown_rx.clone();
         tracing::info!(url = %url.url, addr = ?listener.local_addr().ok(), "serving peers");
         tasks.push(tokio::spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
+            let incoming = accepted(listener);
             let signal = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
@@ -320,12 +331,20 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         let router = builder.add_routes(grpc::routes(ctx.clone()));
         let mut stop = shutdown_rx.clone();
         tracing::info!(url = %url.url, addr = ?listener.local_addr().ok(), "serving etcd v3 API");
+        let tls = url.tls;
         tasks.push(tokio::spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
+            let incoming = accepted(listener);
             let signal = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
-            if let Err(e) = router.serve_with_incoming_shutdown(incoming, signal).await {
+            let served = if tls {
+                router.serve_with_incoming_shutdown(incoming, signal).await
+            } else {
+                // etcdctl's per-endpoint calls send a URL as :authority over plain HTTP.
+                let incoming = incoming.map(|c| c.map(crate::authority::AuthorityFix::new));
+                router.serve_with_incoming_shutdown(incoming, signal).await
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "client server stopped");
             }
         }));
@@ -380,5 +399,21 @@ async fn wait_for_signal() -> Result<(), ServerError> {
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.map_err(ServerError::Signal),
         _ = term.recv() => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt as _;
+
+    #[tokio::test]
+    async fn accepted_connections_have_nagle_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = accepted(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let server_side = incoming.next().await.unwrap().unwrap();
+        assert!(server_side.nodelay().unwrap());
     }
 }

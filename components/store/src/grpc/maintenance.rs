@@ -2,7 +2,9 @@
 //! --quota-backend-bytes), Defragment, and Snapshot: the state machine as one kiln snapshot
 //! blob (`raft::snapshot` format, ending in the sha256 of everything before it, as etcd's
 //! stream does), streamed in chunks; `kiln-store snapshot restore` reads it back.
-//! Hash, HashKV, MoveLeader and Downgrade answer UNIMPLEMENTED for now.
+//! Hash and HashKV are CRC-32C over the state machine (`mvcc::hash`), so members holding the
+//! same data answer the same; MoveLeader hands leadership over (`crate::transfer`). Downgrade
+//! answers UNIMPLEMENTED: there is no older kiln-store storage format to go back to.
 
 use std::path::Path;
 use std::pin::Pin;
@@ -19,6 +21,8 @@ use tonic::{Request, Response, Status};
 
 use crate::grpc::kv::mvcc_status;
 use crate::grpc::StoreContext;
+use crate::leader::{self, LeaderOp};
+use crate::mvcc::hash;
 use crate::raft::snapshot;
 use crate::raft::types::{store_request::Op, store_response::Result as Res};
 
@@ -162,16 +166,35 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<PbHashRequest>,
     ) -> Result<Response<PbHashResponse>, Status> {
-        Err(Status::unimplemented("kiln-store does not serve Hash yet"))
+        let revision = self.ctx.mvcc.revision();
+        let db = self.ctx.mvcc.db().clone();
+        let hash = tokio::task::spawn_blocking(move || hash::hash_all(&db))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(mvcc_status)?;
+        Ok(Response::new(PbHashResponse {
+            header: Some(self.ctx.header(revision)),
+            hash,
+        }))
     }
 
     async fn hash_kv(
         &self,
-        _request: Request<PbHashKvRequest>,
+        request: Request<PbHashKvRequest>,
     ) -> Result<Response<PbHashKvResponse>, Status> {
-        Err(Status::unimplemented(
-            "kiln-store does not serve HashKV yet",
-        ))
+        let wanted = request.into_inner().revision;
+        let current = self.ctx.mvcc.revision();
+        let db = self.ctx.mvcc.db().clone();
+        let h = tokio::task::spawn_blocking(move || hash::hash_kv(&db, wanted, current))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(mvcc_status)?;
+        Ok(Response::new(PbHashKvResponse {
+            header: Some(self.ctx.header(current)),
+            hash: h.hash,
+            compact_revision: h.compact_revision,
+            hash_revision: h.revision,
+        }))
     }
 
     type SnapshotStream =
@@ -212,11 +235,13 @@ impl PbMaintenanceService for MaintenanceService {
 
     async fn move_leader(
         &self,
-        _request: Request<PbMoveLeaderRequest>,
+        request: Request<PbMoveLeaderRequest>,
     ) -> Result<Response<PbMoveLeaderResponse>, Status> {
-        Err(Status::unimplemented(
-            "kiln-store does not serve MoveLeader yet",
-        ))
+        let target = request.into_inner().target_id;
+        leader::leader_call(&self.ctx, LeaderOp::MoveLeader(target)).await?;
+        Ok(Response::new(PbMoveLeaderResponse {
+            header: Some(self.ctx.header(self.ctx.mvcc.revision())),
+        }))
     }
 
     async fn downgrade(

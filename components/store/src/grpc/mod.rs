@@ -35,6 +35,8 @@ pub struct StoreContext {
     pub advertise_client_urls: Vec<String>,
     pub data_dir: PathBuf,
     pub quota_backend_bytes: i64,
+    /// --max-request-bytes: the size watch fragments stay under.
+    pub max_request_bytes: usize,
     /// Connections to the other members (Raft and forwarding share them).
     pub peers: Arc<PeerClients>,
     /// Flips to true when the server shuts down; long-lived streams end then.

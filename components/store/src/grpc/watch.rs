@@ -3,7 +3,9 @@
 //! The task subscribes to the store's event feed before reading any history, so a watcher that
 //! starts in the past reads history up to the current revision and then continues from the
 //! feed without gaps; `next_rev` per watcher drops duplicates. If the task falls behind the
-//! feed (lagged), it re-reads the missing revisions from history.
+//! feed (lagged), or the member installed a Raft snapshot (an empty batch on the feed: those
+//! revisions were never applied one by one here), it re-reads the missing revisions from
+//! history.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use etcd_client::proto::{
     PbEvent, PbWatchRequest, PbWatchRequestUnion, PbWatchResponse, PbWatchService,
 };
+use prost::Message as _;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -27,6 +30,8 @@ const FILTER_NODELETE: i32 = 1;
 const EVENT_PUT: i32 = 0;
 /// Events per response when replaying history.
 const HISTORY_CHUNK: usize = 1000;
+/// Field number of `events` in etcd's WatchResponse (for sizing fragments exactly).
+const WATCH_RESPONSE_EVENTS_TAG: u32 = 11;
 /// etcd's progress notification interval.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(600);
 
@@ -53,6 +58,8 @@ struct Watcher {
     no_put: bool,
     no_delete: bool,
     progress_notify: bool,
+    /// Split responses larger than --max-request-bytes (the client reassembles them).
+    fragment: bool,
     /// Next revision this watcher has not been given yet.
     next_rev: i64,
 }
@@ -108,6 +115,48 @@ impl StreamTask {
         Ok(())
     }
 
+    /// Sends `events` for watcher `id`, split into fragments when it asked for them and one
+    /// response would exceed --max-request-bytes (as etcd does: every fragment but the last
+    /// has `fragment` set; a single event larger than the limit still goes whole).
+    async fn send_events(
+        &self,
+        id: i64,
+        revision: i64,
+        events: Vec<PbEvent>,
+        fragment: bool,
+    ) -> Result<(), Closed> {
+        let limit = self.ctx.max_request_bytes;
+        let mut whole = self.response(id, revision);
+        whole.events = events;
+        if !fragment || whole.events.len() < 2 || whole.encoded_len() < limit {
+            return self.send(whole).await;
+        }
+        let events = std::mem::take(&mut whole.events);
+        whole.fragment = true;
+        let base = whole.encoded_len();
+        let mut chunk: Vec<PbEvent> = Vec::new();
+        let mut size = base;
+        let total = events.len();
+        for (i, ev) in events.into_iter().enumerate() {
+            let ev_size = prost::encoding::message::encoded_len(WATCH_RESPONSE_EVENTS_TAG, &ev);
+            if !chunk.is_empty() && size + ev_size >= limit {
+                let mut part = whole.clone();
+                part.events = std::mem::take(&mut chunk);
+                self.send(part).await?;
+                size = base;
+            }
+            size += ev_size;
+            chunk.push(ev);
+            if i + 1 == total {
+                let mut last = whole.clone();
+                last.events = std::mem::take(&mut chunk);
+                last.fragment = false;
+                self.send(last).await?;
+            }
+        }
+        Ok(())
+    }
+
     async fn run(mut self, mut inbound: Streaming<PbWatchRequest>) {
         let mut shutdown = self.ctx.shutdown.clone();
         let mut progress = tokio::time::interval(PROGRESS_INTERVAL);
@@ -119,6 +168,8 @@ impl StreamTask {
                     Ok(None) | Err(_) => Err(Closed),
                 },
                 feed = self.feed.recv() => match feed {
+                    // The store jumped (snapshot installed): replay from history.
+                    Ok(batch) if batch.events.is_empty() => self.catch_up_all().await,
                     Ok(batch) => self.deliver(&batch).await,
                     Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up_all().await,
                     Err(broadcast::error::RecvError::Closed) => Err(Closed),
@@ -160,6 +211,7 @@ impl StreamTask {
                     no_put: c.filters.contains(&FILTER_NOPUT),
                     no_delete: c.filters.contains(&FILTER_NODELETE),
                     progress_notify: c.progress_notify,
+                    fragment: c.fragment,
                     next_rev: if c.start_revision > 0 {
                         c.start_revision
                     } else {
@@ -218,13 +270,11 @@ impl StreamTask {
                 .map(|ev| w.shape(ev))
                 .collect();
             if !events.is_empty() {
-                out.push((*id, events));
+                out.push((*id, events, w.fragment));
             }
         }
-        for (id, events) in out {
-            let mut resp = self.response(id, current);
-            resp.events = events;
-            self.send(resp).await?;
+        for (id, events, fragment) in out {
+            self.send_events(id, current, events, fragment).await?;
         }
         Ok(())
     }
@@ -301,10 +351,9 @@ impl StreamTask {
             w.next_rev = chunk.complete_to + 1;
             let events = chunk.events;
             let events: Vec<PbEvent> = events.into_iter().filter(|ev| w.wants(ev)).collect();
+            let fragment = w.fragment;
             if !events.is_empty() {
-                let mut resp = self.response(id, current);
-                resp.events = events;
-                self.send(resp).await?;
+                self.send_events(id, current, events, fragment).await?;
             }
         }
     }

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod compact;
+pub mod hash;
 pub mod keys;
 pub mod range;
 pub mod read;
@@ -115,6 +116,16 @@ impl Mvcc {
             // No receivers is fine: nobody watches.
             let _ = self.events.send(Arc::new(batch));
         }
+    }
+
+    /// Tells watchers that the store jumped (a Raft snapshot was installed): the revisions in
+    /// between never passed through the feed. An empty batch is that signal; watchers re-read
+    /// what they miss from history (or learn it was compacted away).
+    pub fn resync(&self) {
+        let _ = self.events.send(Arc::new(RevisionEvents {
+            revision: self.revision(),
+            events: Vec::new(),
+        }));
     }
 
     /// Subscribes to committed events. Subscribe before reading history, so nothing falls in

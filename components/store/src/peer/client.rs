@@ -14,6 +14,12 @@ use crate::peer::codec::FrameCodec;
 use crate::peer::{encode_request, PeerError, PeerRequest, CALL_PATH, MAX_FRAME_BYTES};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// HTTP/2 pings on every peer connection, also while idle: a connection that a partition or a
+/// stateful firewall silently killed would otherwise stay in the channel forever (every RPC on
+/// it timing out, nothing reconnecting); an unanswered ping closes it and the next call dials
+/// afresh.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Shared by the Raft network and the forwarding code; cheap to call from many tasks.
 pub struct PeerClients {
@@ -62,6 +68,9 @@ impl PeerClients {
         let mut endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| bad(e.to_string()))?
             .connect_timeout(CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true)
             .tcp_nodelay(true);
         if url.starts_with("https://") {
             let tls = self.tls.clone().ok_or(PeerError::TlsMissing)?;
@@ -106,18 +115,16 @@ impl PeerClients {
         frame: crate::peer::Frame,
         timeout: Duration,
     ) -> Result<crate::peer::Frame, PeerError> {
-        let transport = |message: String| PeerError::Transport {
-            url: url.to_string(),
-            message,
-        };
+        let transport = |message: String| call_error(url, message);
         let channel = self.channel(url)?;
         let mut grpc = tonic::client::Grpc::new(channel)
             .max_decoding_message_size(MAX_FRAME_BYTES)
             .max_encoding_message_size(MAX_FRAME_BYTES);
         let call = async {
-            grpc.ready()
-                .await
-                .map_err(|e| transport(format!("connect: {}", error_chain(&e))))?;
+            grpc.ready().await.map_err(|e| PeerError::Connect {
+                url: url.to_string(),
+                message: error_chain(&e),
+            })?;
             let request = tonic::Request::new(frame);
             grpc.unary(request, PathAndQuery::from_static(CALL_PATH), FrameCodec)
                 .await
@@ -127,6 +134,25 @@ impl PeerClients {
         match tokio::time::timeout(timeout, call).await {
             Ok(r) => r,
             Err(_) => Err(transport("timed out".into())),
+        }
+    }
+}
+
+/// The error of a call that failed once under way. A lazy channel dials when the request is
+/// processed, so a refused connection shows up here too; only the connector's own errors
+/// prove that nothing was sent (a reset or a protocol error after the dial may follow a
+/// served call, and retrying that could apply a write twice).
+fn call_error(url: &str, message: String) -> PeerError {
+    let m = message.to_ascii_lowercase();
+    if m.contains("tcp connect error") || m.contains("dns error") {
+        PeerError::Connect {
+            url: url.to_string(),
+            message,
+        }
+    } else {
+        PeerError::Transport {
+            url: url.to_string(),
+            message,
         }
     }
 }
@@ -148,4 +174,22 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failed_dials_count_as_not_sent() {
+        let e = |m: &str| call_error("http://p", m.to_string());
+        assert!(
+            e("transport error: tcp connect error: Connection refused (os error 111)").not_sent()
+        );
+        assert!(e("dns error: failed to lookup address").not_sent());
+        // The request may have been served: never retried.
+        assert!(!e("transport error: connection reset by peer").not_sent());
+        assert!(!e("h2 protocol error: error reading a body from connection").not_sent());
+        assert!(!e("timed out").not_sent());
+    }
 }

@@ -42,6 +42,8 @@ pub enum PeerRequest {
     Leader(LeaderOp),
     /// Cluster ID and members, asked by a member joining with --initial-cluster-state existing.
     ClusterInfo,
+    /// The leader asks its chosen successor to campaign (MoveLeader).
+    Campaign,
 }
 
 /// Answer to [`PeerRequest::ClusterInfo`].
@@ -53,8 +55,12 @@ pub struct ClusterInfo {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
+    /// The call failed after the request may have left: it may or may not have been served.
     #[error("peer {url}: {message}")]
     Transport { url: String, message: String },
+    /// No connection could be made: the request never left.
+    #[error("peer {url}: cannot connect: {message}")]
+    Connect { url: String, message: String },
     #[error("peer has no URL")]
     NoUrl,
     #[error("peer {url}: bad endpoint: {message}")]
@@ -72,14 +78,17 @@ pub enum PeerError {
 
 impl PeerError {
     /// True when the request surely never reached the peer (so a retry cannot apply it twice).
+    /// Only a failed connect or a request that could not be built qualifies: a reset or timed
+    /// out call may have been served, and its answer decoded badly still means it was served.
     pub fn not_sent(&self) -> bool {
-        match self {
-            PeerError::Transport { message, .. } => {
-                let m = message.to_ascii_lowercase();
-                m.contains("connect") || m.contains("refused") || m.contains("dns")
-            }
-            _ => true,
-        }
+        matches!(
+            self,
+            PeerError::Connect { .. }
+                | PeerError::NoUrl
+                | PeerError::Endpoint { .. }
+                | PeerError::TlsFile { .. }
+                | PeerError::TlsMissing
+        )
     }
 }
 

@@ -64,6 +64,7 @@ async fn handle(ctx: &StoreContext, req: PeerRequest) -> Result<Vec<u8>, Status>
             to_json(&answer)
         }
         PeerRequest::Leader(op) => to_json(&leader::execute_local(ctx, op).await),
+        PeerRequest::Campaign => to_json(&crate::transfer::campaign(ctx).await),
         PeerRequest::ClusterInfo => to_json(&ClusterInfo {
             cluster_id: ctx.cluster_id,
             members: ctx

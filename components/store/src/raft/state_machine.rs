@@ -249,6 +249,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.revision = self.mvcc.revision();
         self.compact_revision = self.mvcc.compact_revision();
         self.lessor.reset(&self.mvcc.leases().map_err(sm_read_err)?);
+        self.mvcc.resync();
         tracing::info!(snapshot = %meta, "installed raft snapshot");
         Ok(())
     }
