@@ -1,7 +1,9 @@
 //! The seeds' walkthrough on a 3-host lab, end to end: preflight, init (one controller, two workers
 //! joined), the sample app (Deployment of 2 with probes behind a NodePort), self-healing, scaling, a
-//! rolling update, the troubleshooting cases (Pending with the scheduler's message, CrashLoopBackOff, a
-//! Service without endpoints, a NotReady node whose pods move), and reset back to clean hosts.
+//! rolling update, the troubleshooting cases (Pending with the scheduler's message, CrashLoopBackOff with
+//! `kubectl logs --previous`, `kubectl exec`, a ConfigMap volume following an update, backup → lose a
+//! namespace → restore, a Service without endpoints, a NotReady node whose pods move), and reset back to
+//! clean hosts.
 
 use std::time::{Duration, Instant};
 
@@ -222,6 +224,62 @@ fn the_seeds_walkthrough_on_three_hosts() {
         if r.starts_with("CrashLoopBackOff:") { Ok(()) } else { Err(r) }
     });
 
+    // Its last run's output, through the apiserver and the kubelet's :10250 server.
+    let previous = c.wait("logs --previous", 60, || {
+        c.try_kubectl(&["logs", "crash", "--previous"])
+            .filter(|o| o.contains("dying"))
+            .ok_or_else(|| "no previous logs yet".to_string())
+    });
+    assert_eq!(previous.trim(), "dying");
+
+    // A ConfigMap volume follows an update of the ConfigMap inside the running pod.
+    c.kubectl(&[
+        "create",
+        "configmap",
+        "greeting",
+        "--from-literal=text=hello",
+    ]);
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"reader"},"spec":{"containers":[{"name":"c","image":"10.250.0.1:5000/kiln/busybox:1","command":["/bin/sh","-c","sleep 3600"],"volumeMounts":[{"name":"g","mountPath":"/etc/greeting"}]}],"volumes":[{"name":"g","configMap":{"name":"greeting"}}]}}"#;
+    let mut create = c
+        .lab
+        .in_lab(&["kubectl", "--kubeconfig", &c.admin, "create", "-f", "-"]);
+    create
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
+    let mut child = create.spawn().unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(pod.as_bytes())
+            .unwrap();
+    }
+    assert!(child.wait().unwrap().success());
+    c.wait("the configMap file in the pod", 120, || {
+        c.try_kubectl(&["exec", "reader", "--", "cat", "/etc/greeting/text"])
+            .filter(|t| t == "hello")
+            .ok_or_else(|| "not yet".to_string())
+    });
+    // kubectl exec (CRI streaming through the kubelet's :10250 server) sees the pod's own hostname.
+    assert_eq!(
+        c.kubectl(&["exec", "reader", "--", "cat", "/etc/hostname"]),
+        "reader"
+    );
+    c.kubectl(&[
+        "patch",
+        "configmap",
+        "greeting",
+        "-p",
+        r#"{"data":{"text":"bonjour"}}"#,
+    ]);
+    c.wait("the configMap update inside the pod", 90, || {
+        c.try_kubectl(&["exec", "reader", "--", "cat", "/etc/greeting/text"])
+            .filter(|t| t == "bonjour")
+            .ok_or_else(|| "not yet".to_string())
+    });
+
     // A Service without matching pods has no endpoints, and connections are refused, not hung.
     c.kubectl(&["create", "service", "clusterip", "nobody", "--tcp=80:80"]);
     let ip = c.kubectl(&["get", "svc", "nobody", "-o", "jsonpath={.spec.clusterIP}"]);
@@ -289,6 +347,51 @@ fn the_seeds_walkthrough_on_three_hosts() {
             Err(s)
         }
     });
+
+    // Backup and restore (the seeds: "if only one thing may survive, it is etcd"): save, lose a
+    // namespace, restore, and it is back with the same UID.
+    c.kubectl(&["create", "namespace", "precious"]);
+    c.kubectl(&[
+        "-n",
+        "precious",
+        "create",
+        "configmap",
+        "data",
+        "--from-literal=k=v",
+    ]);
+    let uid = c.kubectl(&[
+        "-n",
+        "precious",
+        "get",
+        "configmap",
+        "data",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let bundle = c.lab.dir.join("accept.bundle");
+    c.kiln(&["snapshot", "save", "-o", &bundle.to_string_lossy()]);
+    c.kubectl(&[
+        "delete",
+        "namespace",
+        "precious",
+        "--wait=true",
+        "--timeout=90s",
+    ]);
+    assert!(c.try_kubectl(&["get", "namespace", "precious"]).is_none());
+    c.kiln(&["snapshot", "restore", &bundle.to_string_lossy()]);
+    let back = c.wait("the namespace restored", 120, || {
+        c.try_kubectl(&[
+            "-n",
+            "precious",
+            "get",
+            "configmap",
+            "data",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+        .ok_or_else(|| "not yet".to_string())
+    });
+    assert_eq!(back, uid, "the same object, not a new one");
 
     // Reset every host: kiln's own residue scan and an independent look agree that nothing is left.
     let out = c.kiln(&["reset"]);
