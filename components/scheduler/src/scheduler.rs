@@ -27,6 +27,8 @@ use crate::queue::SchedulingQueue;
 
 /// Concurrent bindings, like upstream's parallel binding cycles but bounded.
 const BINDS_IN_FLIGHT: usize = 64;
+/// Concurrent Scheduled-event writes.
+const EVENTS_IN_FLIGHT: usize = 16;
 
 /// Pods handled per drain before events are looked at again, so a long backlog does not starve
 /// the watch (and the cache stays current).
@@ -86,8 +88,10 @@ pub struct SchedulingLoop {
     rng: StdRng,
     /// Where the next pod's node search starts (upstream's nextStartNodeIndex).
     next_start: usize,
-    /// Bindings (and their events) in flight at once.
+    /// Bindings in flight at once.
     bind_slots: Arc<tokio::sync::Semaphore>,
+    /// Scheduled events in flight at once (written after their binding, off its path).
+    event_slots: Arc<tokio::sync::Semaphore>,
     node_fingerprints: HashMap<String, u64>,
     bind_tx: mpsc::UnboundedSender<BindOutcome>,
     pods_synced: bool,
@@ -117,6 +121,7 @@ impl SchedulingLoop {
             rng: StdRng::from_os_rng(),
             next_start: 0,
             bind_slots: Arc::new(tokio::sync::Semaphore::new(BINDS_IN_FLIGHT)),
+            event_slots: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
             node_fingerprints: HashMap::new(),
             bind_tx,
             pods_synced: false,
@@ -277,13 +282,23 @@ impl SchedulingLoop {
                 let tx = self.bind_tx.clone();
                 let key = key.to_string();
                 let slots = self.bind_slots.clone();
+                let event_slots = self.event_slots.clone();
                 tokio::spawn(async move {
                     // Bounded in flight: each request needs a connection, and a burst of thousands
                     // would open (and TLS-handshake) thousands of them.
-                    let _slot = slots.acquire_owned().await;
+                    let slot = slots.acquire_owned().await;
                     let result = pod_status::bind(client, &pod, &node).await;
-                    if result.is_ok() {
+                    drop(slot);
+                    let bound = result.is_ok();
+                    let _ = tx.send(BindOutcome {
+                        key: key.clone(),
+                        started,
+                        result,
+                    });
+                    if bound {
                         tracing::info!(pod = %key, node = %node, "bound");
+                        // The event is best effort and must not hold up the next bindings.
+                        let _slot = event_slots.acquire_owned().await;
                         let message = format!("Successfully assigned {key} to {node}");
                         if let Err(e) = recorder
                             .record(
@@ -297,11 +312,6 @@ impl SchedulingLoop {
                             tracing::warn!(error = %e, "writing the Scheduled event failed");
                         }
                     }
-                    let _ = tx.send(BindOutcome {
-                        key,
-                        started,
-                        result,
-                    });
                 });
             }
             Err(err) => {
