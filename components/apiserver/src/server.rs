@@ -226,6 +226,11 @@ async fn accept_loop(
                 }
             },
         };
+        // Nagle off: a small response or watch event written behind another unacknowledged one
+        // would otherwise wait for the client's delayed ACK (~40 ms).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
+        }
         let acceptor = acceptor.clone();
         let app = app.clone();
         let mut conn_stopped = stopped.clone();

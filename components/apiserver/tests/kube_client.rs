@@ -122,6 +122,44 @@ async fn crud_status_and_conflicts() {
     assert_eq!(api_error(pods.get("b").await.unwrap_err()).code, 404);
 }
 
+/// Patches that name no resourceVersion never fail with 409: a lost compare-and-swap is re-read
+/// and re-applied (a controller patching a node while its kubelet posts status must not fail),
+/// while a patch that names a stale resourceVersion still gets its 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_without_resource_version_all_apply() {
+    let c = Cluster::start().await;
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    let patches = (0..16).map(|i| {
+        let pods = pods.clone();
+        async move {
+            pods.patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {format!("l{i}"): "x"}}})),
+            )
+            .await
+        }
+    });
+    for result in futures::future::join_all(patches).await {
+        result.expect("a patch without resourceVersion is not a conflict");
+    }
+    let labels = pods.get("p").await.unwrap().metadata.labels.unwrap();
+    assert_eq!(labels.len(), 16);
+
+    let stale = json!({"metadata": {"resourceVersion": created.metadata.resource_version,
+        "labels": {"late": "x"}}});
+    let err = api_error(
+        pods.patch("p", &PatchParams::default(), &Patch::Merge(stale))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_reports_changes_with_field_selector() {
     let c = Cluster::start().await;

@@ -15,12 +15,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::jiff::Timestamp;
 use kiln_scheduler::events::{object_reference, NORMAL};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::controller::{self, applier, trigger_self, Action, ReconcileRequest};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::json;
 
-use crate::context::{spawn_reflector, Context};
+use crate::context::{spawn_reflector_with_changes, Context};
 use crate::pods::{
     available_at, controller_ref, deletion_order, is_active, is_available, is_ready,
 };
@@ -157,27 +157,42 @@ struct State {
 }
 
 pub async fn run(ctx: Context) {
-    let (pods, _pods_task) = spawn_reflector::<Pod>(&ctx.client);
+    // Pod events trigger reconciles only after the pod cache holds them: a reconcile run on a
+    // separate watch's event could still count a pod that was just deleted, and then wait for the
+    // next requeue to replace it.
+    let (pods, pod_changes, _pods_task) = spawn_reflector_with_changes::<Pod>(&ctx.client);
     if pods.wait_until_ready().await.is_err() {
         return;
     }
-    let api: Api<ReplicaSet> = Api::all(ctx.client.clone());
-    let controller = Controller::new(api, watcher::Config::default());
-    let rs_store = controller.store();
+    let (rs_store, rs_writer) = reflector::store();
+    let sets = reflector::reflector(
+        rs_writer,
+        watcher(
+            Api::<ReplicaSet>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .applied_objects();
+    let owners = rs_store.clone();
+    let pod_triggers = pod_changes
+        .flat_map(move |pod| futures::stream::iter(owners_of(&owners, &pod)))
+        .map(|rs| Ok(ReconcileRequest::from(rs)));
     let state = Arc::new(State {
         ctx: ctx.clone(),
         pods,
         expectations: Mutex::new(HashMap::new()),
     });
-    controller
-        .watches(
-            Api::<Pod>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |pod: Pod| owners_of(&rs_store, &pod),
-        )
-        .run(reconcile, error_policy, state)
-        .for_each(|_| async {})
-        .await;
+    applier(
+        |rs, st| Box::pin(reconcile(rs, st)),
+        error_policy,
+        state,
+        rs_store,
+        futures::stream::select(trigger_self(sets, ()), pod_triggers),
+        controller::Config::default(),
+    )
+    .for_each(|_| async {})
+    .await;
 }
 
 /// The ReplicaSets a pod event concerns: its controller, or any that could adopt it.

@@ -405,7 +405,6 @@ async fn wait_for_signal() -> Result<(), ServerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio_stream::StreamExt as _;
 
     #[tokio::test]
     async fn accepted_connections_have_nagle_off() {

@@ -102,8 +102,7 @@ pub fn last_problem(log: &str) -> Option<String> {
     };
     log.lines()
         .map(strip)
-        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-        .last()
+        .rfind(|l| l.contains(" WARN ") || l.contains(" ERROR "))
         .map(|l| l.trim().to_string())
 }
 

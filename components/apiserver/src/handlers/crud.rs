@@ -220,7 +220,7 @@ pub(super) fn scope(target: &Target) -> UpdateScope {
 }
 
 /// The read-modify-write loop behind update and patch. `build` makes the new object from the stored
-/// one; a resourceVersion in the result is a precondition (409 on mismatch, no retry).
+/// one; a resourceVersion in the result that differs from the stored one is a 409.
 pub(super) async fn guaranteed_update(
     state: &AppState,
     target: &Target,
@@ -269,10 +269,8 @@ pub(super) async fn guaranteed_update(
                 .await
             {
                 Ok(_) => return Ok(new),
-                Err(StoreError::Conflict) if precondition.is_none() => continue,
-                Err(StoreError::Conflict) => {
-                    return Err(ApiError::conflict(spec.group, spec.plural, name))
-                }
+                // Re-read: the check above turns a stale client precondition into a 409.
+                Err(StoreError::Conflict) => continue,
                 Err(StoreError::NotFound) => {
                     return Err(ApiError::not_found(spec.group, spec.plural, name))
                 }
@@ -290,10 +288,10 @@ pub(super) async fn guaranteed_update(
                 return Ok(new);
             }
             Err(StoreError::Taken(key)) => return Err(taken_error(spec, &new, &key)),
-            Err(StoreError::Conflict) if precondition.is_none() => continue,
-            Err(StoreError::Conflict) => {
-                return Err(ApiError::conflict(spec.group, spec.plural, name))
-            }
+            // Re-read and rebuild: a patch without its own resourceVersion carries the one it was
+            // applied to, which only the store's compare-and-swap knew to be stale; a stale client
+            // precondition fails the check above on the next round (409).
+            Err(StoreError::Conflict) => continue,
             Err(StoreError::NotFound) => {
                 return Err(ApiError::not_found(spec.group, spec.plural, name))
             }
