@@ -26,7 +26,7 @@ use crate::pod_status;
 use crate::queue::SchedulingQueue;
 
 /// Concurrent bindings, like upstream's parallel binding cycles but bounded.
-const BINDS_IN_FLIGHT: usize = 128;
+const BINDS_IN_FLIGHT: usize = 64;
 /// Concurrent Scheduled-event writes.
 const EVENTS_IN_FLIGHT: usize = 16;
 
