@@ -71,7 +71,7 @@ run_system() { # system
             --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" >/dev/null 2>&1 ;;
     kiln) "$R/kiln-store" snapshot restore "$WORK/$s.db" --name bench --data-dir "$WORK/$s-restored" \
             --initial-cluster "bench=http://127.0.0.1:$PEER_PORT" \
-            --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" >/dev/null ;;
+            --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" >/dev/null 2>&1 ;;
   esac
   t1=$(now)
   RES[$s,restore]=$(sub "$t1" "$t0")
