@@ -12,10 +12,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::lab::{bin, is_root, Lab};
-use kiln_pki::{
-    ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
-};
+use common::lab::{is_root, Lab};
 
 const KUBECTL: &str = "kubectl --kubeconfig /etc/kiln/admin.conf";
 
@@ -60,49 +57,9 @@ fn env_volumes_and_init_containers_on_containerd() {
         return;
     }
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
-    let apiserver = bin("kiln-apiserver");
-    let lab = Lab::up("kubelet-vols");
-    assert!(lab
-        .sh(
-            &std::fs::read_to_string(here.join("host-setup.sh")).unwrap(),
-            b""
-        )
-        .contains("containerd-up"));
-
-    let dir = tempfile::tempdir().unwrap();
-    let pki = dir.path().join("pki");
-    let mut params = TreeParams::new("host1");
-    params.host_addresses = vec!["127.0.0.1".into()];
-    ensure_tree(&pki, &params).unwrap();
-    let ca = load_ca(&pki, spec("ca").unwrap()).unwrap();
-    let etc = dir.path().join("etc");
-    for kind in [
-        KubeconfigKind::Admin,
-        KubeconfigKind::Kubelet {
-            node_name: "host1".into(),
-        },
-    ] {
-        ensure_kubeconfig(
-            &etc,
-            &ca,
-            &kind,
-            "kiln",
-            "https://127.0.0.1:6443",
-            &Validity::default(),
-        )
-        .unwrap();
-    }
-    for f in ["ca.crt", "apiserver.crt", "apiserver.key", "sa.key"] {
-        lab.put(&pki.join(f), &format!("/etc/kiln/pki/{f}"), "0600");
-    }
-    for f in ["admin.conf", "kubelet.conf"] {
-        lab.put(&etc.join(f), &format!("/etc/kiln/{f}"), "0600");
-    }
-    lab.put(&apiserver, "/usr/local/bin/kiln-apiserver", "0755");
-    lab.put(
-        Path::new(env!("CARGO_BIN_EXE_kiln-kubelet")),
-        "/usr/local/bin/kiln-kubelet",
-        "0755",
+    let (lab, _dir) = common::lab::up_with_control_plane_files(
+        "kubelet-vols",
+        &["ca.crt", "apiserver.crt", "apiserver.key", "sa.key"],
     );
     lab.put(&here.join("volumes-e2e.yaml"), "/tmp/vols.yaml", "0644");
 

@@ -93,3 +93,61 @@ impl Drop for Lab {
             .status();
     }
 }
+
+/// A lab host ready for a control plane on its loopback: containerd up (tests/cri/host-setup.sh), a PKI
+/// and admin/kubelet kubeconfigs for `https://127.0.0.1:6443`, the given PKI files in /etc/kiln/pki, the
+/// kubeconfigs in /etc/kiln, kiln-apiserver and this build's kiln-kubelet in /usr/local/bin. The temp
+/// dir holds the PKI the test may read (its `pki/` folder).
+pub fn up_with_control_plane_files(name: &str, pki_files: &[&str]) -> (Lab, tempfile::TempDir) {
+    use kiln_pki::{
+        ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
+    };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let lab = Lab::up(name);
+    assert!(lab
+        .sh(
+            &std::fs::read_to_string(here.join("host-setup.sh")).unwrap(),
+            b""
+        )
+        .contains("containerd-up"));
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let mut params = TreeParams::new(HOST);
+    params.host_addresses = vec!["127.0.0.1".into()];
+    ensure_tree(&pki, &params).unwrap();
+    let ca = load_ca(&pki, spec("ca").unwrap()).unwrap();
+    let etc = dir.path().join("etc");
+    for kind in [
+        KubeconfigKind::Admin,
+        KubeconfigKind::Kubelet {
+            node_name: HOST.into(),
+        },
+    ] {
+        ensure_kubeconfig(
+            &etc,
+            &ca,
+            &kind,
+            "kiln",
+            "https://127.0.0.1:6443",
+            &Validity::default(),
+        )
+        .unwrap();
+    }
+    for f in pki_files {
+        lab.put(&pki.join(f), &format!("/etc/kiln/pki/{f}"), "0600");
+    }
+    for f in ["admin.conf", "kubelet.conf"] {
+        lab.put(&etc.join(f), &format!("/etc/kiln/{f}"), "0600");
+    }
+    lab.put(
+        &bin("kiln-apiserver"),
+        "/usr/local/bin/kiln-apiserver",
+        "0755",
+    );
+    lab.put(
+        Path::new(env!("CARGO_BIN_EXE_kiln-kubelet")),
+        "/usr/local/bin/kiln-kubelet",
+        "0755",
+    );
+    (lab, dir)
+}
