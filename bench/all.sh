@@ -26,7 +26,10 @@ section "Lab hosts up and down (bench/lab.sh)" bench/lab.sh 1
 section "Bootstrap (bench/bootstrap.sh)" bench/bootstrap.sh 1
 section "Store vs etcd 3.4 (bench/store.sh 0.2)" bench/store.sh 0.2
 section "Scheduler and controllers (bench/control-plane.sh)" bench/control-plane.sh
+section "API server (bench/apiserver.sh)" bench/apiserver.sh
 section "Pod start (bench/pod-start.sh)" bench/pod-start.sh
+section "Proxy sync (bench/proxy-sync.sh)" bench/proxy-sync.sh
 section "Control-plane memory (bench/control-plane-rss.sh)" bench/control-plane-rss.sh
+section "Day 2: snapshots and HA failover (bench/day2.sh)" bench/day2.sh
 mv "$tmp" "$OUT"
 cat "$OUT"

@@ -1,6 +1,7 @@
 //! kiln: the cluster bootstrapper. The binary in `main.rs` only calls [`commands::main`].
 
 pub mod bootstrap;
+pub mod certs;
 pub mod commands;
 pub mod config;
 pub mod lab;

@@ -2,13 +2,15 @@
 //!
 //! The certificate tree is data ([`tree::CERT_TREE`]); [`ensure::ensure_tree`] walks it and creates only what is
 //! missing, so `kiln init` can be re-run without rotating anything. [`expiry`] reads certificates back for
-//! `kiln certs check-expiration`, and [`kubeconfig`] writes standard kubeconfigs with embedded client certs.
+//! `kiln certs check-expiration`, [`renew`] re-signs leaves with their CA for `kiln certs renew`, and
+//! [`kubeconfig`] writes standard kubeconfigs with embedded client certs.
 
 pub mod ensure;
 pub mod expiry;
 pub mod files;
 pub mod issue;
 pub mod kubeconfig;
+pub mod renew;
 pub mod tree;
 pub mod validity;
 
@@ -19,5 +21,6 @@ pub use kubeconfig::{
     build_kubeconfig, ensure_kubeconfig, read_kubeconfig, Kubeconfig, KubeconfigError,
     KubeconfigKind,
 };
+pub use renew::{reissue, renew_cert, renew_kubeconfig, RenewError};
 pub use tree::{spec, CertSpec, CommonName, SanKind, TreeParams, Usage, CERT_TREE};
 pub use validity::Validity;

@@ -23,7 +23,7 @@ enum Cmd {
         #[arg(long, default_value_t = 10_000)]
         pods: usize,
     },
-    /// Pod start latency on a running cluster: binding seen → Running, for pods created at once.
+    /// Pod start latency on a running cluster: binding seen → Running (and created → Running).
     PodStart {
         #[arg(long)]
         kubeconfig: String,
@@ -31,6 +31,50 @@ enum Cmd {
         count: usize,
         #[arg(long, default_value = "10.250.0.1:5000/kiln/busybox:1")]
         image: String,
+        /// Pods created per second; 0 creates them all at once.
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+    },
+    /// The anchor of pod start: sandbox + container straight over CRI, no kubelet.
+    CriFloor {
+        #[arg(long, default_value = "unix:///run/containerd/containerd.sock")]
+        endpoint: String,
+        #[arg(long, default_value_t = 20)]
+        count: usize,
+        /// Pods in flight at once (1: one after another).
+        #[arg(long, default_value_t = 1)]
+        parallel: usize,
+        #[arg(long, default_value = "10.250.0.1:5000/kiln/busybox:1")]
+        image: String,
+    },
+    /// kiln-proxy sync time (root, inside a network namespace of its own): cold full sync and one
+    /// EndpointSlice change → rules, against `nft -f` of the same table / update alone.
+    ProxySync {
+        /// The kiln-proxy binary to start.
+        #[arg(long)]
+        proxy_bin: String,
+        #[arg(long, default_value_t = 1000)]
+        services: usize,
+        #[arg(long, default_value_t = 10)]
+        endpoints: usize,
+        #[arg(long, default_value_t = 50)]
+        rounds: usize,
+    },
+    /// kiln-apiserver (its own process, over the harness's store): N pods created, `kubectl get pods
+    /// -A`, creates/updates at a steady rate with watchers open, RSS idle and loaded.
+    Apiserver {
+        /// The kiln-apiserver binary to start.
+        #[arg(long)]
+        apiserver_bin: String,
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+        /// Mutating requests per second in the steady phase (half creates, half updates).
+        #[arg(long, default_value_t = 100.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        #[arg(long, default_value_t = 100)]
+        watchers: usize,
     },
     /// Controller reaction: a ReplicaSet pod deleted → its replacement created.
     Reaction {
@@ -84,12 +128,61 @@ async fn main() {
             print(&control_plane::scheduler(nodes, pods).await);
             return;
         }
+        Cmd::CriFloor {
+            endpoint,
+            count,
+            parallel,
+            image,
+        } => {
+            match kiln_bench::cri_floor::run(&endpoint, count, parallel, &image).await {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
         Cmd::PodStart {
             kubeconfig,
             count,
             image,
+            rate,
         } => {
-            match kiln_bench::pod_start::run(&kubeconfig, count, &image).await {
+            match kiln_bench::pod_start::run(&kubeconfig, count, &image, rate).await {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
+        Cmd::ProxySync {
+            proxy_bin,
+            services,
+            endpoints,
+            rounds,
+        } => {
+            match kiln_bench::proxy_sync::run(&proxy_bin, services, endpoints, rounds).await {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
+        Cmd::Apiserver {
+            apiserver_bin,
+            pods,
+            rate,
+            seconds,
+            watchers,
+        } => {
+            match kiln_bench::apiserver_load::run(&apiserver_bin, pods, rate, seconds, watchers)
+                .await
+            {
                 Ok(s) => print(&s),
                 Err(e) => {
                     eprintln!("kiln-bench: {e}");

@@ -1,6 +1,8 @@
-//! Pod start latency on a real cluster: pods created at once, each measured from the moment its binding
-//! is seen (nodeName set) to the moment it is seen Running, on one watch (upstream's pod startup SLI
-//! counts from creation with the image present; the binding is where kiln's kubelet takes over).
+//! Pod start latency on a real cluster. Each pod is measured on one watch from the moment its binding is
+//! seen (nodeName set: where the kubelet takes over) to the moment it is seen Running, and also from its
+//! creation (upstream's pod startup SLI, image present). Pods are created either all at once (`rate` 0:
+//! a burst, bound by the nodes' container-runtime throughput) or at a steady rate (upstream's density
+//! test creates pods at a fixed QPS); creation runs beside the watch so no timestamp waits for the burst.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,7 +28,22 @@ pub enum PodStartError {
     },
 }
 
-pub async fn run(kubeconfig: &str, count: usize, image: &str) -> Result<Summary, PodStartError> {
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PodStartReport {
+    /// Pods created per second (0: all at once).
+    pub rate: f64,
+    /// Binding seen → Running seen (the kubelet's and the runtime's share).
+    pub bound_to_running: Summary,
+    /// Created → Running seen (scheduler included).
+    pub created_to_running: Summary,
+}
+
+pub async fn run(
+    kubeconfig: &str,
+    count: usize,
+    image: &str,
+    rate: f64,
+) -> Result<PodStartReport, PodStartError> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .map_err(|e| PodStartError::Kubeconfig(kubeconfig.into(), e.to_string()))?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -35,9 +52,7 @@ pub async fn run(kubeconfig: &str, count: usize, image: &str) -> Result<Summary,
     let client = kube::Client::try_from(cfg)?;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let lp = ListParams::default().labels("bench=pod-start");
-    let _ = pods
-        .delete_collection(&DeleteParams::default().grace_period(0), &lp)
-        .await;
+    clean(&pods, &lp).await?;
     let rv = pods
         .list_metadata(&lp)
         .await?
@@ -54,48 +69,120 @@ pub async fn run(kubeconfig: &str, count: usize, image: &str) -> Result<Summary,
         .await?
         .boxed();
     let started = Instant::now();
+    let (created_tx, mut created_rx) = tokio::sync::mpsc::unbounded_channel();
+    let creator = tokio::spawn(create_pods(
+        pods.clone(),
+        count,
+        image.to_string(),
+        rate,
+        created_tx,
+    ));
+    let mut created: HashMap<String, Instant> = HashMap::new();
+    let mut bound: HashMap<String, Instant> = HashMap::new();
+    let mut done: HashMap<String, bool> = HashMap::new();
+    let (mut from_bound, mut from_created) = (Vec::new(), Vec::new());
+    let limit = Duration::from_secs(240);
+    while from_bound.len() < count {
+        let ev = tokio::select! {
+            Some((name, at)) = created_rx.recv() => {
+                created.insert(name, at);
+                continue;
+            }
+            ev = tokio::time::timeout(limit.saturating_sub(started.elapsed()), stream.try_next()) => ev,
+        };
+        let p = match ev {
+            Ok(Ok(Some(WatchEvent::Added(p) | WatchEvent::Modified(p)))) => p,
+            Ok(Ok(Some(_))) => continue,
+            _ => {
+                creator.abort();
+                return Err(PodStartError::Timeout {
+                    running: from_bound.len(),
+                    count,
+                    waited: started.elapsed(),
+                });
+            }
+        };
+        let seen = Instant::now();
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if done.contains_key(&name) {
+            continue;
+        }
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            bound.entry(name.clone()).or_insert(seen);
+        }
+        if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+            if let Some(t) = bound.get(&name) {
+                from_bound.push(seen - *t);
+                done.insert(name.clone(), true);
+                // The creation time comes from the creator; a Running pod was surely created.
+                while !created.contains_key(&name) {
+                    match created_rx.recv().await {
+                        Some((n, at)) => {
+                            created.insert(n, at);
+                        }
+                        None => break,
+                    }
+                }
+                if let Some(c) = created.get(&name) {
+                    from_created.push(seen.saturating_duration_since(*c));
+                }
+            }
+        }
+    }
+    let wall = started.elapsed();
+    let errors = match creator.await {
+        Ok(Ok(())) => 0,
+        _ => 1,
+    };
+    clean(&pods, &lp).await?;
+    Ok(PodStartReport {
+        rate,
+        bound_to_running: summarize(from_bound, errors, wall),
+        created_to_running: summarize(from_created, errors, wall),
+    })
+}
+
+/// Creates the pods, each reported with the instant just before its create call was sent.
+async fn create_pods(
+    pods: Api<Pod>,
+    count: usize,
+    image: String,
+    rate: f64,
+    created: tokio::sync::mpsc::UnboundedSender<(String, Instant)>,
+) -> Result<(), kube::Error> {
+    let t0 = Instant::now();
     for i in 0..count {
+        if rate > 0.0 {
+            let due = t0 + Duration::from_secs_f64(i as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let name = format!("start-{i:03}");
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("start-{i:03}"), "labels": {"bench": "pod-start"}},
+            "metadata": {"name": name, "labels": {"bench": "pod-start"}},
             "spec": {"terminationGracePeriodSeconds": 0,
                 "containers": [{"name": "c", "image": image, "command": ["sleep", "3600"],
                     "imagePullPolicy": "IfNotPresent"}]}
         }))
         .expect("pod JSON");
+        let _ = created.send((name, Instant::now()));
         pods.create(&PostParams::default(), &pod).await?;
     }
-    let mut bound: HashMap<String, Instant> = HashMap::new();
-    let mut latencies = Vec::with_capacity(count);
-    let limit = Duration::from_secs(240);
-    while latencies.len() < count {
-        let ev =
-            tokio::time::timeout(limit.saturating_sub(started.elapsed()), stream.try_next()).await;
-        let p = match ev {
-            Ok(Ok(Some(WatchEvent::Added(p) | WatchEvent::Modified(p)))) => p,
-            Ok(Ok(Some(_))) => continue,
-            _ => {
-                return Err(PodStartError::Timeout {
-                    running: latencies.len(),
-                    count,
-                    waited: started.elapsed(),
-                })
-            }
-        };
-        let name = p.metadata.name.clone().unwrap_or_default();
-        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
-            bound.entry(name.clone()).or_insert_with(Instant::now);
-        }
-        let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-        if running {
-            if let Some(t) = bound.remove(&name) {
-                latencies.push(t.elapsed());
-            }
-        }
-    }
-    let wall = started.elapsed();
+    Ok(())
+}
+
+/// Deletes the benchmark's pods and waits until they are gone, so that one run's teardown does not
+/// load the nodes during the next run.
+async fn clean(pods: &Api<Pod>, lp: &ListParams) -> Result<(), PodStartError> {
     let _ = pods
-        .delete_collection(&DeleteParams::default().grace_period(0), &lp)
+        .delete_collection(&DeleteParams::default().grace_period(0), lp)
         .await;
-    Ok(summarize(latencies, 0, wall))
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(120) {
+        if pods.list_metadata(lp).await?.items.is_empty() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
 }

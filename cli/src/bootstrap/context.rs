@@ -26,6 +26,8 @@ pub struct Options {
     pub preflight_fix: bool,
     /// `--dry-run`: look at every host, change nothing, collect a plan (see `bootstrap::dry_run`).
     pub dry_run: bool,
+    /// `join --control-plane`: the controllers this run joins; nodes' balancers count them in already.
+    pub joining_controllers: Vec<String>,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             only_hosts: vec![],
             preflight_fix: false,
             dry_run: false,
+            joining_controllers: vec![],
         }
     }
 }

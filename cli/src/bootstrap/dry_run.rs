@@ -20,6 +20,9 @@ pub const API_PHASES: &[&str] = &[
     "mark-control-plane",
     "bootstrap-token",
     "leave-cluster",
+    "store-learner",
+    "store-promote",
+    "apiserver-lb",
 ];
 
 /// Commands that only look: forwarded to the host in a dry run. Everything else is recorded.

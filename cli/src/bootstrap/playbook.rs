@@ -33,6 +33,14 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("init", include_str!("../../../playbooks/init.yaml")),
     ("join", include_str!("../../../playbooks/join.yaml")),
     (
+        "join-control-plane",
+        include_str!("../../../playbooks/join-control-plane.yaml"),
+    ),
+    (
+        "apiserver-lb",
+        include_str!("../../../playbooks/apiserver-lb.yaml"),
+    ),
+    (
         "preflight",
         include_str!("../../../playbooks/preflight.yaml"),
     ),

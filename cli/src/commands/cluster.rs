@@ -1,4 +1,5 @@
-//! `kiln init`, `kiln reset`, `kiln kubeconfig`: playbooks over the hosts of one cluster.yaml.
+//! `kiln init`, `kiln reset`, `kiln kubeconfig`, `kiln certs`: playbooks and certificates over the hosts of one
+//! cluster.yaml.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,6 +84,7 @@ impl ClusterArgs {
                 only_hosts: self.hosts.clone(),
                 preflight_fix: false,
                 dry_run: self.dry_run,
+                joining_controllers: vec![],
             },
         )?)
     }
@@ -95,7 +97,7 @@ pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Run the named playbook, or only print its plan with --dry-run.
-fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
+pub(super) fn play(args: &ClusterArgs, ctx: &Context, name: &str) -> anyhow::Result<bool> {
     let pb = Playbook::load(name, args.playbook.as_deref())?.without(&args.skip_phases)?;
     if args.dry_run {
         let plan = bootstrap::plan(ctx, &pb)?;
@@ -144,6 +146,16 @@ pub fn init(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result
         anyhow::bail!("--host selects hosts for `kiln join` and `kiln reset`; `kiln init` runs on every host of the file");
     }
     let ctx = args.context(ignore, wait)?;
+    let late = bootstrap::phases::store_start::unrecorded_controllers(&ctx);
+    if !late.is_empty() {
+        anyhow::bail!(
+            "{} in {}: controller(s) added after the cluster started; `kiln init` would start them as a \
+             new store cluster. Run `kiln join --control-plane -f {}`",
+            late.join(", "),
+            args.file.display(),
+            args.file.display()
+        );
+    }
     if !play(&args, &ctx, "init")? {
         return Ok(0);
     }
@@ -174,9 +186,19 @@ fn summary(args: &ClusterArgs, ctx: &Context) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn join(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
+pub fn join(
+    args: ClusterArgs,
+    ignore: Vec<String>,
+    wait: u64,
+    control_plane: bool,
+) -> anyhow::Result<i32> {
+    if control_plane {
+        return super::join_control_plane::run(args, ignore, wait);
+    }
     let ctx = args.context(ignore, wait)?;
-    play(&args, &ctx, "join")?;
+    if play(&args, &ctx, "join")? {
+        super::join_control_plane::mention_unjoined(&args, &ctx);
+    }
     Ok(0)
 }
 
@@ -189,7 +211,15 @@ pub fn preflight(args: ClusterArgs, ignore: Vec<String>, fix: bool) -> anyhow::R
 
 pub fn reset(args: ClusterArgs) -> anyhow::Result<i32> {
     let ctx = args.context(vec![], 60)?;
-    play(&args, &ctx, "reset")?;
+    let whole = ctx
+        .cluster
+        .config
+        .controllers()
+        .all(|c| args.hosts.is_empty() || args.hosts.contains(&c.name));
+    if play(&args, &ctx, "reset")? && whole {
+        // The store is gone: a later init starts every controller as a founder again.
+        bootstrap::phases::store_start::forget_all(&ctx);
+    }
     Ok(0)
 }
 
@@ -207,22 +237,14 @@ pub fn kubeconfig(args: ClusterArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `kiln certs check-expiration`: every certificate in the state directory, like kubeadm's table.
+/// `kiln certs check-expiration`: every certificate in the state directory (the tree per controller and
+/// the kubeconfigs' client certificates), like kubeadm's table.
 pub fn check_expiration(args: ClusterArgs) -> anyhow::Result<i32> {
     let ctx = args.context(vec![], 0)?;
     let now = time::OffsetDateTime::now_utc();
     let fmt =
         time::macros::format_description!("[month repr:short] [day], [year] [hour]:[minute] UTC");
-    let mut rows = vec![];
-    for h in ctx.cluster.config.controllers() {
-        let dir = ctx.pki_dir(&h.name);
-        if !dir.exists() {
-            continue;
-        }
-        for (name, info) in kiln_pki::expiry(&dir)? {
-            rows.push((h.name.clone(), name, info));
-        }
-    }
+    let rows = crate::certs::expiry::rows(&ctx)?;
     if rows.is_empty() {
         anyhow::bail!(
             "no certificates under {} (run `kiln init` first)",
@@ -232,7 +254,7 @@ pub fn check_expiration(args: ClusterArgs) -> anyhow::Result<i32> {
     if args.output == "json" {
         let v: Vec<_> = rows
             .iter()
-            .map(|(h, n, i)| serde_json::json!({"host": h, "certificate": n, "expires": i.not_after.format(&fmt).unwrap_or_default(), "residualDays": i.remaining(now).whole_days()}))
+            .map(|r| serde_json::json!({"host": r.host, "certificate": r.name, "ca": r.info.is_ca, "expires": r.info.not_after.format(&fmt).unwrap_or_default(), "residualDays": r.info.remaining(now).whole_days()}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
@@ -241,17 +263,30 @@ pub fn check_expiration(args: ClusterArgs) -> anyhow::Result<i32> {
         "{:<10} {:<30} {:<24} {:>14}",
         "HOST", "CERTIFICATE", "EXPIRES", "RESIDUAL TIME"
     );
-    for (h, n, i) in rows {
-        let days = i.remaining(now).whole_days();
+    for r in rows {
+        let days = r.info.remaining(now).whole_days();
         let residual = if days < 0 {
             "expired".to_string()
         } else {
             format!("{days}d")
         };
         println!(
-            "{h:<10} {n:<30} {:<24} {residual:>14}",
-            i.not_after.format(&fmt).unwrap_or_default()
+            "{:<10} {:<30} {:<24} {residual:>14}",
+            r.host,
+            r.name,
+            r.info.not_after.format(&fmt).unwrap_or_default()
         );
     }
+    Ok(0)
+}
+
+/// `kiln certs renew all|NAME…`: see `crate::certs::renew`.
+pub fn renew_certs(args: ClusterArgs, names: Vec<String>, wait: u64) -> anyhow::Result<i32> {
+    if !args.hosts.is_empty() {
+        anyhow::bail!("--host does not apply to `kiln certs renew`: certificates are renewed on every host that uses them");
+    }
+    let targets = crate::certs::resolve(&names)?;
+    let ctx = args.context(vec![], wait)?;
+    runtime()?.block_on(crate::certs::renew(&ctx, &targets))?;
     Ok(0)
 }

@@ -3,6 +3,7 @@
 
 mod cluster;
 mod drill;
+mod join_control_plane;
 mod lab;
 mod snapshot;
 mod status;
@@ -45,10 +46,16 @@ pub enum Command {
         #[arg(long, default_value_t = 180)]
         wait_timeout: u64,
     },
-    /// Join the worker hosts of cluster.yaml to the running control plane (skips hosts already joined).
+    /// Join the worker hosts of cluster.yaml to the running control plane (skips hosts already joined);
+    /// with --control-plane, the controllers not yet part of it.
     Join {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
+        /// Join the controllers of cluster.yaml that are not yet part of the running control plane
+        /// (store member as a learner, promoted once caught up; API server, scheduler,
+        /// controller-manager; every node's API balancer updated), one at a time.
+        #[arg(long)]
+        control_plane: bool,
         #[arg(long, value_delimiter = ',')]
         ignore_preflight_errors: Vec<String>,
         #[arg(long, default_value_t = 180)]
@@ -100,6 +107,19 @@ pub enum CertsCommand {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
     },
+    /// Re-sign certificates with the same CA (same subject and SANs, new validity), push them to the
+    /// hosts that use them and restart the static pods that read them. `all`, or names as
+    /// check-expiration prints them (apiserver, store-peer, admin.conf, …).
+    Renew {
+        /// `all`, or certificate names.
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+        /// Seconds to wait for each restarted static pod to be Ready again.
+        #[arg(long, default_value_t = 180)]
+        wait_timeout: u64,
+    },
 }
 
 /// Parse, run, and turn the outcome into a process exit code.
@@ -115,9 +135,15 @@ pub fn main() -> i32 {
         } => cluster::init(cluster, ignore_preflight_errors, wait_timeout),
         Command::Join {
             cluster,
+            control_plane,
             ignore_preflight_errors,
             wait_timeout,
-        } => cluster::join(cluster, ignore_preflight_errors, wait_timeout),
+        } => cluster::join(
+            cluster,
+            ignore_preflight_errors,
+            wait_timeout,
+            control_plane,
+        ),
         Command::Reset { cluster } => cluster::reset(cluster),
         Command::Preflight {
             cluster,
@@ -131,6 +157,11 @@ pub fn main() -> i32 {
         Command::Certs(CertsCommand::CheckExpiration { cluster }) => {
             cluster::check_expiration(cluster)
         }
+        Command::Certs(CertsCommand::Renew {
+            names,
+            cluster,
+            wait_timeout,
+        }) => cluster::renew_certs(cluster, names, wait_timeout),
         Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
     };
     match result {

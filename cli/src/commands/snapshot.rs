@@ -42,6 +42,8 @@ pub enum SnapshotCommand {
         encrypt_key_file: Option<PathBuf>,
     },
     /// Restore a bundle: stop the control plane everywhere, restore every store member, start, verify.
+    /// Onto other or fresh hosts (a cluster.yaml whose controllers differ from the bundle's): seed the
+    /// state from the bundle (same CA), re-issue serving certificates, init, restore, settle the nodes.
     Restore {
         #[command(flatten)]
         cluster: ClusterArgs,

@@ -1,4 +1,6 @@
-//! `kiln status`: the cluster at a glance — nodes, the control plane's static pods, every store member.
+//! `kiln status`: the cluster at a glance — nodes, the control plane's static pods, every store member,
+//! certificate expiry (a warning per certificate with 30 days or less left) and the last backup per
+//! controller.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::ListParams;
@@ -81,7 +83,189 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
                 Err(e) => println!("store {:<10} UNHEALTHY: {e}", h.name),
             }
         }
+        println!();
+        let now = time::OffsetDateTime::now_utc();
+        match crate::certs::expiry::rows(&ctx) {
+            Ok(rows) => {
+                for l in
+                    crate::certs::expiry::summary(&rows, now, crate::certs::expiry::WARN_WITHIN)
+                {
+                    println!("{l}");
+                }
+            }
+            Err(e) => println!("certificates: cannot read them: {e}"),
+        }
+        backups(&ctx, now).await;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(0)
+}
+
+/// Per controller: the last scheduled snapshot run and its result (`snapshot schedule --status`'s reader)
+/// and the newest bundle in its backup directory; then the newest bundle in the operator's own directory.
+async fn backups(ctx: &crate::bootstrap::Context, now: time::OffsetDateTime) {
+    use crate::snapshot::schedule;
+    let scheduled = match schedule::status(ctx).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("backup: cannot read the snapshot schedule: {e}");
+            return;
+        }
+    };
+    for s in scheduled {
+        let dir = if s.dir.is_empty() {
+            schedule::DEFAULT_DIR
+        } else {
+            s.dir.as_str()
+        };
+        let newest = match ctx.transport(&s.host).await {
+            Ok(t) => t
+                .run(&newest_bundle_script(dir))
+                .await
+                .ok()
+                .and_then(|out| parse_newest(&out)),
+            Err(_) => None,
+        };
+        println!(
+            "{}",
+            backup_line(&s.host, &s.last_run, &s.last_result, newest.as_ref(), now)
+        );
+    }
+    let local = crate::snapshot::default_dir(ctx);
+    let newest = std::fs::read_dir(&local)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(BUNDLE_SUFFIX))
+        .filter_map(|e| {
+            let t = e.metadata().ok()?.modified().ok()?;
+            Some((
+                e.path().display().to_string(),
+                time::OffsetDateTime::from(t),
+            ))
+        })
+        .max_by_key(|(_, t)| *t);
+    match newest {
+        Some((path, t)) => println!(
+            "backup (operator): newest bundle {path} ({} ago)",
+            age(now - t)
+        ),
+        None => println!("backup (operator): none in {}", local.display()),
+    }
+}
+
+const BUNDLE_SUFFIX: &str = ".kiln-bundle.tar";
+
+/// Prints `<mtime> <path>` of the newest bundle in `dir`, or nothing.
+fn newest_bundle_script(dir: &str) -> String {
+    let d = crate::transport::shell_quote(dir);
+    format!(
+        "f=$(ls -1t {d} 2>/dev/null | grep '\\.kiln-bundle\\.tar$' | head -n 1); \
+         [ -n \"$f\" ] && stat -c '%Y %n' {d}/\"$f\"; true"
+    )
+}
+
+fn parse_newest(out: &str) -> Option<(String, time::OffsetDateTime)> {
+    let (secs, path) = out.trim().split_once(' ')?;
+    let t = time::OffsetDateTime::from_unix_timestamp(secs.parse().ok()?).ok()?;
+    Some((path.to_string(), t))
+}
+
+fn age(d: time::Duration) -> String {
+    match d.whole_seconds().max(0) {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// One line about a host's backups. `last_run`/`last_result` come from the snapshot log's last line
+/// ("<time> ok <file> revision=…" or "<time> error <message>"); "none" when there is no run and no bundle.
+fn backup_line(
+    host: &str,
+    last_run: &str,
+    last_result: &str,
+    newest: Option<&(String, time::OffsetDateTime)>,
+    now: time::OffsetDateTime,
+) -> String {
+    if last_run.is_empty() && newest.is_none() {
+        return format!("backup {host}: none");
+    }
+    let run = if last_run.is_empty() {
+        "last scheduled run none".to_string()
+    } else {
+        let mut words = last_result.split_whitespace();
+        let result = match words.next() {
+            Some("ok") => {
+                let rev = last_result
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("revision="));
+                match rev {
+                    Some(r) => format!("ok (revision {r})"),
+                    None => "ok".to_string(),
+                }
+            }
+            Some("error") => format!("FAILED: {}", words.collect::<Vec<_>>().join(" ")),
+            _ => last_result.to_string(),
+        };
+        format!("last scheduled run {last_run} {result}")
+    };
+    let bundle = match newest {
+        Some((path, t)) => format!("newest bundle {path} ({} ago)", age(now - *t)),
+        None => "no bundle".to_string(),
+    };
+    format!("backup {host}: {run}; {bundle}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_lines() {
+        let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        assert_eq!(
+            backup_line("host1", "", "", None, now),
+            "backup host1: none"
+        );
+        let newest = (
+            "/var/backups/kiln/a.kiln-bundle.tar".to_string(),
+            now - time::Duration::minutes(5),
+        );
+        assert_eq!(
+            backup_line(
+                "host1",
+                "2026-11-29T21:00:00Z",
+                "ok /var/backups/kiln/a.kiln-bundle.tar revision=42 objects=7 sha256=ab",
+                Some(&newest),
+                now
+            ),
+            "backup host1: last scheduled run 2026-11-29T21:00:00Z ok (revision 42); \
+             newest bundle /var/backups/kiln/a.kiln-bundle.tar (5m ago)"
+        );
+        assert_eq!(
+            backup_line(
+                "host1",
+                "2026-11-29T21:00:00Z",
+                "error store down",
+                None,
+                now
+            ),
+            "backup host1: last scheduled run 2026-11-29T21:00:00Z FAILED: store down; no bundle"
+        );
+        assert_eq!(
+            backup_line("host1", "", "", Some(&newest), now),
+            "backup host1: last scheduled run none; newest bundle /var/backups/kiln/a.kiln-bundle.tar (5m ago)"
+        );
+    }
+
+    #[test]
+    fn the_newest_bundle_is_parsed_from_stat() {
+        let (p, t) = parse_newest("1800000000 /var/backups/kiln/x.kiln-bundle.tar\n").unwrap();
+        assert_eq!(p, "/var/backups/kiln/x.kiln-bundle.tar");
+        assert_eq!(t.unix_timestamp(), 1_800_000_000);
+        assert!(parse_newest("").is_none());
+        assert_eq!(age(time::Duration::hours(50)), "2d");
+    }
 }

@@ -1,9 +1,9 @@
 //! `kiln drill`: a disaster-recovery drill that proves a bundle restores, without touching the cluster it
 //! came from. It brings up a scratch `kiln lab` with as many hosts as the bundle's cluster.yaml, writes a
-//! cluster.yaml for them (the bundle's, with the lab's addresses and SSH settings), seeds its state
-//! directory with the bundle's (the same CA and keys; serving certificates and kubeconfigs, which name the
-//! old addresses, are dropped so `init` issues them again with the new SANs), runs `init`, restores the
-//! bundle onto it and verifies every recorded namespace, deployment, service, configmap and secret: the
+//! cluster.yaml for them (the bundle's, with the lab's addresses and SSH settings), and restores the bundle
+//! onto it by the same path as `kiln snapshot restore` onto new hosts (`super::new_hosts`: the bundle's CA
+//! and keys seed the state, serving certificates and kubeconfigs are issued again for the new addresses,
+//! `init`, restore, nodes settled), then verifies every recorded namespace, deployment, service, configmap and secret: the
 //! same bytes at the snapshot's revision in the restored store, and the same UIDs through the apiserver.
 //! It reports RPO (age of the snapshot) and RTO (drill start → data verified), and tears the lab down
 //! whatever happened.
@@ -18,11 +18,8 @@ use super::bundle::Bundle;
 use super::manifest::{self, ObjectRecord};
 use super::store_client::StoreClient;
 use super::{KeyMaterial, SnapshotError};
-use crate::bootstrap::{self, Context, Options, Playbook};
+use crate::bootstrap::{Context, Options};
 use crate::lab::{host_ip, Lab, UpOptions};
-
-/// Serving certificates: they carry the hosts' addresses as SANs.
-const SERVING_CERTS: &[&str] = &["apiserver", "store-server", "store-peer"];
 
 pub struct DrillOptions {
     pub bundle: PathBuf,
@@ -279,7 +276,7 @@ fn scratch(
     let t = Instant::now();
     let prepared = Lab::new(name)
         .map_err(|e| e.to_string())
-        .and_then(|lab| prepare(bundle, original, &lab).map_err(|e| e.to_string()));
+        .and_then(|lab| prepare(original, &lab).map_err(|e| e.to_string()));
     let Some((cluster_yaml, hosts)) = r.step(p, "scratch cluster", t, prepared) else {
         return;
     };
@@ -332,21 +329,20 @@ async fn in_lab(
             return;
         }
     };
+    // The same path as `kiln snapshot restore` onto new hosts: the bundle's identity seeds the state,
+    // init bootstraps the scratch hosts, the bundle's data replaces the fresh store.
     let t = Instant::now();
-    let init = async {
-        let pb = Playbook::load("init", None)?;
-        bootstrap::run(&ctx, &pb).await
-    }
-    .await
-    .map_err(|e| e.to_string());
-    if r.step(p, "init", t, init).is_none() {
+    let seeded = super::new_hosts::seed_state(&ctx, bundle).map_err(|e| e.to_string());
+    if r.step(p, "seed state", t, seeded).is_none() {
         return;
     }
-    let t = Instant::now();
-    let restored = super::restore::restore_bundle(&ctx, bundle)
-        .await
-        .map_err(|e| e.to_string());
-    if r.step(p, "restore", t, restored).is_none() {
+    let rebuilt = {
+        let mut report = |name: &str, started: Instant, res: &Result<(), String>| {
+            r.step(p, name, started, res.clone());
+        };
+        super::new_hosts::rebuild(&ctx, bundle, &mut report).await
+    };
+    if rebuilt.is_err() {
         return;
     }
     let t = Instant::now();
@@ -462,15 +458,11 @@ pub enum PrepareError {
     Io(#[from] std::io::Error),
     #[error("cluster.yaml: {0}")]
     Yaml(String),
-    #[error(
-        "the bundle's state has no cluster CA key (pki/{0}/ca.key): it cannot seed a new cluster"
-    )]
-    NoCa(String),
 }
 
-/// Write the scratch cluster.yaml (in `<lab dir>/drill/`) and its state directory, seeded from the bundle.
+/// Write the scratch cluster.yaml (in `<lab dir>/drill/`); its state directory is seeded from the bundle
+/// later, by the shared `new_hosts::seed_state`.
 fn prepare(
-    bundle: &Bundle,
     original: &serde_json::Value,
     lab: &Lab,
 ) -> Result<(PathBuf, Vec<String>), PrepareError> {
@@ -485,29 +477,6 @@ fn prepare(
     let path = dir.join("cluster.yaml");
     kiln_pki::files::write_atomic(&path, yaml.as_bytes(), 0o600)
         .map_err(|e| PrepareError::Yaml(e.to_string()))?;
-    let cluster = scratch["metadata"]["name"].as_str().unwrap_or_default();
-    let state = dir.join(format!("{cluster}.kiln"));
-    copy_dir(&bundle.state_dir(), &state)?;
-    reseed_state(&state)?;
-    let first = scratch["spec"]["hosts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|h| h["role"].as_str().unwrap_or("").contains("controller"))
-        .and_then(|h| h["name"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    let first_pki = state.join("pki").join(&first);
-    if !first_pki.join("ca.key").exists() {
-        // A scheduled bundle holds the PKI of the controller that saved it, which need not be the first:
-        // the first controller's directory is seeded from it (init copies the CAs on to the others).
-        let donor = std::fs::read_dir(state.join("pki"))?
-            .flatten()
-            .map(|e| e.path())
-            .find(|d| d.join("ca.key").exists())
-            .ok_or_else(|| PrepareError::NoCa(first.clone()))?;
-        copy_dir(&donor, &first_pki)?;
-    }
     let hosts = scratch["spec"]["hosts"]
         .as_array()
         .into_iter()
@@ -588,52 +557,6 @@ fn scratch_cluster(
         None => return Err(PrepareError::Yaml("no controller".into())),
     }
     Ok(v)
-}
-
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let target = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_dir(&e.path(), &target)?;
-        } else {
-            std::fs::copy(e.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
-/// Keep the CAs and keys; drop what names the old addresses (serving certificates, kubeconfigs) so
-/// `init` issues them again for the new hosts.
-fn reseed_state(state: &Path) -> std::io::Result<()> {
-    for host in std::fs::read_dir(state.join("pki"))? {
-        let dir = host?.path();
-        for name in SERVING_CERTS {
-            if let Some(spec) = kiln_pki::spec(name) {
-                for f in [spec.cert_file(), spec.key_file()] {
-                    match std::fs::remove_file(dir.join(f)) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                        _ => {}
-                    }
-                }
-            }
-        }
-    }
-    for e in std::fs::read_dir(state)? {
-        let p = e?.path();
-        if p.extension().is_some_and(|x| x == "conf") {
-            std::fs::remove_file(&p)?;
-        }
-    }
-    match std::fs::remove_dir_all(state.join("kubeconfigs")) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
 }
 
 /// This thread (the main one, before the runtime's threads exist: they inherit it) in another network
@@ -745,29 +668,5 @@ mod tests {
         assert_eq!(s["spec"]["hosts"][0]["address"], "10.250.0.12");
         assert_eq!(s["spec"]["hosts"][0]["ssh"]["user"], "b");
         assert_eq!(s["spec"]["controlPlaneEndpoint"], "10.250.0.12:6443");
-    }
-
-    #[test]
-    fn reseeding_keeps_the_ca_and_drops_address_bound_files() {
-        let d = tempfile::tempdir().unwrap();
-        let s = d.path();
-        let pki = s.join("pki/host1");
-        std::fs::create_dir_all(pki.join("store")).unwrap();
-        let api = kiln_pki::spec("apiserver").unwrap();
-        for f in [
-            "ca.crt",
-            "ca.key",
-            api.cert_file().as_str(),
-            api.key_file().as_str(),
-        ] {
-            std::fs::write(pki.join(f), "x").unwrap();
-        }
-        std::fs::write(s.join("admin.conf"), "x").unwrap();
-        std::fs::create_dir_all(s.join("kubeconfigs/host1")).unwrap();
-        reseed_state(s).unwrap();
-        assert!(pki.join("ca.key").exists());
-        assert!(!pki.join(api.cert_file()).exists());
-        assert!(!s.join("admin.conf").exists());
-        assert!(!s.join("kubeconfigs").exists());
     }
 }

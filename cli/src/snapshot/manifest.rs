@@ -73,7 +73,7 @@ pub async fn collect(
             out.push(record(kind, prefix, &key, &value, rev));
         }
     }
-    out.sort_by_key(|a| a.id());
+    out.sort_by_cached_key(|a| a.id());
     Ok(out)
 }
 

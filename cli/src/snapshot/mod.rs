@@ -6,6 +6,7 @@ mod bundle;
 pub mod drill;
 pub mod encrypt;
 pub mod manifest;
+pub mod new_hosts;
 mod restore;
 pub mod schedule;
 pub(crate) mod store_client;
@@ -33,6 +34,8 @@ pub enum SnapshotError {
     Bundle { path: PathBuf, message: String },
     #[error("snapshot from {endpoint} is corrupt: {message}")]
     Corrupt { endpoint: String, message: String },
+    #[error("cannot restore onto these hosts: {0}")]
+    Incompatible(String),
     #[error("restore verification failed: {0}")]
     Verify(String),
     #[error(transparent)]
@@ -161,9 +164,17 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
             }
         };
         let tmp = dir.join(format!(".{}.snapshot.partial", std::process::id()));
+        // Stage timings at debug level (`--log kiln=debug`): what a slow save spends its time on.
+        let t = std::time::Instant::now();
         let saved = store.save_snapshot(&tmp).await;
+        tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot streamed");
+        let t = std::time::Instant::now();
         let db = match saved.and_then(|mut db| {
             db.revision = store_client::snapshot_revision(&src.kiln_store, &tmp)?;
+            tracing::debug!(
+                seconds = t.elapsed().as_secs_f64(),
+                "snapshot revision read"
+            );
             Ok(db)
         }) {
             Ok(db) => db,
@@ -173,12 +184,17 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
                 continue;
             }
         };
+        let t = std::time::Instant::now();
         let counted = async {
             let count = store.count_registry(db.revision).await?;
             let objects = manifest::collect(&mut store, db.revision).await?;
             Ok::<_, SnapshotError>((count, objects))
         }
         .await;
+        tracing::debug!(
+            seconds = t.elapsed().as_secs_f64(),
+            "objects counted and recorded"
+        );
         let (count, objects) = match counted {
             Ok(v) => v,
             Err(e) => {
@@ -198,7 +214,9 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
             state: src.state.clone(),
             objects: &objects,
         };
+        let t = std::time::Instant::now();
         let written = bundle::write(&info, &contents, opts.key, &path);
+        tracing::debug!(seconds = t.elapsed().as_secs_f64(), "bundle written");
         let _ = std::fs::remove_file(&tmp);
         written?;
         if let Some(keep) = opts.keep {

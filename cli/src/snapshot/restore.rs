@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::bundle::Bundle;
+use super::new_hosts;
 use super::store_client::StoreClient;
 use super::{BundleInfo, KeyMaterial, SnapshotError};
 use crate::bootstrap::phases::push;
@@ -29,13 +30,39 @@ fn say(ctx: &Context, host: &str, step: &str, started: Instant) {
     ));
 }
 
+/// Restore a bundle onto the hosts of `ctx`: in place when they are the bundle's own initialised
+/// controllers, else onto new hosts with the bundle's identity (`new_hosts`), after checking that the
+/// cluster.yaml changes nothing the data depends on.
 pub async fn restore(
     ctx: &Context,
     bundle_path: &Path,
     key: Option<&KeyMaterial>,
 ) -> Result<BundleInfo, SnapshotError> {
     let bundle = Bundle::open(bundle_path, key)?;
-    restore_bundle(ctx, &bundle).await
+    let old = new_hosts::bundle_cluster(&bundle)?;
+    new_hosts::check_compatible(&old, &ctx.cluster.config)?;
+    match new_hosts::detect(ctx, &bundle, &old).await? {
+        new_hosts::Target::SameHosts => restore_bundle(ctx, &bundle).await,
+        new_hosts::Target::NewHosts(why) => {
+            ctx.say(&format!("restore onto new hosts: {}", why.join("; ")));
+            for line in new_hosts::seed_state(ctx, &bundle)? {
+                ctx.say(&line);
+            }
+            let mut report = |name: &str, started: Instant, r: &Result<(), String>| {
+                ctx.say(&format!(
+                    "[{:>8}] {:<32} {:>6.2}s  {}",
+                    "restore",
+                    name,
+                    started.elapsed().as_secs_f64(),
+                    match r {
+                        Ok(()) => "ok",
+                        Err(e) => e.as_str(),
+                    }
+                ));
+            };
+            new_hosts::rebuild(ctx, &bundle, &mut report).await
+        }
+    }
 }
 
 /// Restore an opened (checked) bundle onto the cluster of `ctx`.

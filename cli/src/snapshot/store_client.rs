@@ -48,6 +48,18 @@ pub fn snapshot_revision(kiln_store: &Path, file: &Path) -> Result<i64, Snapshot
     })
 }
 
+/// The end of the key range holding every key that starts with `prefix` (etcd's `--prefix`).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 /// Keys of the Kubernetes API in the store (the apiserver's prefix).
 pub const REGISTRY_PREFIX: &str = "/registry/";
 
@@ -142,30 +154,46 @@ impl StoreClient {
         Ok((r.header().map(|h| h.revision()).unwrap_or(0), r.count()))
     }
 
-    /// Every (key, value, mod revision) under `prefix` at `revision`.
+    /// Every (key, value, mod revision) under `prefix` at `revision`, read in pages: one response with
+    /// every object of a kind would pass the client's 4 MiB message limit (10 000 ConfigMaps do).
     pub async fn list_prefix(
         &mut self,
         prefix: &str,
         revision: i64,
     ) -> Result<Vec<(String, Vec<u8>, i64)>, SnapshotError> {
-        let r = self
-            .client
-            .get(
-                prefix,
-                Some(GetOptions::new().with_prefix().with_revision(revision)),
-            )
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(r.kvs()
-            .iter()
-            .map(|kv| {
-                (
+        const PAGE: i64 = 500;
+        let end = prefix_end(prefix.as_bytes());
+        let mut from = prefix.as_bytes().to_vec();
+        let mut out = vec![];
+        loop {
+            let r = self
+                .client
+                .get(
+                    from.clone(),
+                    Some(
+                        GetOptions::new()
+                            .with_range(end.clone())
+                            .with_revision(revision)
+                            .with_limit(PAGE),
+                    ),
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            for kv in r.kvs() {
+                out.push((
                     String::from_utf8_lossy(kv.key()).into_owned(),
                     kv.value().to_vec(),
                     kv.mod_revision(),
-                )
-            })
-            .collect())
+                ));
+            }
+            match r.kvs().last() {
+                Some(last) if r.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(out),
+            }
+        }
     }
 
     /// How many Kubernetes objects the store held at `revision`.
@@ -204,5 +232,15 @@ impl StoreClient {
             .await
             .map_err(|e| self.err(e))?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prefix_ends_like_etcdctl() {
+        assert_eq!(super::prefix_end(b"/registry/"), b"/registry0".to_vec());
+        assert_eq!(super::prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(super::prefix_end(b"\xff"), vec![0]);
     }
 }

@@ -397,6 +397,11 @@ impl SshTransport {
                     out = &mut collect => break out,
                 }
             };
+            // Both may have finished in the same wake-up (select picks a ready branch at random): a feed
+            // that is done must count as done.
+            if fed.is_none() {
+                fed = futures::FutureExt::now_or_never(&mut feed);
+            }
             let fed = fed.unwrap_or_else(|| {
                 Err(TransportError::Other {
                     host: self.target.host.clone(),

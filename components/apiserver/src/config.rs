@@ -79,6 +79,14 @@ pub struct Options {
     #[arg(long)]
     pub allow_privileged: Option<bool>,
 
+    /// Admission plugins to turn on besides the defaults (NamespaceLifecycle, NodeRestriction):
+    /// `ServiceAccount`.
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+    /// Default admission plugins to turn off (`NodeRestriction`).
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
+
     /// Seconds between watch BOOKMARK events for clients that allow them.
     #[arg(long, default_value_t = 60, hide = true)]
     pub watch_bookmark_interval_seconds: u64,

@@ -4,10 +4,12 @@
 //! `handlers` (HTTP: CRUD, watch, discovery, Table), `auth` + `tls` (client certs, authorizer),
 //! `status` (metav1.Status errors), `server` (start/stop, in-process for tests).
 
+pub mod admission;
 pub mod allocator;
 pub mod auth;
 pub mod bootstrap;
 pub mod config;
+pub mod fieldmanager;
 pub mod handlers;
 pub mod kubelet_client;
 pub mod metrics;

@@ -52,6 +52,8 @@ pub enum ServerError {
     Policy(#[from] crate::rbac::RbacError),
     #[error("bootstrap objects: {0}")]
     Objects(#[from] crate::bootstrap::BootstrapError),
+    #[error("{0}")]
+    Admission(#[from] crate::admission::AdmissionError),
 }
 
 /// A running server; dropping it (or `shutdown`) stops accepting and closes every connection.
@@ -175,6 +177,11 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
     crate::bootstrap::kubernetes_service(&store, &allocator, advertise).await?;
     crate::rbac::ensure_bootstrap_policy(&store).await?;
     let (terminating, terminating_rx) = tokio::sync::mpsc::unbounded_channel();
+    let admission = crate::admission::Plugins::from_flags(
+        &options.enable_admission_plugins,
+        &options.disable_admission_plugins,
+        options.service_account_signing_key_file.is_some(),
+    )?;
     let state = Arc::new(AppState {
         store: store.clone(),
         registry: Registry::default(),
@@ -186,6 +193,7 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         tokens: crate::tokens::TokenAuthenticator::new(store.clone(), sa_keys),
         kubelet,
         terminating,
+        admission,
     });
     let (stop, stopped) = watch::channel(false);
     if options.namespace_cleanup {

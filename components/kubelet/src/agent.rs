@@ -11,6 +11,7 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::api_client::ClientSwitch;
 use crate::config::KubeletConfig;
 use crate::lease;
 use crate::mirror::MirrorSync;
@@ -115,6 +116,8 @@ pub struct NodeAgent {
     static_pods: Arc<StaticPods>,
     host: HostInfo,
     state: watch::Sender<AgentState>,
+    /// Where each client the agent loads (at start, after every rotation) is published.
+    clients: Option<Arc<ClientSwitch>>,
 }
 
 const TICK: Duration = Duration::from_secs(1);
@@ -136,9 +139,16 @@ impl NodeAgent {
                 static_pods,
                 host: HostInfo::gather(),
                 state,
+                clients: None,
             },
             rx,
         )
+    }
+
+    /// Publishes every client the agent loads to `clients`, so their holders follow certificate rotation.
+    pub fn with_clients(mut self, clients: Arc<ClientSwitch>) -> Self {
+        self.clients = Some(clients);
+        self
     }
 
     async fn status(&self) -> k8s_openapi::api::core::v1::NodeStatus {
@@ -166,6 +176,9 @@ impl NodeAgent {
                     Some(c) => c.clone(),
                     None => {
                         let c = load_client(&self.cfg).await?;
+                        if let Some(clients) = &self.clients {
+                            clients.set(c.clone());
+                        }
                         client = Some(c.clone());
                         c
                     }

@@ -1,6 +1,6 @@
 //! A container's environment as the kubelet builds it: `envFrom` (ConfigMaps and Secrets, with prefix)
 //! first, then `env` in order (later names win), values from literals with `$(VAR)` expansion,
-//! `configMapKeyRef`, `secretKeyRef` and `fieldRef`. The referenced objects are fetched once per container
+//! `configMapKeyRef`, `secretKeyRef`, `fieldRef` and `resourceFieldRef` ([`crate::env_resources`]). The referenced objects are fetched once per container
 //! start ([`fetch`]); building the list from them is pure ([`build`]) and tested on values. A missing
 //! object or key that is not `optional` is an error whose message is upstream's, shown as the container's
 //! `CreateContainerConfigError`.
@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 
+use crate::env_resources::{self, NodeAllocatable, ResourceError};
 use crate::pod_objects::{ObjectError, Payload, PodObjects};
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -32,6 +33,12 @@ pub enum EnvError {
     #[error("env {name}: {message}")]
     Unsupported { name: String, message: String },
     #[error("env {name}: {source}")]
+    Resource {
+        name: String,
+        #[source]
+        source: ResourceError,
+    },
+    #[error("env {name}: {source}")]
     Objects {
         name: String,
         #[source]
@@ -45,6 +52,8 @@ pub struct FieldContext<'a> {
     pub node_name: &'a str,
     pub node_ip: &'a str,
     pub pod_ip: Option<&'a str>,
+    /// What `resourceFieldRef` limits read when the container has none.
+    pub allocatable: Option<&'a NodeAllocatable>,
 }
 
 /// The ConfigMaps and Secrets a container's env refers to, by name; None = does not exist.
@@ -280,10 +289,18 @@ pub fn build(
                     }
                 } else if let Some(f) = &from.field_ref {
                     field_value(pod, ctx, e, &f.field_path)?
+                } else if let Some(r) = &from.resource_field_ref {
+                    let unknown = NodeAllocatable::default();
+                    env_resources::value(pod, c, r, ctx.allocatable.unwrap_or(&unknown)).map_err(
+                        |source| EnvError::Resource {
+                            name: e.name.clone(),
+                            source,
+                        },
+                    )?
                 } else {
                     return Err(EnvError::Unsupported {
                         name: e.name.clone(),
-                        message: "resourceFieldRef is not supported".into(),
+                        message: "valueFrom names no source".into(),
                     });
                 }
             }

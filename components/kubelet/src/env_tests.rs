@@ -17,6 +17,7 @@ fn ctx() -> FieldContext<'static> {
         node_name: "host1",
         node_ip: "10.250.0.11",
         pod_ip: Some("10.244.1.7"),
+        allocatable: None,
     }
 }
 
@@ -180,4 +181,34 @@ fn expansion_follows_upstream_rules() {
     assert_eq!(expand("$(A)-$(B)", &defined), "x-y");
     assert_eq!(expand("$$(A)", &defined), "$(A)");
     assert_eq!(expand("$(C) $ $(A", &defined), "$(C) $ $(A");
+}
+
+#[tokio::test]
+async fn resource_field_refs_read_limits_requests_and_the_node_allocatable() {
+    let p = pod(serde_json::json!({
+        "name": "main", "image": "img",
+        "resources": {"limits": {"memory": "128Mi"}, "requests": {"cpu": "250m"}},
+        "env": [
+            {"name": "MEM_MI", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
+            {"name": "CPU_M", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}},
+            {"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}
+        ]
+    }));
+    let c = &p.spec.as_ref().unwrap().containers[0];
+    let node = NodeAllocatable {
+        cpu: "3".into(),
+        memory: "2Gi".into(),
+    };
+    let ctx = FieldContext {
+        allocatable: Some(&node),
+        ..ctx()
+    };
+    let env = build(&p, c, &ctx, &Fetched::default()).unwrap();
+    assert_eq!(
+        env,
+        pairs(&[("MEM_MI", "128"), ("CPU_M", "250"), ("CPU_LIMIT", "3")])
+    );
+    // Without a known allocatable, a missing limit is upstream-style config error, not a silent 0.
+    let err = build(&p, c, &self::ctx(), &Fetched::default()).unwrap_err();
+    assert!(err.to_string().contains("CPU_LIMIT"), "{err}");
 }

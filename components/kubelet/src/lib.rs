@@ -6,10 +6,13 @@
 //! until the API server answers.
 
 pub mod agent;
+pub mod api_client;
 pub mod apiserver_lb;
 pub mod cni;
 pub mod config;
 pub mod env;
+pub mod env_resources;
+pub mod events;
 pub mod init_containers;
 pub mod lease;
 pub mod logs;
@@ -20,6 +23,7 @@ pub mod pod_objects;
 pub mod runtime;
 pub mod server;
 pub mod static_pods;
+pub mod status_manager;
 pub mod tls_bootstrap;
 pub mod volumes;
 pub mod workloads;
@@ -72,6 +76,7 @@ pub async fn cleanup_workloads(endpoint: &str) -> Result<usize, KubeletError> {
             node_ip: String::new(),
             pods_root: std::path::PathBuf::from("/var/lib/kiln/kubelet/pods"),
             secrets_in_memory: false,
+            allocatable: Default::default(),
         },
         std::time::Duration::from_secs(1),
     );
@@ -93,6 +98,8 @@ pub struct KubeletHandle {
     pub cri_runtime: Option<Arc<CriRuntime>>,
     pub static_pods: Arc<StaticPods>,
     pub agent_state: watch::Receiver<AgentState>,
+    /// The node's API client as the agent loads it (again after each certificate rotation).
+    pub api_client: Arc<api_client::ClientSwitch>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -147,12 +154,14 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
             .run(cfg.file_check_frequency, shutdown_rx.clone()),
     );
     let mut tasks = vec![pods_task];
+    let clients = Arc::new(api_client::ClientSwitch::default());
     let cri_runtime = match &cfg.cri {
         Some(cri) => {
             let rt = start_cri(&cfg, cri)?;
             tasks.push(tokio::spawn(run_workloads(
                 cfg.clone(),
                 rt.clone(),
+                clients.clone(),
                 shutdown_rx.clone(),
             )));
             Some(rt)
@@ -168,12 +177,14 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
         tasks.push(tokio::spawn(server.run(shutdown_rx.clone())));
     }
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
+    let agent = agent.with_clients(clients.clone());
     tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
         runtime,
         cri_runtime,
         static_pods,
         agent_state,
+        api_client: clients,
         shutdown,
         tasks,
     })
@@ -200,6 +211,11 @@ fn start_cri(
             node_ip: cfg.node_ip.to_string(),
             pods_root: cfg.root_dir.join("pods"),
             secrets_in_memory: true,
+            // The Node reports its capacity as allocatable (node.rs); resourceFieldRef reads the same.
+            allocatable: env_resources::NodeAllocatable {
+                cpu: cfg.capacity_cpu.clone(),
+                memory: cfg.capacity_memory.clone(),
+            },
         },
         cri.sync_period,
     )))
@@ -222,30 +238,29 @@ async fn ensure_cni_config(cfg: &KubeletConfig, client: &kube::Client) -> Result
     Ok(())
 }
 
-/// Waits for the container runtime and the API server (both may come up after the kubelet), clears
-/// sandboxes a previous kubelet run left (adoption is future work), then syncs workload pods.
+/// Waits for the container runtime and the API server (both may come up after the kubelet), then syncs
+/// workload pods; the first sync adopts the pods a previous kubelet run left running
+/// ([`runtime::cri::CriRuntime::reconcile`]).
 async fn run_workloads(
     cfg: KubeletConfig,
     rt: Arc<CriRuntime>,
+    clients: Arc<api_client::ClientSwitch>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // The agent loads (and bootstraps) the credentials; this loop follows its client through rotations.
+    let client = tokio::select! {
+        c = clients.client() => c,
+        _ = shutdown.wait_for(|s| *s) => return,
+    };
     let mut last_error = String::new();
-    let client = loop {
+    loop {
         let step = async {
-            let client = agent::load_client(&cfg).await.map_err(|e| e.to_string())?;
             ensure_cni_config(&cfg, &client).await?;
             rt.ready().await.map_err(|e| e.to_string())?;
-            rt.remove_unknown_sandboxes()
-                .await
-                .map_err(|e| e.to_string())?;
-            // Leftovers must not keep workloads from running: logged, retried at the next start.
-            if let Err(e) = volumes::remove_orphans(&cfg.root_dir.join("pods"), &rt.pod_uids()) {
-                tracing::warn!(error = %e, "removing volumes of pods this kubelet no longer runs");
-            }
-            Ok::<_, String>(client)
+            Ok::<_, String>(())
         };
         match step.await {
-            Ok(c) => break c,
+            Ok(()) => break,
             Err(e) => {
                 if e != last_error {
                     tracing::warn!(error = %e, "workload pods are waiting for the container runtime / API server");
@@ -257,11 +272,15 @@ async fn run_workloads(
             _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-    };
+    }
     rt.set_objects(Arc::new(pod_objects::ApiObjects::new(
         client.clone(),
         pod_objects::kubeconfig_ca(&cfg.kubeconfig),
     )));
+    // Events queue from the first pod on; the sink posts them with the kubelet's client.
+    let (recorder, sink) = events::api_recorder(&cfg.node_name, events::QUEUE);
+    tokio::spawn(sink.run(client.clone(), shutdown.clone()));
+    rt.set_recorder(Arc::new(recorder));
     tracing::info!(runtime = %rt.version(), "workload pods: watching this node's pods");
     let node_ip = cfg.node_ip.to_string();
     workloads::WorkloadPods::new(&cfg.node_name, &node_ip, rt)

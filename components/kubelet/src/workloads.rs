@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodStatus as ApiPodStatus};
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use crate::manifest::{CONFIG_MIRROR, CONFIG_SOURCE};
 use crate::mirror::api_status;
 use crate::runtime::{Runtime, RuntimeError};
+use crate::status_manager::StatusManager;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -153,6 +154,12 @@ pub struct WorkloadPods {
     stopping: HashSet<String>,
     refused: HashMap<String, String>,
     posted: HashMap<String, serde_json::Value>,
+    status: StatusManager,
+    /// The first full list of this node's pods has arrived.
+    listed: bool,
+    /// The runtime has adopted what an earlier run left ([`Runtime::adopt`]); nothing starts before.
+    adopted: bool,
+    adopt_error: Option<String>,
 }
 
 impl WorkloadPods {
@@ -165,6 +172,10 @@ impl WorkloadPods {
             stopping: HashSet::new(),
             refused: HashMap::new(),
             posted: HashMap::new(),
+            status: StatusManager::default(),
+            listed: false,
+            adopted: false,
+            adopt_error: None,
         }
     }
 
@@ -180,6 +191,12 @@ impl WorkloadPods {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut watch_error: Option<String> = None;
+        tokio::spawn(self.status.clone().run(client.clone(), shutdown.clone()));
+        // Pods' status changes wake the loop at once; runtimes without notifications rely on the tick.
+        let changes = self
+            .runtime
+            .status_changes()
+            .unwrap_or_else(|| Arc::new(tokio::sync::Notify::new()));
         loop {
             tokio::select! {
                 ev = events.next() => match ev {
@@ -188,7 +205,10 @@ impl WorkloadPods {
                         match ev {
                             Event::Init => init = Some(HashMap::new()),
                             Event::InitApply(p) => { init.get_or_insert_with(HashMap::new).insert(uid(&p).to_string(), p); }
-                            Event::InitDone => { if let Some(all) = init.take() { self.pods = all; } }
+                            Event::InitDone => {
+                                if let Some(all) = init.take() { self.pods = all; }
+                                self.listed = true;
+                            }
                             Event::Apply(p) => { self.pods.insert(uid(&p).to_string(), p); }
                             Event::Delete(p) => { self.pods.remove(uid(&p)); }
                         }
@@ -210,6 +230,7 @@ impl WorkloadPods {
                     }
                 }
                 _ = tick.tick() => {}
+                _ = changes.notified() => {}
                 _ = shutdown.wait_for(|s| *s) => return,
             }
             self.sync(&client, &done_tx).await;
@@ -222,6 +243,9 @@ impl WorkloadPods {
         done: &mpsc::UnboundedSender<(String, Result<(), RuntimeError>)>,
     ) {
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
+        if !self.adopted && !self.adopt(&pods).await {
+            return;
+        }
         let running: HashSet<String> = self.runtime.pod_uids().into_iter().collect();
         let refused: HashSet<String> = self.refused.keys().cloned().collect();
         for a in plan(&self.node_name, &pods, &running, &self.stopping, &refused) {
@@ -254,11 +278,13 @@ impl WorkloadPods {
                     } else {
                         tracing::info!(pod = %format!("{namespace}/{name}"), "pod terminated and removed");
                         self.posted.remove(&uid);
+                        self.status.forget(&uid);
                         self.refused.remove(&uid);
                     }
                 }
             }
         }
+        let mut changed = Vec::new();
         for p in &pods {
             if !is_mine(p, &self.node_name) {
                 continue;
@@ -273,12 +299,14 @@ impl WorkloadPods {
             if self.posted.get(u) == Some(&fp) {
                 continue;
             }
-            match post_status(client, p, status).await {
-                Ok(()) => {
-                    self.posted.insert(u.to_string(), fp);
-                }
-                Err(e) => tracing::debug!(error = %e, "posting pod status; retrying"),
-            }
+            changed.push((p.clone(), status, fp));
+        }
+        // Handed to the status manager, which posts them beside this loop (a burst of status changes
+        // must not hold up admitting the next pods).
+        for (p, status, fp) in changed {
+            let u = uid(&p).to_string();
+            self.status.set(&u, &p, status);
+            self.posted.insert(u, fp);
         }
         let live: HashSet<&String> = self.pods.keys().collect();
         self.posted.retain(|u, _| live.contains(u));
@@ -286,25 +314,35 @@ impl WorkloadPods {
     }
 }
 
-async fn post_status(client: &Client, p: &Pod, status: ApiPodStatus) -> Result<(), WorkloadError> {
-    let ns = p.metadata.namespace.as_deref().unwrap_or("default");
-    let name = p.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let err = |source| WorkloadError::Api {
-        pod: key(p),
-        source,
-    };
-    // GET + PUT: the PUT carries the current resourceVersion, so a concurrent change is a conflict,
-    // retried on the next pass.
-    let mut current = api.get_status(name).await.map_err(err)?;
-    if current.metadata.uid != p.metadata.uid {
-        return Ok(());
+impl WorkloadPods {
+    /// Lets the runtime adopt the pods an earlier run left, once the first full list says which pods
+    /// this node should run (pods being deleted included: they are then stopped with their grace
+    /// period). True once done; until then no pod is started, or it would get a second sandbox.
+    async fn adopt(&mut self, pods: &[Pod]) -> bool {
+        if !self.listed {
+            return false;
+        }
+        let wanted: Vec<Pod> = pods
+            .iter()
+            .filter(|p| is_mine(p, &self.node_name) && !terminal(p))
+            .cloned()
+            .collect();
+        match self.runtime.adopt(&wanted).await {
+            Ok(()) => {
+                self.adopted = true;
+                self.adopt_error = None;
+                true
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if self.adopt_error.as_ref() != Some(&msg) {
+                    tracing::warn!(error = %msg, "adopting the pods the container runtime runs; retrying");
+                    self.adopt_error = Some(msg);
+                }
+                false
+            }
+        }
     }
-    current.status = Some(status);
-    api.replace_status(name, &PostParams::default(), &current)
-        .await
-        .map_err(err)?;
-    Ok(())
 }
 
 async fn finalize(client: &Client, ns: &str, name: &str, uid: &str) -> Result<(), WorkloadError> {

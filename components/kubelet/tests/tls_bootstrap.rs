@@ -1,7 +1,11 @@
 //! TLS bootstrap against the real kiln-apiserver (on a real etcd) and the real kiln-controller-manager's
 //! csrapproving + csrsigning controllers: a kubelet with only a bootstrap token and the CA obtains its
 //! client certificate, then renews it with its own identity; an expired token is refused with the
-//! documented error.
+//! documented error. A running kubelet rotates its short-lived certificate and its workload pod loop
+//! follows: once the first certificate has expired, pods are still started and reported and the node
+//! status keeps updating.
+
+mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -14,6 +18,8 @@ use kiln_pki::Kubeconfig;
 use kiln_testkit::Cluster;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+
+use common::fake_runtime::RunningRuntime;
 
 fn bootstrap_secret(id: &str, secret: &str, expiration: &str) -> Secret {
     serde_json::from_value(json!({
@@ -34,9 +40,13 @@ fn bootstrap_secret(id: &str, secret: &str, expiration: &str) -> Secret {
 }
 
 fn write_bootstrap_kubeconfig(c: &Cluster, token: &str) -> std::path::PathBuf {
+    write_bootstrap_kubeconfig_to(c, &c.url, token)
+}
+
+fn write_bootstrap_kubeconfig_to(c: &Cluster, url: &str, token: &str) -> std::path::PathBuf {
     let kc = Kubeconfig::new(
         "kiln",
-        &c.url,
+        url,
         &c.pki.ca.cert,
         "tls-bootstrap-token-user",
         kiln_pki::kubeconfig::User {
@@ -188,4 +198,155 @@ async fn a_node_bootstraps_its_client_certificate_and_renews_it() {
     let (ok, out, err) = c.kubectl(&creds.kubeconfig, &["auth", "whoami"]).await;
     assert!(ok, "{err}");
     assert!(out.contains("system:node:worker-7"), "{out}");
+}
+
+/// A TCP relay on 127.0.0.1 to the API server at `url`. Sending another address moves it there and
+/// cuts every connection through it (as an API server restart does), so clients must connect again.
+async fn relay(url: &str) -> (String, tokio::sync::watch::Sender<String>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (to, targets) = tokio::sync::watch::channel(url.trim_start_matches("https://").to_string());
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut targets = targets.clone();
+            let target = targets.borrow_and_update().clone();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = targets.changed() => {}
+                }
+            });
+        }
+    });
+    (format!("https://127.0.0.1:{port}"), to)
+}
+
+/// The first certificate lives 90 s (--cluster-signing-duration; 5 min backdated, so rotation is due
+/// within seconds and the agent rotates at its first check, a minute in). Once it has expired, the
+/// kubelet's connections are moved to a second API server on the same store (a fresh TLS session cache,
+/// so nothing resumes a session made with the old certificate): a client still made with the first
+/// certificate cannot connect any more, so the workload loop must be on the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workload_loop_follows_the_rotated_client_certificate() {
+    const NODE: &str = "worker-9";
+    let c = Cluster::start().await;
+    let admin = c.admin().await;
+    let ca_cert = c.dir.path().join("signing-ca.crt");
+    let ca_key = c.dir.path().join("signing-ca.key");
+    std::fs::write(&ca_cert, &c.pki.ca.cert).unwrap();
+    std::fs::write(&ca_key, &c.pki.ca.key).unwrap();
+    let _cm = kiln_controller_manager::start(kiln_controller_manager::Options::parse_from([
+        "kiln-controller-manager".to_string(),
+        format!("--kubeconfig={}", c.admin_kubeconfig.display()),
+        "--secure-port=0".into(),
+        "--leader-elect=false".into(),
+        "--controllers=csrapproving,csrsigning".into(),
+        format!("--cluster-signing-cert-file={}", ca_cert.display()),
+        format!("--cluster-signing-key-file={}", ca_key.display()),
+        "--cluster-signing-duration=90s".into(),
+    ]))
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "kube-system");
+    secrets
+        .create(
+            &PostParams::default(),
+            &bootstrap_secret("kiln09", "0a1b2c3d4e5f6a7b", "2099-01-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    let (url, to) = relay(&c.url).await;
+    let bootstrap = write_bootstrap_kubeconfig_to(&c, &url, "kiln09.0a1b2c3d4e5f6a7b");
+    let node_dir = tempfile::tempdir().unwrap();
+    let mut cfg = kiln_kubelet::KubeletConfig::new(NODE, "127.0.0.1".parse().unwrap());
+    cfg.kubeconfig = node_dir.path().join("kubelet.conf");
+    cfg.bootstrap_kubeconfig = Some(bootstrap);
+    cfg.rotate_certificates = true;
+    cfg.pod_manifest_path = node_dir.path().join("manifests");
+    std::fs::create_dir_all(&cfg.pod_manifest_path).unwrap();
+    cfg.root_dir = node_dir.path().join("kubelet");
+    cfg.pod_log_dir = node_dir.path().join("logs");
+    cfg.node_status_update_frequency = Duration::from_secs(1);
+    cfg.lease_renew_interval = Duration::from_secs(1);
+    cfg.api_retry_max = Duration::from_secs(1);
+    let kubeconfig = cfg.kubeconfig.clone();
+    let kubelet = kiln_kubelet::run(cfg).await.unwrap();
+
+    // The workload loop on the kubelet's client (the one lib.rs gives it when CRI is configured).
+    let client = tokio::time::timeout(Duration::from_secs(60), kubelet.api_client.client())
+        .await
+        .expect("the agent bootstraps a client");
+    let runtime = std::sync::Arc::new(RunningRuntime::default());
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let workloads = tokio::spawn(
+        kiln_kubelet::workloads::WorkloadPods::new(NODE, "127.0.0.1", runtime).run(client, stop_rx),
+    );
+    let first = tls_bootstrap::client_cert_window(&kubeconfig).unwrap();
+    let old = node_dir.path().join("first-kubelet.conf");
+    std::fs::copy(&kubeconfig, &old).unwrap();
+
+    kiln_testkit::eventually_within(Duration::from_secs(150), "the agent rotates", || async {
+        let now = tls_bootstrap::client_cert_window(&kubeconfig)?;
+        (now.0 > first.0).then_some(())
+    })
+    .await;
+    let left = first.1 - time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
+    if left.is_positive() {
+        tokio::time::sleep(left.unsigned_abs()).await;
+    }
+    let file = |f: &str| c.dir.path().join(f).display().to_string();
+    let second = kiln_apiserver::start(kiln_apiserver::Options::parse_from([
+        "kiln-apiserver".to_string(),
+        format!("--etcd-servers={}", c.etcd.endpoint),
+        "--bind-address=127.0.0.1".into(),
+        "--secure-port=0".into(),
+        format!("--tls-cert-file={}", file("apiserver.crt")),
+        format!("--tls-private-key-file={}", file("apiserver.key")),
+        format!("--client-ca-file={}", file("ca.crt")),
+    ]))
+    .await
+    .unwrap();
+    to.send_replace(second.local_addr().to_string());
+    // The first certificate is refused now.
+    let (ok, _, err) = c.kubectl(&old, &["auth", "whoami"]).await;
+    assert!(!ok, "the expired certificate still works?");
+    assert!(!err.is_empty());
+
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), "default");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "after-rotation", "namespace": "default"},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    kiln_testkit::eventually_within(
+        Duration::from_secs(60),
+        "the pod's status posted with the new certificate",
+        || async {
+            let p = pods.get("after-rotation").await.ok()?;
+            let ready = p
+                .status?
+                .conditions?
+                .into_iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            ready.then_some(())
+        },
+    )
+    .await;
+    // The agent's own calls (node status, lease) go on too.
+    let mut state = kubelet.agent_state.clone();
+    let before = state.borrow_and_update().status_updates;
+    kiln_testkit::eventually_within(Duration::from_secs(30), "node status updates", || {
+        let s = state.borrow_and_update().clone();
+        async move { (s.status_updates > before && s.last_error.is_none()).then_some(()) }
+    })
+    .await;
+
+    let _ = stop.send(true);
+    workloads.await.unwrap();
+    kubelet.shutdown().await;
+    second.shutdown().await;
 }

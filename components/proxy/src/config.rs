@@ -56,7 +56,8 @@ pub struct Flags {
     /// Full resync interval (also re-creates a table someone deleted).
     #[arg(long, default_value = "30s")]
     pub sync_period: String,
-    /// Wait after a change before syncing, so a burst of changes costs one reload.
+    /// Minimum interval between syncs: a change after a quiet period syncs at once, a burst of changes
+    /// shares one more sync per interval.
     #[arg(long, default_value = "100ms")]
     pub min_sync_period: String,
     /// API the endpoints come from.

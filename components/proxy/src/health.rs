@@ -27,12 +27,17 @@ struct Counters {
     queued_since: Option<SystemTime>,
     syncs: u64,
     applies: u64,
+    full_applies: u64,
     errors: u64,
     duration_sum: f64,
+    nft_sum: f64,
     last_duration: f64,
+    last_nft: f64,
     service_ports: usize,
     endpoints: usize,
     routes: usize,
+    /// Per watched resource: the highest resourceVersion in the rules, and when it got there.
+    synced: std::collections::BTreeMap<&'static str, (u64, SystemTime)>,
 }
 
 /// Shared between the sync loop and the HTTP server.
@@ -47,9 +52,13 @@ pub struct Health {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SyncReport {
     pub ok: bool,
-    /// The table was rewritten (false when the rendered script was unchanged).
+    /// The table was changed (false when the built table was unchanged).
     pub applied: bool,
+    /// The change replaced the whole table (rather than updating the parts that changed).
+    pub full: bool,
     pub duration: Duration,
+    /// Of `duration`, the time spent applying rules with nft (the rest: building, diffing, routes).
+    pub nft: Duration,
     pub service_ports: usize,
     pub endpoints: usize,
     pub routes: usize,
@@ -76,16 +85,33 @@ impl Health {
         let mut c = self.lock();
         c.syncs += 1;
         c.duration_sum += r.duration.as_secs_f64();
+        c.nft_sum += r.nft.as_secs_f64();
         c.last_duration = r.duration.as_secs_f64();
+        c.last_nft = r.nft.as_secs_f64();
         if r.ok {
             c.last_updated = Some(SystemTime::now());
             c.queued_since = None;
             c.applies += u64::from(r.applied);
+            c.full_applies += u64::from(r.applied && r.full);
             c.service_ports = r.service_ports;
             c.endpoints = r.endpoints;
             c.routes = r.routes;
         } else {
             c.errors += 1;
+        }
+    }
+
+    /// The rules now hold every `resource` object up to resourceVersion `rv` (the newest seen on that
+    /// resource's watch before the sync built the table; one watch delivers in resourceVersion order).
+    /// The time is recorded when `rv` first appears, so a benchmark can take write → rules from it.
+    pub fn rules_synced(&self, resource: &'static str, rv: u64) {
+        let mut c = self.lock();
+        let e = c
+            .synced
+            .entry(resource)
+            .or_insert((0, SystemTime::UNIX_EPOCH));
+        if rv > e.0 {
+            *e = (rv, SystemTime::now());
         }
     }
 
@@ -132,6 +158,12 @@ impl Health {
             c.applies.to_string(),
         );
         metric(
+            "kiln_proxy_sync_full_applies_total",
+            "counter",
+            "Syncs that replaced the whole nftables table (the others updated only what changed).",
+            c.full_applies.to_string(),
+        );
+        metric(
             "kiln_proxy_sync_errors_total",
             "counter",
             "Syncs that failed.",
@@ -144,6 +176,12 @@ impl Health {
             c.duration_sum.to_string(),
         );
         metric(
+            "kiln_proxy_sync_nft_seconds_sum",
+            "counter",
+            "Of the time spent syncing, the time spent in nft.",
+            c.nft_sum.to_string(),
+        );
+        metric(
             "kiln_proxy_sync_duration_seconds_count",
             "counter",
             "Number of timed syncs.",
@@ -154,6 +192,12 @@ impl Health {
             "gauge",
             "Duration of the last sync.",
             c.last_duration.to_string(),
+        );
+        metric(
+            "kiln_proxy_last_sync_nft_seconds",
+            "gauge",
+            "Of the last sync, the time spent in nft (0 when the table was unchanged).",
+            c.last_nft.to_string(),
         );
         metric(
             "kiln_proxy_last_sync_timestamp_seconds",
@@ -179,6 +223,24 @@ impl Health {
             "host-gw routes kiln keeps.",
             c.routes.to_string(),
         );
+        // labelled by resource (services, endpointslices or endpoints)
+        let rv = "kiln_proxy_rules_synced_resource_version";
+        s.push_str(&format!(
+            "# HELP {rv} Highest resourceVersion of the resource whose objects are all in the applied rules.\n# TYPE {rv} gauge\n"
+        ));
+        for (resource, (v, _)) in &c.synced {
+            s.push_str(&format!("{rv}{{resource=\"{resource}\"}} {v}\n"));
+        }
+        let ts = "kiln_proxy_rules_synced_timestamp_seconds";
+        s.push_str(&format!(
+            "# HELP {ts} Unix time of the sync that brought the rules to that resourceVersion.\n# TYPE {ts} gauge\n"
+        ));
+        for (resource, (_, t)) in &c.synced {
+            let secs = t
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            s.push_str(&format!("{ts}{{resource=\"{resource}\"}} {secs:.6}\n"));
+        }
         s
     }
 }
@@ -283,6 +345,19 @@ mod tests {
         assert!(m.contains("\nkiln_proxy_sync_total 3\n"), "{m}");
         assert!(m.contains("\nkiln_proxy_sync_applied_total 1\n"));
         assert!(m.contains("\nkiln_proxy_sync_errors_total 1\n"));
+        assert!(m.contains("\nkiln_proxy_sync_full_applies_total 0\n"));
+        h.rules_synced("endpointslices", 42);
+        h.rules_synced("endpointslices", 41);
+        let m = h.metrics_text();
+        assert!(
+            m.contains(
+                "\nkiln_proxy_rules_synced_resource_version{resource=\"endpointslices\"} 42\n"
+            ),
+            "{m}"
+        );
+        assert!(m.contains(
+            "\nkiln_proxy_rules_synced_timestamp_seconds{resource=\"endpointslices\"} 1"
+        ));
         assert!(h
             .healthz_body(SystemTime::now())
             .contains("\"lastUpdated\":\"20"));

@@ -17,6 +17,10 @@ pub trait Netfilter: Send + Sync {
     fn apply(&self, script: &str) -> Result<(), NetfilterError>;
     /// The `kiln` table as `nft list table` prints it, or `None` when it does not exist.
     fn list_table(&self) -> Result<Option<String>, NetfilterError>;
+    /// Whether the `kiln` table exists (cheaper than listing it: a big table takes the kernel ~1 s to dump).
+    fn table_exists(&self) -> Result<bool, NetfilterError> {
+        Ok(self.list_table()?.is_some())
+    }
     /// Deletes the `kiln` table; succeeds when it is already gone.
     fn delete_table(&self) -> Result<(), NetfilterError> {
         self.apply(&cleanup_script())
@@ -35,13 +39,16 @@ impl Netfilter for NftCli {
         Ok(())
     }
 
-    fn list_table(&self) -> Result<Option<String>, NetfilterError> {
+    fn table_exists(&self) -> Result<bool, NetfilterError> {
         // `list tables` never fails for a missing table, unlike `list table`, so "absent" is not an error
         let tables = self.host.run("nft", &["list", "tables", "ip"], None)?;
-        if !tables
+        Ok(tables
             .lines()
-            .any(|l| l.trim() == format!("table ip {TABLE}"))
-        {
+            .any(|l| l.trim() == format!("table ip {TABLE}")))
+    }
+
+    fn list_table(&self) -> Result<Option<String>, NetfilterError> {
+        if !self.table_exists()? {
             return Ok(None);
         }
         Ok(Some(self.host.run(

@@ -1,5 +1,11 @@
-//! One sync: render the table, apply it when it changed (or vanished), bring host-gw routes in line.
-//! Works through the [`Netfilter`] and [`HostRoutes`] traits, so it is unit-tested with recording doubles.
+//! One sync: build the table, apply what changed (or all of it when it vanished), bring host-gw routes in
+//! line. Works through the [`Netfilter`] and [`HostRoutes`] traits, so it is unit-tested with recording
+//! doubles.
+//!
+//! A change is applied as an update of the table last applied ([`update_script`]: only the chains, sets
+//! and map elements that differ, one `nft -f` transaction); the first sync, a table that vanished and the
+//! sync after a failed apply replace the whole table (the kernel state is then unknown). A failed update
+//! falls back to the whole replace at once.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -8,7 +14,7 @@ use std::time::Instant;
 use crate::health::SyncReport;
 use crate::model::{NodeConfig, ProxyState};
 use crate::netfilter::{Netfilter, NetfilterError};
-use crate::render::render;
+use crate::render::{build_reusing, update_script, Table};
 use crate::routes::{desired_routes, sync_routes, HostRoutes, NodeRouteInfo, RouteError};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,8 +30,9 @@ pub struct Proxier {
     node_name: String,
     nft: Arc<dyn Netfilter>,
     routes: Arc<dyn HostRoutes>,
-    /// The script last applied successfully; an identical render skips the reload.
-    last_script: Option<String>,
+    /// The table as last applied successfully (what the kernel holds); an identical build skips the
+    /// reload, a different one is applied as an update of it.
+    last: Option<Table>,
 }
 
 impl Proxier {
@@ -40,7 +47,7 @@ impl Proxier {
             node_name,
             nft,
             routes,
-            last_script: None,
+            last: None,
         }
     }
 
@@ -74,31 +81,57 @@ impl Proxier {
         verify: bool,
         report: &mut SyncReport,
     ) -> Result<(), SyncError> {
-        let rendered = render(state, &self.node);
-        for s in &rendered.skipped {
+        let built = build_reusing(state, &self.node, self.last.as_ref());
+        for s in &built.skipped {
             tracing::warn!(service = %s, "service port left out");
         }
-        report.service_ports = rendered.service_ports;
-        report.endpoints = rendered.endpoints;
-        let unchanged = self.last_script.as_deref() == Some(rendered.script.as_str());
-        let present = !verify || self.nft.list_table()?.is_some();
+        report.service_ports = built.service_ports;
+        report.endpoints = built.endpoints;
+        let unchanged = self.last.as_ref() == Some(&built.table);
+        let present = !verify || self.nft.table_exists()?;
         if unchanged && present {
             return Ok(());
         }
         if unchanged {
             tracing::warn!("table kiln vanished; re-creating it");
         }
-        // forget the old script first: after a failed apply the kernel state is unknown
-        self.last_script = None;
-        self.nft.apply(&rendered.script)?;
-        self.last_script = Some(rendered.script);
+        // forget the old table first: after a failed apply the kernel state is unknown
+        let update = match self.last.take() {
+            Some(old) if present => update_script(&old, &built.table),
+            _ => None,
+        };
+        let nft_start = Instant::now();
+        let updated = match update {
+            Some(script) => match self.nft.apply(&script) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "updating table kiln failed; replacing it whole");
+                    false
+                }
+            },
+            None => false,
+        };
+        if !updated {
+            self.nft.apply(&built.table.script())?;
+            report.full = true;
+        }
+        report.nft = nft_start.elapsed();
+        self.last = Some(built.table);
         report.applied = true;
-        tracing::info!(
-            service_ports = rendered.service_ports,
-            endpoints = rendered.endpoints,
-            rejecting = rendered.rejecting,
-            "nftables table kiln replaced"
-        );
+        if updated {
+            tracing::debug!(
+                service_ports = built.service_ports,
+                endpoints = built.endpoints,
+                "nftables table kiln updated"
+            );
+        } else {
+            tracing::info!(
+                service_ports = built.service_ports,
+                endpoints = built.endpoints,
+                rejecting = built.rejecting,
+                "nftables table kiln replaced"
+            );
+        }
         Ok(())
     }
 
@@ -178,6 +211,67 @@ mod tests {
         assert!(r.applied && r.endpoints == 2);
         assert_eq!(nft.applied().len(), 2);
         assert!(nft.applied()[1].contains("dnat to 10.244.2.2:8080"));
+    }
+
+    #[test]
+    fn first_sync_replaces_the_table_and_later_changes_update_it() {
+        let nft = Arc::new(RecordingNetfilter::default());
+        let mut p = proxier(nft.clone(), Arc::new(RecordingRoutes::default()));
+        let (r, _) = p.sync(Some(&state(&["10.244.1.2"])), None, None, true);
+        assert!(r.applied && r.full);
+        let (r, res) = p.sync(
+            Some(&state(&["10.244.1.2", "10.244.2.2"])),
+            None,
+            None,
+            false,
+        );
+        res.unwrap();
+        assert!(r.applied && !r.full);
+        let update = &nft.applied()[1];
+        assert!(!update.contains("delete table"), "{update}");
+        assert!(update.starts_with("add chain ip kiln ep-default/web/tcp/80__10.244.2.2/8080\n"));
+    }
+
+    /// Fails every update (anything but a whole-table replace), like nft rejecting a batch.
+    #[derive(Default)]
+    struct RejectsUpdates(RecordingNetfilter);
+
+    impl Netfilter for RejectsUpdates {
+        fn apply(&self, script: &str) -> Result<(), NetfilterError> {
+            if !script.starts_with(&crate::render::cleanup_script()) {
+                *self.0.fail_with.lock().unwrap() = Some("no such chain".into());
+            }
+            let res = self.0.apply(script);
+            *self.0.fail_with.lock().unwrap() = None;
+            res
+        }
+        fn list_table(&self) -> Result<Option<String>, NetfilterError> {
+            self.0.list_table()
+        }
+    }
+
+    #[test]
+    fn a_failed_update_falls_back_to_a_whole_replace() {
+        let nft = Arc::new(RejectsUpdates::default());
+        let mut p = Proxier::new(
+            NodeConfig {
+                cluster_cidr: "10.244.0.0/16".parse().unwrap(),
+            },
+            "host1".into(),
+            nft.clone(),
+            Arc::new(RecordingRoutes::default()),
+        );
+        p.sync(Some(&state(&["10.244.1.2"])), None, None, true)
+            .1
+            .unwrap();
+        let (r, res) = p.sync(Some(&state(&["10.244.2.2"])), None, None, false);
+        res.unwrap();
+        assert!(r.applied && r.full);
+        let applied = nft.0.applied();
+        assert_eq!(applied.len(), 2, "the rejected update is not recorded");
+        assert!(
+            applied[1].contains("dnat to 10.244.2.2:8080") && !applied[1].contains("10.244.1.2")
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! Renders the whole `kiln` nftables table from a [`ProxyState`], as one `nft -f` script.
+//! Builds the `kiln` nftables table from a [`ProxyState`] ([`build`]: a [`Table`] value) and renders it as
+//! one `nft -f` script ([`render`]), or as an update of the table applied before ([`update_script`]).
 //!
-//! The script declares the table, deletes it and declares it again with every map, set and chain, so nft
-//! applies it as ONE transaction: the old rules are replaced atomically, and a first run (no table yet)
-//! works too. Output is sorted, so an unchanged state renders byte-identical text and the proxy can skip
-//! the reload by comparing strings.
+//! The whole script declares the table, deletes it and declares it again with every map, set and chain, so
+//! nft applies it as ONE transaction: the old rules are replaced atomically, and a first run (no table yet)
+//! works too. Output is sorted, so an unchanged state builds an equal table and the proxy can skip the
+//! reload by comparing values.
 //!
 //! Layout (kube-proxy's nftables mode, trimmed to what kiln serves):
 //! - `prerouting` / `output` (nat) jump to `services`, which looks the packet up in the `service-ips` map
@@ -16,11 +17,17 @@
 //! - Services without ready endpoints are in `no-endpoint-*` maps checked from filter hooks, and are
 //!   rejected (TCP reset / ICMP port unreachable), so clients see "connection refused" at once.
 
-use std::collections::BTreeSet;
-use std::fmt::Write as _;
+use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
-use crate::model::{resolve_backends, NodeConfig, Protocol, ProxyState, ServiceInfo, ServicePort};
+use crate::model::{
+    resolve_backends, EndpointGroup, NodeConfig, Protocol, ProxyState, ServiceInfo, ServicePort,
+};
+
+mod table;
+pub use table::{update_script, Flat, Fragment, Table};
+use table::{NO_ENDPOINT_NODEPORTS, NO_ENDPOINT_SERVICES, SERVICE_IPS, SERVICE_NODEPORTS};
 
 /// Name of the table kiln owns (family ip).
 pub const TABLE: &str = "kiln";
@@ -38,6 +45,16 @@ pub struct Rendered {
     /// Service ports that reject (no ready endpoints).
     pub rejecting: usize,
     /// Service ports left out, with the reason (bad names, duplicate ClusterIP/NodePort keys).
+    pub skipped: Vec<String>,
+}
+
+/// The table as data with what went into it (see [`Rendered`] for the fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    pub table: Table,
+    pub service_ports: usize,
+    pub endpoints: usize,
+    pub rejecting: usize,
     pub skipped: Vec<String>,
 }
 
@@ -65,24 +82,50 @@ fn port_id(svc: &ServiceInfo, p: &ServicePort) -> String {
     )
 }
 
-struct PortPlan<'a> {
-    svc: &'a ServiceInfo,
-    port: ServicePort,
-    id: String,
-    backends: Vec<(Ipv4Addr, u16)>,
+/// The whole table as one `nft -f` script (a full, atomic replace).
+pub fn render(state: &ProxyState, node: &NodeConfig) -> Rendered {
+    let b = build(state, node);
+    Rendered {
+        script: b.table.script(),
+        service_ports: b.service_ports,
+        endpoints: b.endpoints,
+        rejecting: b.rejecting,
+        skipped: b.skipped,
+    }
 }
 
-pub fn render(state: &ProxyState, node: &NodeConfig) -> Rendered {
+/// The table as data, for comparing and diffing syncs (the proxy's path; [`render`] prints it whole).
+pub fn build(state: &ProxyState, node: &NodeConfig) -> Built {
+    build_reusing(state, node, None)
+}
+
+/// [`build`], taking the fragments of Services whose inputs did not change from `prev` (the table the
+/// previous sync built) instead of rendering them again. The result is the same either way.
+pub fn build_reusing(state: &ProxyState, node: &NodeConfig, prev: Option<&Table>) -> Built {
+    let prev: HashMap<(&str, &str), &Arc<Fragment>> = prev
+        .map(|t| {
+            t.fragments
+                .iter()
+                .map(|f| ((f.service.namespace.as_str(), f.service.name.as_str()), f))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut services: Vec<&ServiceInfo> = state.services.iter().collect();
     services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
-    let mut skipped = Vec::new();
+    let mut out = Built {
+        table: Table::default(),
+        service_ports: 0,
+        endpoints: 0,
+        rejecting: 0,
+        skipped: Vec::new(),
+    };
     let mut cluster_keys: BTreeSet<(Ipv4Addr, Protocol, u16)> = BTreeSet::new();
     let mut node_keys: BTreeSet<(Protocol, u16)> = BTreeSet::new();
-    let mut plans = Vec::new();
     for svc in services {
         if !valid_name(&svc.namespace) || !valid_name(&svc.name) {
-            skipped.push(format!("{}/{}: invalid name", svc.namespace, svc.name));
+            out.skipped
+                .push(format!("{}/{}: invalid name", svc.namespace, svc.name));
             continue;
         }
         let groups = state
@@ -92,12 +135,14 @@ pub fn render(state: &ProxyState, node: &NodeConfig) -> Rendered {
             .unwrap_or_default();
         let mut ports: Vec<&ServicePort> = svc.ports.iter().collect();
         ports.sort_by_key(|p| (p.protocol, p.port));
+        let mut served = Vec::with_capacity(ports.len());
         for port in ports {
-            let id = port_id(svc, port);
             if !cluster_keys.insert((svc.cluster_ip, port.protocol, port.port)) {
-                skipped.push(format!(
-                    "{id}: ClusterIP {}:{} already served",
-                    svc.cluster_ip, port.port
+                out.skipped.push(format!(
+                    "{}: ClusterIP {}:{} already served",
+                    port_id(svc, port),
+                    svc.cluster_ip,
+                    port.port
                 ));
                 continue;
             }
@@ -105,66 +150,101 @@ pub fn render(state: &ProxyState, node: &NodeConfig) -> Rendered {
             if let Some(np) = port.node_port {
                 if !node_keys.insert((port.protocol, np)) {
                     // keep the ClusterIP working without the clashing NodePort
-                    skipped.push(format!("{id}: NodePort {np} already served"));
+                    out.skipped.push(format!(
+                        "{}: NodePort {np} already served",
+                        port_id(svc, &port)
+                    ));
                     port.node_port = None;
                 }
             }
-            let backends = resolve_backends(&port, groups);
-            plans.push(PortPlan {
-                svc,
-                port,
-                id,
-                backends,
-            });
+            served.push(port);
         }
+        let fresh = |served: Vec<ServicePort>| {
+            let service = ServiceInfo {
+                ports: served,
+                ..svc.clone()
+            };
+            Arc::new(fragment(service, groups.to_vec(), node))
+        };
+        let frag = match prev.get(&(svc.namespace.as_str(), svc.name.as_str())) {
+            Some(f)
+                if f.service.ports == served
+                    && f.service.cluster_ip == svc.cluster_ip
+                    && f.service.affinity_timeout == svc.affinity_timeout
+                    && f.groups == groups
+                    && f.cidr == node.cluster_cidr =>
+            {
+                Arc::clone(f)
+            }
+            _ => fresh(served),
+        };
+        out.service_ports += frag.service_ports;
+        out.endpoints += frag.endpoints;
+        out.rejecting += frag.rejecting;
+        out.table.fragments.push(frag);
     }
-    let mut out = render_plans(&plans, node);
-    out.skipped = skipped;
     out
 }
 
-fn render_plans(plans: &[PortPlan<'_>], node: &NodeConfig) -> Rendered {
+/// Renders one Service (its ports already cleared of clashes) with its endpoint groups.
+fn fragment(service: ServiceInfo, groups: Vec<EndpointGroup>, node: &NodeConfig) -> Fragment {
     let cidr = node.cluster_cidr;
-    let mut service_ips = Vec::new();
-    let mut service_nodeports = Vec::new();
-    let mut reject_ips = Vec::new();
-    let mut reject_nodeports = Vec::new();
-    let mut sets = String::new();
-    let mut chains = String::new();
-    let (mut service_ports, mut endpoints, mut rejecting) = (0, 0, 0);
-
-    for plan in plans {
-        let (svc, port, id) = (plan.svc, &plan.port, &plan.id);
+    let mut f = Fragment {
+        service,
+        groups,
+        cidr,
+        elements: Vec::new(),
+        sets: Vec::new(),
+        chains: Vec::new(),
+        service_ports: 0,
+        endpoints: 0,
+        rejecting: 0,
+    };
+    let svc = f.service.clone();
+    for port in &svc.ports {
+        let id = port_id(&svc, port);
+        let backends = resolve_backends(port, &f.groups);
         let proto = port.protocol.nft();
         let cluster_key = format!("{} . {proto} . {}", svc.cluster_ip, port.port);
-        if plan.backends.is_empty() {
-            rejecting += 1;
-            reject_ips.push(format!("{cluster_key} : goto reject-service"));
+        if backends.is_empty() {
+            f.rejecting += 1;
+            f.elements.push((
+                NO_ENDPOINT_SERVICES,
+                cluster_key,
+                "goto reject-service".into(),
+            ));
             if let Some(np) = port.node_port {
-                reject_nodeports.push(format!("{proto} . {np} : goto reject-service"));
+                f.elements.push((
+                    NO_ENDPOINT_NODEPORTS,
+                    format!("{proto} . {np}"),
+                    "goto reject-service".into(),
+                ));
             }
             continue;
         }
-        service_ports += 1;
-        service_ips.push(format!("{cluster_key} : goto svc-{id}"));
+        f.service_ports += 1;
+        f.elements
+            .push((SERVICE_IPS, cluster_key, format!("goto svc-{id}")));
         if let Some(np) = port.node_port {
-            service_nodeports.push(format!("{proto} . {np} : goto np-{id}"));
-            let _ = writeln!(
-                chains,
-                "  chain np-{id} {{\n    jump mark-masq\n    goto svc-{id}\n  }}"
-            );
+            f.elements.push((
+                SERVICE_NODEPORTS,
+                format!("{proto} . {np}"),
+                format!("goto np-{id}"),
+            ));
+            f.chains.push((
+                format!("np-{id}"),
+                vec!["jump mark-masq".into(), format!("goto svc-{id}")],
+            ));
         }
 
-        let ep_ids: Vec<String> = plan
-            .backends
+        let ep_ids: Vec<String> = backends
             .iter()
             .map(|(ip, tp)| format!("{id}__{ip}/{tp}"))
             .collect();
-        let _ = writeln!(chains, "  chain svc-{id} {{");
-        let _ = writeln!(chains, "    ip saddr != {cidr} jump mark-masq");
+        let mut rules = vec![format!("ip saddr != {cidr} jump mark-masq")];
         if svc.affinity_timeout.is_some() {
             for ep in &ep_ids {
-                let _ = writeln!(chains, "    ip saddr @affinity-{ep} goto ep-{ep}");
+                rules.push(format!("ip saddr @affinity-{ep} goto ep-{ep}"));
             }
         }
         let vmap: Vec<String> = ep_ids
@@ -172,64 +252,29 @@ fn render_plans(plans: &[PortPlan<'_>], node: &NodeConfig) -> Rendered {
             .enumerate()
             .map(|(i, ep)| format!("{i} : goto ep-{ep}"))
             .collect();
-        let _ = writeln!(
-            chains,
-            "    numgen random mod {} vmap {{ {} }}\n  }}",
+        rules.push(format!(
+            "numgen random mod {} vmap {{ {} }}",
             ep_ids.len(),
             vmap.join(", ")
-        );
+        ));
+        f.chains.push((format!("svc-{id}"), rules));
 
-        for ((ip, tp), ep) in plan.backends.iter().zip(&ep_ids) {
-            endpoints += 1;
-            let _ = writeln!(chains, "  chain ep-{ep} {{");
+        for ((ip, tp), ep) in backends.iter().zip(&ep_ids) {
+            f.endpoints += 1;
             // hairpin: a pod reaching itself through the service must see the node as the source
-            let _ = writeln!(chains, "    ip saddr {ip} jump mark-masq");
+            let mut rules = vec![format!("ip saddr {ip} jump mark-masq")];
             if let Some(timeout) = svc.affinity_timeout {
-                let _ = writeln!(
-                    sets,
-                    "  set affinity-{ep} {{\n    type ipv4_addr\n    flags dynamic,timeout\n    timeout {timeout}s\n  }}"
-                );
-                let _ = writeln!(chains, "    update @affinity-{ep} {{ ip saddr }}");
+                f.sets.push((format!("affinity-{ep}"), timeout));
+                rules.push(format!("update @affinity-{ep} {{ ip saddr }}"));
             }
-            let _ = writeln!(chains, "    meta l4proto {proto} dnat to {ip}:{tp}\n  }}");
+            rules.push(format!("meta l4proto {proto} dnat to {ip}:{tp}"));
+            f.chains.push((format!("ep-{ep}"), rules));
         }
     }
-
-    let mut s = String::new();
-    s.push_str(&cleanup_script());
-    let _ = writeln!(s, "table ip {TABLE} {{");
-    let map = |s: &mut String, name: &str, key: &str, mut elems: Vec<String>| {
-        elems.sort();
-        let _ = writeln!(s, "  map {name} {{\n    type {key} : verdict");
-        if !elems.is_empty() {
-            let _ = writeln!(
-                s,
-                "    elements = {{\n      {}\n    }}",
-                elems.join(",\n      ")
-            );
-        }
-        let _ = writeln!(s, "  }}");
-    };
-    let cluster = "ipv4_addr . inet_proto . inet_service";
-    let nodeport = "inet_proto . inet_service";
-    map(&mut s, "service-ips", cluster, service_ips);
-    map(&mut s, "service-nodeports", nodeport, service_nodeports);
-    map(&mut s, "no-endpoint-services", cluster, reject_ips);
-    map(&mut s, "no-endpoint-nodeports", nodeport, reject_nodeports);
-    s.push_str(&sets);
-    s.push_str(BASE_CHAINS);
-    s.push_str(&chains);
-    s.push_str("}\n");
-    Rendered {
-        script: s,
-        service_ports,
-        endpoints,
-        rejecting,
-        skipped: Vec::new(),
-    }
+    f
 }
 
-/// Hooks and helper chains that do not depend on the Services. nft 1.0.6 rejects `priority dstnat` for a
+/// Hooks and helper chains that do not depend on the Services (never part of an incremental update). nft 1.0.6 rejects `priority dstnat` for a
 /// nat output chain, hence -100. The filter hooks run at -110, before anything else could accept.
 const BASE_CHAINS: &str = "  chain prerouting {
     type nat hook prerouting priority dstnat; policy accept;

@@ -1,7 +1,8 @@
-//! The running proxy: reflectors on Services, endpoints and Nodes feed a debounced sync loop.
+//! The running proxy: reflectors on Services, endpoints and Nodes feed a rate-limited sync loop (a change
+//! after a quiet period syncs at once; at most one sync per `--min-sync-period` during a burst).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +12,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::Event;
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::Client;
+use kube::{Client, Resource};
 use tokio::sync::Notify;
 
 use crate::config::{EndpointsApi, ProxyConfig};
@@ -58,9 +60,10 @@ async fn load_client(cfg: &ProxyConfig) -> Result<Client, RunError> {
     Client::try_from(config).map_err(|e| err(e.to_string()))
 }
 
-/// Starts a reflector for `api`; every event pokes `changed`. Watch errors are logged once per distinct
-/// message (the watcher retries with backoff by itself).
-fn reflect<K>(api: Api<K>, changed: Arc<Notify>, health: Arc<Health>) -> Store<K>
+/// Starts a reflector for `api`; every event pokes `changed`. Returns the store and the newest
+/// resourceVersion the store holds (what a sync built from it includes). Watch errors are logged once per
+/// distinct message (the watcher retries with backoff by itself).
+fn reflect<K>(api: Api<K>, changed: Arc<Notify>, health: Arc<Health>) -> (Store<K>, Arc<AtomicU64>)
 where
     K: kube::Resource
         + Clone
@@ -76,21 +79,55 @@ where
         writer,
         watcher(api, watcher::Config::default()).default_backoff(),
     );
-    tokio::spawn(drive(stream, changed, health, std::any::type_name::<K>()));
-    reader
+    let seen = Arc::new(AtomicU64::new(0));
+    tokio::spawn(drive(
+        stream,
+        changed,
+        health,
+        seen.clone(),
+        std::any::type_name::<K>(),
+    ));
+    (reader, seen)
 }
 
-async fn drive<S, T>(stream: S, changed: Arc<Notify>, health: Arc<Health>, kind: &'static str)
-where
-    S: Stream<Item = Result<T, watcher::Error>>,
+/// resourceVersion as the integer kiln-apiserver (and etcd) make it; 0 when it is not one.
+fn resource_version<K: Resource>(k: &K) -> u64 {
+    k.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn drive<S, K>(
+    stream: S,
+    changed: Arc<Notify>,
+    health: Arc<Health>,
+    seen: Arc<AtomicU64>,
+    kind: &'static str,
+) where
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+    K: Resource,
 {
     let mut stream = std::pin::pin!(stream);
     let mut last_error: Option<String> = None;
+    // a (re)list reaches the store only at InitDone, so its versions count from then
+    let mut listing = 0;
     while let Some(ev) = stream.next().await {
         match ev {
-            Ok(_) => {
+            Ok(ev) => {
                 if last_error.take().is_some() {
                     tracing::info!(kind, "watch recovered");
+                }
+                match &ev {
+                    Event::Apply(k) | Event::Delete(k) => {
+                        seen.fetch_max(resource_version(k), Ordering::SeqCst);
+                    }
+                    Event::Init => listing = 0,
+                    Event::InitApply(k) => listing = listing.max(resource_version(k)),
+                    Event::InitDone => {
+                        seen.fetch_max(listing, Ordering::SeqCst);
+                    }
                 }
                 health.queued();
                 changed.notify_one();
@@ -170,24 +207,22 @@ pub async fn run_with(
     }
 
     let changed = Arc::new(Notify::new());
-    let services = reflect(
+    let (services, services_rv) = reflect(
         Api::<Service>::all(client.clone()),
         changed.clone(),
         health.clone(),
     );
-    let endpoints = match cfg.endpoints_api {
-        EndpointsApi::Endpointslices => EndpointStore::Slices(reflect(
-            Api::all(client.clone()),
-            changed.clone(),
-            health.clone(),
-        )),
-        EndpointsApi::Endpoints => EndpointStore::Endpoints(reflect(
-            Api::all(client.clone()),
-            changed.clone(),
-            health.clone(),
-        )),
+    let (endpoints, endpoints_rv, endpoints_resource) = match cfg.endpoints_api {
+        EndpointsApi::Endpointslices => {
+            let (s, rv) = reflect(Api::all(client.clone()), changed.clone(), health.clone());
+            (EndpointStore::Slices(s), rv, "endpointslices")
+        }
+        EndpointsApi::Endpoints => {
+            let (s, rv) = reflect(Api::all(client.clone()), changed.clone(), health.clone());
+            (EndpointStore::Endpoints(s), rv, "endpoints")
+        }
     };
-    let nodes = reflect(Api::<Node>::all(client), changed.clone(), health.clone());
+    let (nodes, _) = reflect(Api::<Node>::all(client), changed.clone(), health.clone());
 
     // A part syncs once its lists are complete: syncing rules before the Services were listed would
     // briefly drop the ones not seen yet. Rules and routes wait independently, so an API server that does
@@ -223,13 +258,17 @@ pub async fn run_with(
     let mut shutdown = std::pin::pin!(shutdown);
     let mut periodic = tokio::time::interval(cfg.sync_period);
     let mut verify = true;
+    let mut last_sync: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = changed.notified() => {
-                // debounce: one reload for a burst of changes
-                tokio::select! {
-                    _ = tokio::time::sleep(cfg.min_sync_period) => {}
-                    _ = &mut shutdown => break,
+                // rate limit, not delay: a change after a quiet period syncs at once; during a burst the
+                // changes that arrive within min_sync_period of the last sync share the next one
+                if let Some(last) = last_sync {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(last + cfg.min_sync_period) => {}
+                        _ = &mut shutdown => break,
+                    }
                 }
             }
             _ = periodic.tick() => verify = true,
@@ -240,6 +279,12 @@ pub async fn run_with(
         if !rules_ok && !nodes_ok {
             continue;
         }
+        last_sync = Some(tokio::time::Instant::now());
+        // read before the snapshot: the stores already hold everything up to these versions
+        let rvs = (
+            services_rv.load(Ordering::SeqCst),
+            endpoints_rv.load(Ordering::SeqCst),
+        );
         let state = rules_ok.then(|| snapshot(&services, &endpoints));
         let node_list: Option<Vec<_>> =
             nodes_ok.then(|| nodes.state().iter().filter_map(|n| node_info(n)).collect());
@@ -266,6 +311,10 @@ pub async fn run_with(
         };
         proxier = Some(p);
         health.record(report);
+        if rules_ok && result.is_ok() {
+            health.rules_synced("services", rvs.0);
+            health.rules_synced(endpoints_resource, rvs.1);
+        }
         verify = false;
         if let Err(e) = result {
             tracing::error!(error = %e, "sync failed; retrying");

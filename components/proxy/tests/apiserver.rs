@@ -221,6 +221,41 @@ async fn node_watch_drives_host_gw_routes_and_health() {
                 .then_some(())
             })
             .await;
+
+            // an endpoint moves: once /metrics says the rules hold the slice's new resourceVersion, the
+            // table holds the change, applied as an update (the first rules sync was the only replace)
+            let mut moved = slices.get("web-1").await.unwrap();
+            moved.endpoints[0].addresses = vec!["10.244.2.8".into()];
+            let moved = slices
+                .replace("web-1", &PostParams::default(), &moved)
+                .await
+                .unwrap();
+            let rv: u64 = moved.metadata.resource_version.unwrap().parse().unwrap();
+            let m = eventually("rules synced to the slice's new resourceVersion", || async {
+                let m = http_get(metrics, "/metrics").await?;
+                let synced: u64 = m
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix(
+                            "kiln_proxy_rules_synced_resource_version{resource=\"endpointslices\"} ",
+                        )
+                    })?
+                    .parse()
+                    .ok()?;
+                (synced >= rv).then_some(m)
+            })
+            .await;
+            let applied = nft.applied();
+            let last = applied.last().unwrap();
+            assert!(
+                last.contains("add rule ip kiln ep-default/web/tcp/80__10.244.2.8/8080 meta l4proto tcp dnat to 10.244.2.8:8080")
+                    && !last.contains("delete table"),
+                "{last}"
+            );
+            assert!(
+                m.contains("\nkiln_proxy_sync_full_applies_total 1\n"),
+                "{m}"
+            );
         }
     }
 

@@ -18,6 +18,7 @@ pub mod lease;
 pub mod mvcc;
 pub mod offline;
 pub mod peer;
+pub mod proposer;
 pub mod raft;
 pub mod server;
 pub mod tls;

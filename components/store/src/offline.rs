@@ -14,7 +14,7 @@ use crate::db::{self, CF_KV, CF_SM_META};
 use crate::identity::{self, Identity};
 use crate::mvcc::{META_ALARMS, META_REVISION};
 use crate::raft::snapshot::{self, SnapshotError};
-use crate::raft::state_machine::{META_LAST_APPLIED, META_MEMBERSHIP};
+use crate::raft::state_machine::{META_BATCH_PROGRESS, META_LAST_APPLIED, META_MEMBERSHIP};
 
 /// kiln-store offline commands.
 #[derive(Debug, Parser)]
@@ -167,9 +167,16 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
     })?;
     let mut batch = WriteBatch::default();
     for r in records {
-        // The old cluster's Raft position, membership and alarms do not carry over.
+        // The old cluster's Raft position (last applied, progress into a batch entry),
+        // membership and alarms do not carry over.
         let dropped = r.family == CF_SM_META
-            && [META_LAST_APPLIED, META_MEMBERSHIP, META_ALARMS].contains(&r.key);
+            && [
+                META_LAST_APPLIED,
+                META_BATCH_PROGRESS,
+                META_MEMBERSHIP,
+                META_ALARMS,
+            ]
+            .contains(&r.key);
         if !dropped {
             batch.put_cf(db::cf(&database, r.family), r.key, r.value);
         }

@@ -20,6 +20,7 @@ use crate::lease::{self, Lessor};
 use crate::mvcc::{Mvcc, MvccError};
 use crate::peer::client::PeerClients;
 use crate::peer::service::PeerServer;
+use crate::proposer::Proposer;
 use crate::raft::types::KilnRaft;
 use crate::raft::{self, RaftSetupError, RaftTiming};
 use crate::tls::{self, TlsError};
@@ -274,6 +275,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         quota_backend_bytes: config.quota_backend_bytes,
         max_request_bytes: config.max_request_bytes,
         peers,
+        proposer: Proposer::start(raft_handle.clone(), shutdown_rx.clone()),
         shutdown: shutdown_rx.clone(),
     });
 

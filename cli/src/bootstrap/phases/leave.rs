@@ -170,6 +170,8 @@ pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, 
         if store.remove_member(host).await.map_err(|e| err(host, e))? {
             done.push(format!("removed store member {host} (via {})", peer.name));
         }
+        // Back in the cluster it must join again (`kiln join --control-plane`), not found a new store.
+        super::store_start::forget(ctx, host);
     }
     Ok(if done.is_empty() {
         Outcome::Skipped(format!("{host} is neither a node nor a store member"))

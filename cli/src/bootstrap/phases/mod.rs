@@ -1,12 +1,15 @@
 //! The phases of `init`, each a function over the context and (for host phases) one host. Each looks at
 //! the current state first and skips what is already done.
 
+pub(crate) mod cp_join;
 pub(crate) mod join_token;
 mod leave;
+pub(crate) mod member_client;
 mod pki;
 pub(crate) mod preflight;
 pub(crate) mod push;
 pub(super) mod runtime;
+pub(crate) mod store_start;
 pub(crate) mod wait;
 
 use super::{BootstrapError, Context, JOIN_TOKEN_TTL};
@@ -27,6 +30,9 @@ pub const PHASES: &[&str] = &[
     "upload-config",
     "mark-control-plane",
     "bootstrap-token",
+    "store-learner",
+    "store-promote",
+    "apiserver-lb",
     "leave-cluster",
     "stop-static-pods",
     "stop-kubelet",
@@ -110,6 +116,9 @@ pub async fn run_phase(
         "upload-config" => wait::upload_config(ctx).await,
         "mark-control-plane" => wait::mark_control_plane(ctx, &need_host(host)?).await,
         "bootstrap-token" => join_token::bootstrap_token(ctx).await,
+        "store-learner" => cp_join::store_learner(ctx, &need_host(host)?).await,
+        "store-promote" => cp_join::store_promote(ctx, &need_host(host)?).await,
+        "apiserver-lb" => cp_join::apiserver_lb(ctx).await,
         "leave-cluster" => leave::leave_cluster(ctx, &need_host(host)?).await,
         other => super::reset::run_phase(ctx, other, &need_host(host)?).await,
     }

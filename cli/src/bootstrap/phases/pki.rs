@@ -164,6 +164,9 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
             made.push(kind.file_name().to_string());
         }
     }
+    if point_at(&ctx.state_dir.join("proxy.conf"), &node_server)? {
+        made.push(format!("proxy.conf (server {node_server})"));
+    }
     for h in &ctx.cluster.config.spec.hosts {
         let dir = kubeconfig_dir(ctx, &h.name);
         std::fs::create_dir_all(&dir).map_err(|source| BootstrapError::Io {
@@ -181,6 +184,9 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
                 .map_err(pki_err)?
             {
                 made.push(format!("{}/kubelet.conf", h.name));
+            } else if point_at(&dir.join("kubelet.conf"), &node_server)? {
+                // A second controller was added: node components now go through the balancer.
+                made.push(format!("{}/kubelet.conf (server {node_server})", h.name));
             }
             // The scheduler and controller-manager talk to their own host's API server (as kubeadm's
             // do), so losing another controller never takes them down with it.
@@ -202,4 +208,18 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     } else {
         Outcome::Done(format!("created {}", made.join(", ")))
     })
+}
+
+/// Make the kubeconfig at `path` name `server` (the credentials stay); true when it changed.
+fn point_at(path: &Path, server: &str) -> Result<bool, BootstrapError> {
+    let mut kc = kiln_pki::read_kubeconfig(path).map_err(pki_err)?;
+    if kc.clusters.iter().all(|c| c.cluster.server == server) {
+        return Ok(false);
+    }
+    for c in &mut kc.clusters {
+        c.cluster.server = server.to_string();
+    }
+    let yaml = kc.to_yaml().map_err(pki_err)?;
+    kiln_pki::files::write_atomic(path, yaml.as_bytes(), 0o600).map_err(pki_err)?;
+    Ok(true)
 }

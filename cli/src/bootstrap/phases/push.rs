@@ -265,6 +265,8 @@ pub fn store_token(ctx: &Context) -> String {
 }
 
 pub fn set_store_token(ctx: &Context, token: &str) -> Result<(), BootstrapError> {
+    // A new token is a new cluster (restore) whose members all start as founders.
+    super::store_start::forget_all(ctx);
     kiln_pki::files::write_atomic(
         &ctx.state_dir.join("store-token"),
         format!("{token}\n").as_bytes(),
@@ -284,6 +286,7 @@ pub fn render_control_plane(
 
 /// Static pod manifests for the store, API server, scheduler and controller-manager.
 pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    super::store_start::ensure_recorded(ctx, host)?;
     let c = control_plane_context(ctx, host);
     let files = CONTROL_PLANE_MANIFESTS
         .iter()
@@ -301,17 +304,14 @@ pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context 
     let h = ctx.host(host);
     let ip = h.node_address();
     let cfg = &ctx.cluster.config;
-    let initial_cluster = cfg
-        .controllers()
-        .map(|c| format!("{}=https://{}:2380", c.name, c.node_address()))
-        .collect::<Vec<_>>()
-        .join(",");
+    // How this member first started (founder, or joined later): see store_start.
+    let start = super::store_start::for_host(ctx, host);
     let mut c = tera::Context::new();
     c.insert("version", version());
     c.insert("node_name", &h.name);
     c.insert("node_ip", &ip);
-    c.insert("initial_cluster", &initial_cluster);
-    c.insert("initial_cluster_state", "new");
+    c.insert("initial_cluster", &start.initial_cluster);
+    c.insert("initial_cluster_state", &start.state);
     c.insert(
         "quota_backend_bytes",
         &cfg.spec.store.quota_backend_bytes.unwrap_or(0),
@@ -327,6 +327,9 @@ pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context 
     c.insert("node_monitor_grace_period", &cm.node_monitor_grace_period);
     c.insert("pod_eviction_timeout", &cm.pod_eviction_timeout);
     c.insert("cluster_token", &store_token(ctx));
+    // A hash of the certificates each pod reads: renewed certificates change the manifest, so the
+    // kubelet restarts the pod (`kiln certs renew`).
+    crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
     c
 }
 
@@ -345,6 +348,7 @@ pub(crate) fn proxy_context(ctx: &Context, host: &str) -> tera::Context {
         "pod_cidr",
         &ctx.cluster.config.spec.networking.pod_cidr.to_string(),
     );
+    crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
     c
 }
 
@@ -404,9 +408,30 @@ pub fn node_pod_cidr(ctx: &Context, host: &str) -> Result<String, BootstrapError
 /// Where the node-local API server load balancer listens (in the kubelet) with several controllers.
 pub const NODE_LB: &str = "127.0.0.1:6444";
 
+/// The controllers whose API servers nodes use: those of the running control plane (recorded store
+/// members, see store_start) and those this run joins. A controller only listed in cluster.yaml does not
+/// count yet, so a worker join does not reconfigure every node for API servers that do not exist.
+/// Nothing recorded (a first init): every controller of the file.
+pub fn api_controllers(ctx: &Context) -> Vec<&crate::config::Host> {
+    let all: Vec<&crate::config::Host> = ctx.cluster.config.controllers().collect();
+    let running: Vec<&crate::config::Host> = all
+        .iter()
+        .copied()
+        .filter(|c| {
+            super::store_start::load(ctx, &c.name).is_some()
+                || ctx.opts.joining_controllers.contains(&c.name)
+        })
+        .collect();
+    if running.is_empty() {
+        all
+    } else {
+        running
+    }
+}
+
 /// Several control planes: node components go through the node-local load balancer.
 pub fn highly_available(ctx: &Context) -> bool {
-    ctx.cluster.config.controllers().count() > 1
+    api_controllers(ctx).len() > 1
 }
 
 /// The API server URL of node components' kubeconfigs (kubelet, kiln-proxy).
@@ -426,10 +451,8 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
         format!(" --bootstrap-kubeconfig={BOOTSTRAP_KUBECONFIG}")
     };
     if highly_available(ctx) {
-        let backends: Vec<String> = ctx
-            .cluster
-            .config
-            .controllers()
+        let backends: Vec<String> = api_controllers(ctx)
+            .iter()
             .map(|c| format!("{}:6443", c.node_address()))
             .collect();
         bootstrap.push_str(&format!(

@@ -9,10 +9,12 @@ use serde_json::{json, Value};
 
 use super::table::{self, Include};
 use super::{json_response, parse_json, AppState, Target};
+use crate::admission::node_restriction::Op;
+use crate::fieldmanager::{self, Writer};
 use crate::patch::{self, PatchType};
 use crate::registry::lifecycle::{
-    from_stored, name_of, prepare_create, prepare_update, same_object, to_stored, FieldValidation,
-    UpdateScope,
+    from_stored, name_of, now_rfc3339, prepare_create, prepare_update, same_object, to_stored,
+    FieldValidation, UpdateScope,
 };
 use crate::registry::resources::NAMESPACES;
 use crate::registry::strategy::Reservation;
@@ -159,6 +161,29 @@ pub async fn create(
             spec.plural,
         ));
     }
+    let obj = create_object(state, target, query, body).await?;
+    Ok(json_response(StatusCode::CREATED, &obj))
+}
+
+/// Who a write is recorded for in managedFields, if anyone.
+fn writer<'a>(target: &'a Target, api_version: &'a str, now: &'a str) -> Option<Writer<'a>> {
+    Some(Writer {
+        manager: target.requester.manager.as_deref()?,
+        api_version,
+        subresource: target.status.then_some("status"),
+        tracks_status: target.status || !target.spec.status_subresource,
+        now,
+    })
+}
+
+/// Create: lifecycle, admission, allocations, store. Returns the stored object.
+pub(super) async fn create_object(
+    state: &AppState,
+    target: &Target,
+    query: &HashMap<String, String>,
+    body: Value,
+) -> Result<Value, ApiError> {
+    let spec = target.spec;
     let mut obj = prepare_create(
         spec,
         target.namespace.as_deref(),
@@ -187,10 +212,16 @@ pub async fn create(
             }
         }
     }
+    crate::admission::service_account(state, target, &mut obj).await?;
+    crate::admission::node_restriction(state, target, None, Op::Create(&obj))?;
     state
         .allocator
         .prepare(&state.store, spec, &mut obj, None)
         .await?;
+    let (api_version, now) = (spec.api_version(), now_rfc3339());
+    if let Some(w) = writer(target, &api_version, &now) {
+        fieldmanager::track_update(None, &mut obj, &w);
+    }
     let name = name_of(&obj).to_string();
     if !is_dry_run(query) {
         let (claims, _) = reservation_diff(spec, None, Some(&obj));
@@ -208,7 +239,7 @@ pub async fn create(
         obj["metadata"]["resourceVersion"] = json!(rev.to_string());
     }
     tracing::debug!(resource = spec.plural, name = %name, "created");
-    Ok(json_response(StatusCode::CREATED, &obj))
+    Ok(obj)
 }
 
 pub(super) fn scope(target: &Target) -> UpdateScope {
@@ -255,8 +286,27 @@ pub(super) async fn guaranteed_update(
             .allocator
             .prepare(&state.store, spec, &mut new, Some(&old))
             .await?;
+        if new["metadata"].get("managedFields").is_none() {
+            // Omitted from the request = kept as stored (an empty list clears them).
+            if let Some(stored) = old["metadata"].get("managedFields") {
+                new["metadata"]["managedFields"] = stored.clone();
+            }
+        }
         if same_object(&old, &new) {
             return Ok(old);
+        }
+        crate::admission::node_restriction(
+            state,
+            target,
+            None,
+            Op::Update {
+                old: &old,
+                new: &new,
+            },
+        )?;
+        let (api_version, now) = (spec.api_version(), now_rfc3339());
+        if let Some(w) = writer(target, &api_version, &now) {
+            fieldmanager::track_update(Some(&old), &mut new, &w);
         }
         if is_dry_run(query) {
             return Ok(new);
@@ -349,6 +399,20 @@ pub async fn patch(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
+    if super::apply::is_apply(headers) {
+        return super::apply::apply(state, target, query, body).await;
+    }
+    if query.contains_key("force") {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![Cause::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )],
+        ));
+    }
     let (kind, patch_body) = patch_request(headers, body)?;
     let obj = guaranteed_update(state, target, scope(target), query, |old| {
         patch::apply(kind, old, &patch_body).map_err(|e| ApiError::bad_request(e.to_string()))

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::crud::{is_dry_run, read, required_name, store_error, MAX_ATTEMPTS};
 use super::list::{list_objects, Selectors};
 use super::{json_response, AppState, Target};
+use crate::admission::node_restriction::Op;
 use crate::registry::lifecycle::{name_of, now_rfc3339, to_stored};
 use crate::status::ApiError;
 use crate::storage::StoreError;
@@ -66,6 +67,7 @@ pub(super) async fn delete_object(
     let spec = target.spec;
     for _ in 0..MAX_ATTEMPTS {
         let (mut obj, rev) = read(state, target, name).await?;
+        crate::admission::node_restriction(state, target, None, Op::Delete(&obj))?;
         if let Some(uid) = &opts.uid {
             let current = obj["metadata"]["uid"].as_str().unwrap_or("");
             if uid != current {
@@ -187,6 +189,7 @@ pub async fn delete_collection(
             namespace: obj["metadata"]["namespace"].as_str().map(str::to_string),
             name: None,
             status: false,
+            requester: target.requester.clone(),
         };
         match delete_object(state, &item, name_of(&obj), &opts, query).await {
             Ok(last) => deleted.push(last),

@@ -1,6 +1,7 @@
 //! HTTP front: one router; API requests are parsed into (verb, resource path), authorized, and served
 //! by the generic handlers in `crud.rs` / `watch.rs` for whatever resource the registry holds.
 
+pub mod apply;
 pub mod crud;
 pub mod delete;
 pub mod discovery;
@@ -49,6 +50,7 @@ pub struct AppState {
     pub kubelet: crate::kubelet_client::KubeletClient,
     /// Namespaces that just became Terminating, for the cleanup worker (`namespaces.rs`).
     pub terminating: tokio::sync::mpsc::UnboundedSender<String>,
+    pub admission: crate::admission::Plugins,
 }
 
 pub type Shared = Arc<AppState>;
@@ -154,6 +156,16 @@ pub struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub status: bool,
+    /// Who asked: admission checks the user, managedFields record the manager. Empty for the
+    /// server's own writes.
+    pub requester: Requester,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Requester {
+    pub user: Option<crate::auth::User>,
+    /// `fieldManager`, else the User-Agent's program name; None = not recorded.
+    pub manager: Option<String>,
 }
 
 impl Target {
@@ -288,6 +300,20 @@ async fn serve_resource(
         .registry
         .lookup(&rp.group, &rp.version, &rp.resource)
         .ok_or_else(ApiError::path_not_found)?;
+    let requester = Requester {
+        user: match &who {
+            Identity::User(u) => Some(u.clone()),
+            Identity::Anonymous => None,
+        },
+        manager: Some(match query.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.clone(),
+            None => crate::fieldmanager::manager_from_user_agent(
+                req.headers()
+                    .get(axum::http::header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok()),
+            ),
+        }),
+    };
     if !spec.namespaced && rp.namespace.is_some() {
         return Err(ApiError::path_not_found());
     }
@@ -311,6 +337,7 @@ async fn serve_resource(
                 namespace: rp.namespace,
                 name: rp.name,
                 status: false,
+                requester: requester.clone(),
             };
             let (parts, body) = req.into_parts();
             let body = read_body(body).await?;
@@ -326,6 +353,7 @@ async fn serve_resource(
                 namespace: rp.namespace,
                 name: rp.name,
                 status: false,
+                requester: requester.clone(),
             };
             match action {
                 "log" => return proxy::log(&state, &target, &query).await,
@@ -360,6 +388,7 @@ async fn serve_resource(
         namespace: rp.namespace,
         name: rp.name,
         status,
+        requester,
     };
     let (parts, body) = req.into_parts();
     let headers: &HeaderMap = &parts.headers;

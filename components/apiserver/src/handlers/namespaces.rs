@@ -110,6 +110,7 @@ async fn finalize(state: &Shared, ns: &str) -> Result<bool, ApiError> {
                 namespace: Some(ns.to_string()),
                 name: Some(name.clone()),
                 status: false,
+                requester: Default::default(),
             };
             match delete_object(state, &target, &name, &opts, &query).await {
                 Ok(_) => {}

@@ -95,6 +95,7 @@ async fn locate(
         namespace: None,
         name: Some(node_name.clone()),
         status: false,
+        requester: Default::default(),
     };
     let (node, _) = read(state, &node_target, &node_name).await?;
     let (host, port) = kubelet_address(&node)

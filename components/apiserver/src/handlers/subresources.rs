@@ -197,6 +197,13 @@ pub async fn eviction(
     let eviction = super::parse_body(headers, body)?;
     let name = required_name(target)?;
     let opts = DeleteOptions::from_body(&eviction["deleteOptions"]);
+    let (pod, _) = read(state, target, name).await?;
+    crate::admission::node_restriction(
+        state,
+        target,
+        Some("eviction"),
+        crate::admission::node_restriction::Op::Create(&pod),
+    )?;
     delete_object(state, target, name, &opts, query).await?;
     Ok(success())
 }
@@ -326,6 +333,7 @@ pub async fn token(
                 namespace: Some(ns.clone()),
                 name: Some(obj_name.to_string()),
                 status: false,
+                requester: Default::default(),
             };
             let (obj, _) = read(state, &bound_target, obj_name).await?;
             let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_string();

@@ -43,7 +43,7 @@ pub fn new_uid() -> String {
 }
 
 /// Five characters from upstream's generateName alphabet (no vowels, no confusable digits).
-fn name_suffix() -> String {
+pub fn name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
     (0..5)

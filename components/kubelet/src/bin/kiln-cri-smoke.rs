@@ -83,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
             // No API server here: emptyDir and hostPath volumes only.
             pods_root: std::path::PathBuf::from("/var/lib/kiln/kubelet/pods"),
             secrets_in_memory: false,
+            allocatable: Default::default(),
         },
         Duration::from_millis(500),
     );

@@ -104,4 +104,15 @@ pub trait Runtime: Send + Sync {
     async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError>;
     fn pod_status(&self, uid: &str) -> Option<PodStatus>;
     fn pod_uids(&self) -> Vec<String>;
+    /// Once, before the first start, with this node's pods from the API's first full list: take over the
+    /// pods an earlier run of the kubelet left running and clear the rest. Runtimes whose pods die with
+    /// the kubelet have nothing to adopt.
+    async fn adopt(&self, _wanted: &[Pod]) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+    /// Notified whenever a pod's status changes, so that the kubelet reports it at once instead of on
+    /// its next periodic pass (the difference between "Running" now and up to a second later).
+    fn status_changes(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }

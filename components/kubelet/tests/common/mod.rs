@@ -1,6 +1,7 @@
 //! Helpers shared by the kubelet's integration tests.
 #![allow(dead_code)]
 
+pub mod fake_runtime;
 pub mod lab;
 
 use std::future::Future;

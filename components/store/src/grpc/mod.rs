@@ -22,6 +22,7 @@ use crate::leader::{self, LeaderOp, LeaderReply};
 use crate::lease::Lessor;
 use crate::mvcc::{Mvcc, ALARM_NOSPACE};
 use crate::peer::client::PeerClients;
+use crate::proposer::Proposer;
 use crate::raft::types::{store_request::Op, store_response, KilnRaft, MemberNode, StoreRequest};
 
 /// What every service needs: the Raft handle, the store, and who we are.
@@ -39,6 +40,8 @@ pub struct StoreContext {
     pub max_request_bytes: usize,
     /// Connections to the other members (Raft and forwarding share them).
     pub peers: Arc<PeerClients>,
+    /// Group commit of client writes (used where this member leads).
+    pub proposer: Proposer,
     /// Flips to true when the server shuts down; long-lived streams end then.
     pub shutdown: tokio_watch::Receiver<bool>,
 }

@@ -63,6 +63,13 @@ pub fn apply(
         compact_revision,
         lease_effect: None,
     };
+    if let Some(Op::Batch(_)) = &req.op {
+        // The state machine unpacks batches; one inside another is never proposed.
+        return Ok(unchanged(StoreResponse::error(
+            tonic::Code::Internal,
+            "kiln-store: nested command batch",
+        )));
+    }
     let result = apply_op(db, revision, compact_revision, req);
     match result {
         Ok(applied) => Ok(applied),
@@ -175,7 +182,7 @@ fn apply_op(
                     .collect(),
             })
         }
-        None => return Ok(empty(revision, compact_revision)),
+        Some(Op::Batch(_)) | None => return Ok(empty(revision, compact_revision)),
     };
     let mut finished = w.finish();
     let events = if finished.events.is_empty() {

@@ -12,7 +12,7 @@ pub mod range;
 pub mod read;
 pub mod txn;
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use etcd_client::proto::{PbEvent, PbRangeRequest, PbRangeResponse, PbTxnRequest, PbTxnResponse};
@@ -68,6 +68,9 @@ pub struct Mvcc {
     db: Arc<DB>,
     revision: AtomicI64,
     compact_revision: AtomicI64,
+    /// Raft log index the state machine applied last in this process (0 before the first
+    /// apply): lets a write that was applied here skip waiting on Raft's metrics.
+    applied_index: AtomicU64,
     events: broadcast::Sender<Arc<RevisionEvents>>,
 }
 
@@ -78,6 +81,7 @@ impl Mvcc {
             db,
             revision: AtomicI64::new(0),
             compact_revision: AtomicI64::new(0),
+            applied_index: AtomicU64::new(0),
             events,
         };
         mvcc.reload()?;
@@ -97,21 +101,36 @@ impl Mvcc {
         &self.db
     }
 
-    /// The newest revision whose writes are applied and durable. A fresh store is at 1, as etcd.
+    /// The newest revision whose writes are applied (and durable in the Raft log). A fresh
+    /// store is at 1, as etcd.
     pub fn revision(&self) -> i64 {
         self.revision.load(Ordering::SeqCst)
+    }
+
+    /// The Raft log index this member's state machine has applied, as far as it has applied
+    /// anything since the process started (0 otherwise).
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index.load(Ordering::SeqCst)
     }
 
     pub fn compact_revision(&self) -> i64 {
         self.compact_revision.load(Ordering::SeqCst)
     }
 
-    /// Called by the state machine after a batch is durable: moves the revisions forward and
-    /// feeds watchers, in revision order.
-    pub fn publish(&self, revision: i64, compact_revision: i64, batches: Vec<RevisionEvents>) {
+    /// Called by the state machine after it wrote the entries up to Raft log index `applied`
+    /// (durable in the Raft log): moves the revisions forward and feeds watchers, in revision
+    /// order.
+    pub fn publish(
+        &self,
+        applied: u64,
+        revision: i64,
+        compact_revision: i64,
+        batches: Vec<RevisionEvents>,
+    ) {
         self.compact_revision
             .store(compact_revision, Ordering::SeqCst);
         self.revision.store(revision, Ordering::SeqCst);
+        self.applied_index.fetch_max(applied, Ordering::SeqCst);
         for batch in batches {
             // No receivers is fine: nobody watches.
             let _ = self.events.send(Arc::new(batch));

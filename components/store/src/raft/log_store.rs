@@ -154,23 +154,32 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let cf = db::cf(&self.db, CF_RAFT_LOG);
-        let mut batch = WriteBatch::default();
-        for entry in entries {
-            let bytes = serde_json::to_vec(&entry).map_err(write_err)?;
-            batch.put_cf(cf, index_key(entry.log_id.index), bytes);
-        }
-        let result = self.db.write_opt(batch, &db::sync_write());
-        match result {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
-                Ok(())
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let db = self.db.clone();
+        // Encoding and the synced write (an fsync) run on a blocking thread: done inline they
+        // would hold a runtime worker for the whole fsync, and with it the task that worker
+        // woke last (tokio's LIFO slot cannot be stolen) — typically a client's response.
+        // openraft waits for the callback before it appends again, so appends stay in order.
+        let written = tokio::task::spawn_blocking(move || -> StorageResult<()> {
+            let cf = db::cf(&db, CF_RAFT_LOG);
+            let mut batch = WriteBatch::default();
+            for entry in &entries {
+                let bytes = serde_json::to_vec(entry).map_err(write_err)?;
+                batch.put_cf(cf, index_key(entry.log_id.index), bytes);
             }
-            Err(e) => {
-                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                Err(write_err(e))
+            match db.write_opt(batch, &db::sync_write()) {
+                Ok(()) => {
+                    callback.log_io_completed(Ok(()));
+                    Ok(())
+                }
+                Err(e) => {
+                    callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                    Err(write_err(e))
+                }
             }
-        }
+        })
+        .await;
+        written.map_err(|e| write_err(std::io::Error::other(e.to_string())))?
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {

@@ -2,8 +2,20 @@
 //! store and builds/installs snapshots.
 //!
 //! Each entry is one atomic WriteBatch that also records the entry as applied, so a crash
-//! never leaves half an entry behind; the last batch of an apply call is fsynced (which syncs
-//! the WAL for all before it) before openraft hears the result.
+//! never leaves half an entry behind. A batch entry (several client commands, see
+//! `proposer`) is written one command at a time — each command reads what the one before it
+//! wrote — and each of those writes records how far into the entry it got, so a crash in the
+//! middle resumes the entry where it stopped instead of applying a command twice.
+//!
+//! Applying does not fsync. The state machine shares one rocksdb (one WAL) with the Raft log,
+//! and only committed entries are applied, each of which was in a synced log append before
+//! it was committed — so every acknowledged write is durable in the log before it is applied
+//! here. A crash may lose the newest state-machine writes (a suffix of the WAL, never a hole);
+//! the persisted last_applied then goes back with them, and openraft re-applies the entries
+//! after it from the log on restart. That needs those entries to still be in the log: openraft
+//! purges only up to a snapshot, and building a snapshot syncs the WAL first, so the purged
+//! prefix is always covered by durable state-machine writes (purge itself is a synced write
+//! too). Every later synced log append also syncs the state-machine writes queued before it.
 
 // openraft's traits fix StorageError as the error type; it is large, and that is theirs to keep.
 #![allow(clippy::result_large_err)]
@@ -23,12 +35,18 @@ use serde::{Deserialize, Serialize};
 use crate::db::{self, CF_SM_META};
 use crate::lease::Lessor;
 use crate::mvcc::apply::{self, LeaseEffect};
-use crate::mvcc::Mvcc;
+use crate::mvcc::{Mvcc, RevisionEvents};
 use crate::raft::snapshot;
-use crate::raft::types::{MemberNode, StoreResponse, TypeConfig};
+use crate::raft::types::store_request::Op;
+use crate::raft::types::{
+    store_response, MemberNode, StoreBatch, StoreBatchResponse, StoreRequest, StoreResponse,
+    TypeConfig,
+};
 
 pub const META_LAST_APPLIED: &[u8] = b"last_applied";
 pub const META_MEMBERSHIP: &[u8] = b"membership";
+/// [`BatchProgress`] of a batch entry being applied.
+pub const META_BATCH_PROGRESS: &[u8] = b"batch_progress";
 
 type StorageResult<T> = Result<T, StorageError<u64>>;
 type Membership = StoredMembership<u64, MemberNode>;
@@ -93,21 +111,119 @@ impl StateMachine {
     }
 }
 
-/// Writes the snapshot files atomically (temp file + rename).
+/// What applying produced for the in-memory side: watch events and lease changes, handed
+/// over once the whole apply call is written.
+#[derive(Default)]
+struct AppliedEffects {
+    events: Vec<RevisionEvents>,
+    lease_effects: Vec<LeaseEffect>,
+}
+
+/// How far into a batch entry the state machine got: the entry and how many of its commands
+/// are written. Only meaningful while `log_id` is the entry after last_applied.
+#[derive(Serialize, Deserialize)]
+struct BatchProgress {
+    log_id: LogId<u64>,
+    done: usize,
+}
+
+impl StateMachine {
+    /// Applies one client command, returning its batch (not yet written) and response.
+    fn apply_command(
+        &mut self,
+        db: &DB,
+        log_id: LogId<u64>,
+        req: &StoreRequest,
+        out: &mut AppliedEffects,
+    ) -> StorageResult<(WriteBatch, StoreResponse)> {
+        let applied = apply::apply(db, self.revision, self.compact_revision, req)
+            .map_err(|e| StorageError::from(StorageIOError::apply(log_id, &e)))?;
+        self.revision = applied.revision;
+        self.compact_revision = applied.compact_revision;
+        out.events.extend(applied.events);
+        out.lease_effects.extend(applied.lease_effect);
+        Ok((applied.batch, applied.response))
+    }
+
+    /// Writes an entry's last batch together with the entry's log id as last applied.
+    fn finish_entry(
+        &self,
+        db: &DB,
+        mut batch: WriteBatch,
+        log_id: LogId<u64>,
+    ) -> StorageResult<()> {
+        batch.put_cf(
+            db::cf(db, CF_SM_META),
+            META_LAST_APPLIED,
+            serde_json::to_vec(&Some(log_id)).map_err(sm_write_err)?,
+        );
+        db.write_opt(batch, &db::buffered_write())
+            .map_err(sm_write_err)
+    }
+
+    /// Applies the commands of a batch entry in order, each in its own revision. Commands a
+    /// previous run already wrote (a crash mid-entry) are skipped; their responses went to
+    /// nobody, since no client waits across a restart.
+    fn apply_batch(
+        &mut self,
+        db: &DB,
+        log_id: LogId<u64>,
+        b: &StoreBatch,
+        out: &mut AppliedEffects,
+    ) -> StorageResult<StoreResponse> {
+        let done = match self.read_meta::<BatchProgress>(META_BATCH_PROGRESS)? {
+            Some(p) if p.log_id == log_id => p.done,
+            _ => 0,
+        };
+        let mut responses = Vec::with_capacity(b.requests.len());
+        responses.resize(done.min(b.requests.len()), StoreResponse::default());
+        for (i, req) in b.requests.iter().enumerate().skip(done) {
+            let (mut batch, response) = self.apply_command(db, log_id, req, out)?;
+            responses.push(response);
+            if i + 1 == b.requests.len() {
+                self.finish_entry(db, batch, log_id)?;
+            } else {
+                let progress = BatchProgress { log_id, done: i + 1 };
+                batch.put_cf(
+                    db::cf(db, CF_SM_META),
+                    META_BATCH_PROGRESS,
+                    serde_json::to_vec(&progress).map_err(sm_write_err)?,
+                );
+                db.write_opt(batch, &db::buffered_write())
+                    .map_err(sm_write_err)?;
+            }
+        }
+        if b.requests.is_empty() {
+            self.finish_entry(db, WriteBatch::default(), log_id)?;
+        }
+        Ok(StoreResponse::ok(store_response::Result::Batch(
+            StoreBatchResponse { responses },
+        )))
+    }
+}
+
+/// Writes the snapshot files atomically (temp file + fsync + rename + directory fsync): once
+/// openraft hears of a snapshot it may purge the log behind it, and the snapshot is then what
+/// a lagging follower needs.
 fn save_snapshot(
     dir: &std::path::Path,
     meta: &SnapshotMeta<u64, MemberNode>,
     data: &[u8],
 ) -> std::io::Result<()> {
+    fn write_synced(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+        let mut f = std::fs::File::create(path)?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()
+    }
     std::fs::create_dir_all(dir)?;
     let data_tmp = dir.join("current.snap.tmp");
     let meta_tmp = dir.join("current.meta.json.tmp");
-    std::fs::write(&data_tmp, data)?;
+    write_synced(&data_tmp, data)?;
     let meta_json = serde_json::to_vec(&StoredSnapshotMeta { meta: meta.clone() })?;
-    std::fs::write(&meta_tmp, meta_json)?;
+    write_synced(&meta_tmp, &meta_json)?;
     std::fs::rename(&data_tmp, dir.join("current.snap"))?;
     std::fs::rename(&meta_tmp, dir.join("current.meta.json"))?;
-    Ok(())
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Builds snapshots from a rocksdb snapshot, concurrently with applying.
@@ -123,6 +239,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         // Serializing the whole store is blocking work; keep it off the async workers.
         let built = tokio::task::spawn_blocking(move || -> StorageResult<Snapshot<TypeConfig>> {
             let snap = db.snapshot();
+            // Applying does not fsync; make the state this snapshot shows durable before
+            // openraft learns of it and purges the log entries it covers.
+            db.flush_wal(true).map_err(sm_write_err)?;
             let meta_cf = db::cf(&db, CF_SM_META);
             let read = |key: &[u8]| snap.get_cf(meta_cf, key).map_err(sm_read_err);
             let last_applied: Option<LogId<u64>> = match read(META_LAST_APPLIED)? {
@@ -170,23 +289,26 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut entries = entries.into_iter().peekable();
+        let db = self.mvcc.db().clone();
+        let mut applied = AppliedEffects::default();
         let mut responses = Vec::new();
-        let mut published = Vec::new();
-        let mut lease_effects = Vec::new();
-        while let Some(entry) = entries.next() {
-            let db = self.mvcc.db().clone();
-            let (mut batch, response) = match &entry.payload {
-                EntryPayload::Blank => (WriteBatch::default(), StoreResponse::default()),
-                EntryPayload::Normal(req) => {
-                    let applied = apply::apply(&db, self.revision, self.compact_revision, req)
-                        .map_err(|e| StorageError::from(StorageIOError::apply(entry.log_id, &e)))?;
-                    self.revision = applied.revision;
-                    self.compact_revision = applied.compact_revision;
-                    published.extend(applied.events);
-                    lease_effects.extend(applied.lease_effect);
-                    (applied.batch, applied.response)
+        let mut last_index = 0;
+        for entry in entries {
+            last_index = entry.log_id.index;
+            let response = match &entry.payload {
+                EntryPayload::Blank => {
+                    self.finish_entry(&db, WriteBatch::default(), entry.log_id)?;
+                    StoreResponse::default()
                 }
+                EntryPayload::Normal(req) => match &req.op {
+                    Some(Op::Batch(b)) => self.apply_batch(&db, entry.log_id, b, &mut applied)?,
+                    _ => {
+                        let (batch, response) =
+                            self.apply_command(&db, entry.log_id, req, &mut applied)?;
+                        self.finish_entry(&db, batch, entry.log_id)?;
+                        response
+                    }
+                },
                 EntryPayload::Membership(m) => {
                     let stored = Membership::new(Some(entry.log_id), m.clone());
                     let mut batch = WriteBatch::default();
@@ -195,26 +317,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         META_MEMBERSHIP,
                         serde_json::to_vec(&stored).map_err(sm_write_err)?,
                     );
-                    (batch, StoreResponse::default())
+                    self.finish_entry(&db, batch, entry.log_id)?;
+                    StoreResponse::default()
                 }
             };
-            batch.put_cf(
-                db::cf(&db, CF_SM_META),
-                META_LAST_APPLIED,
-                serde_json::to_vec(&Some(entry.log_id)).map_err(sm_write_err)?,
-            );
-            let opts = if entries.peek().is_none() {
-                db::sync_write()
-            } else {
-                db::buffered_write()
-            };
-            db.write_opt(batch, &opts).map_err(sm_write_err)?;
             responses.push(response);
         }
-        // Durable now: let readers and watchers see it.
-        self.mvcc
-            .publish(self.revision, self.compact_revision, published);
-        for effect in lease_effects {
+        // Let readers and watchers see it (the entries are durable in the Raft log).
+        self.mvcc.publish(
+            last_index,
+            self.revision,
+            self.compact_revision,
+            applied.events,
+        );
+        for effect in applied.lease_effects {
             match effect {
                 LeaseEffect::Granted(r) => self.lessor.granted(r),
                 LeaseEffect::Revoked(id) => self.lessor.revoked(id),
@@ -248,6 +364,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.mvcc.reload().map_err(sm_read_err)?;
         self.revision = self.mvcc.revision();
         self.compact_revision = self.mvcc.compact_revision();
+        let installed = meta.last_log_id.map_or(0, |l| l.index);
+        self.mvcc
+            .publish(installed, self.revision, self.compact_revision, Vec::new());
         self.lessor.reset(&self.mvcc.leases().map_err(sm_read_err)?);
         self.mvcc.resync();
         tracing::info!(snapshot = %meta, "installed raft snapshot");

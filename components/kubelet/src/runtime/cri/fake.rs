@@ -20,6 +20,8 @@ pub struct FakeState {
     pub exec_results: VecDeque<i32>,
     /// The config each container was created with, by id.
     pub configs: HashMap<String, cri::ContainerConfig>,
+    /// Every call fails with Unavailable, as while containerd restarts.
+    pub unavailable: bool,
     next_id: u32,
 }
 
@@ -67,15 +69,29 @@ impl FakeCri {
     fn log(&self, line: String) {
         self.st().calls.push(line);
     }
+
+    /// Unavailable while [`FakeState::unavailable`].
+    fn up(&self, op: &'static str) -> Result<(), CriError> {
+        if self.st().unavailable {
+            return Err(CriError::Call {
+                op,
+                code: tonic::Code::Unavailable,
+                message: "connection refused".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl CriApi for FakeCri {
     async fn version(&self) -> Result<String, CriError> {
+        self.up("Version")?;
         Ok("fake://1".into())
     }
 
     async fn conditions(&self) -> Result<Vec<(String, bool, String)>, CriError> {
+        self.up("Status")?;
         Ok(vec![
             ("RuntimeReady".into(), true, String::new()),
             ("NetworkReady".into(), true, String::new()),
@@ -83,10 +99,12 @@ impl CriApi for FakeCri {
     }
 
     async fn image_present(&self, image: &str) -> Result<bool, CriError> {
+        self.up("ImageStatus")?;
         Ok(self.st().images.contains(image))
     }
 
     async fn pull_image(&self, image: &str, _: &cri::PodSandboxConfig) -> Result<String, CriError> {
+        self.up("PullImage")?;
         self.log(format!("PullImage {image}"));
         let mut st = self.st();
         if st.failing_pulls.contains(image) {
@@ -101,6 +119,7 @@ impl CriApi for FakeCri {
     }
 
     async fn run_pod_sandbox(&self, config: &cri::PodSandboxConfig) -> Result<String, CriError> {
+        self.up("RunPodSandbox")?;
         let name = config.metadata.clone().unwrap_or_default().name;
         self.log(format!("RunPodSandbox {name}"));
         let mut st = self.st();
@@ -120,6 +139,7 @@ impl CriApi for FakeCri {
     }
 
     async fn pod_sandbox_status(&self, id: &str) -> Result<Sandbox, CriError> {
+        self.up("PodSandboxStatus")?;
         self.st()
             .sandboxes
             .get(id)
@@ -131,16 +151,22 @@ impl CriApi for FakeCri {
         &self,
         labels: HashMap<String, String>,
     ) -> Result<Vec<Sandbox>, CriError> {
+        self.up("ListPodSandbox")?;
         Ok(self
             .st()
             .sandboxes
             .values()
             .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
-            .cloned()
+            // As ListPodSandbox: no network status.
+            .map(|s| Sandbox {
+                ip: None,
+                ..s.clone()
+            })
             .collect())
     }
 
     async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        self.up("StopPodSandbox")?;
         self.log(format!("StopPodSandbox {id}"));
         let mut st = self.st();
         let sb = st
@@ -152,6 +178,7 @@ impl CriApi for FakeCri {
     }
 
     async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        self.up("RemovePodSandbox")?;
         self.log(format!("RemovePodSandbox {id}"));
         let mut st = self.st();
         st.sandboxes
@@ -168,6 +195,7 @@ impl CriApi for FakeCri {
         config: &cri::ContainerConfig,
         _: &cri::PodSandboxConfig,
     ) -> Result<String, CriError> {
+        self.up("CreateContainer")?;
         let meta = config.metadata.clone().unwrap_or_default();
         self.log(format!(
             "CreateContainer {} attempt={} log={}",
@@ -199,6 +227,7 @@ impl CriApi for FakeCri {
     }
 
     async fn start_container(&self, id: &str) -> Result<(), CriError> {
+        self.up("StartContainer")?;
         self.log(format!("StartContainer {id}"));
         let mut st = self.st();
         let c = st
@@ -211,6 +240,7 @@ impl CriApi for FakeCri {
     }
 
     async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<(), CriError> {
+        self.up("StopContainer")?;
         self.log(format!("StopContainer {id} timeout={timeout_secs}"));
         let mut st = self.st();
         let c = st
@@ -226,6 +256,7 @@ impl CriApi for FakeCri {
     }
 
     async fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        self.up("RemoveContainer")?;
         self.log(format!("RemoveContainer {id}"));
         self.st()
             .containers
@@ -235,6 +266,7 @@ impl CriApi for FakeCri {
     }
 
     async fn container_status(&self, id: &str) -> Result<CriContainer, CriError> {
+        self.up("ContainerStatus")?;
         self.st()
             .containers
             .get(id)
@@ -243,6 +275,7 @@ impl CriApi for FakeCri {
     }
 
     async fn list_containers(&self, sandbox_id: &str) -> Result<Vec<CriContainer>, CriError> {
+        self.up("ListContainers")?;
         Ok(self
             .st()
             .containers
@@ -253,6 +286,7 @@ impl CriApi for FakeCri {
     }
 
     async fn exec_sync(&self, id: &str, cmd: Vec<String>, _: i64) -> Result<ExecResult, CriError> {
+        self.up("ExecSync")?;
         self.log(format!("ExecSync {id} {}", cmd.join(" ")));
         let code = self.st().exec_results.pop_front().unwrap_or(0);
         Ok(ExecResult {

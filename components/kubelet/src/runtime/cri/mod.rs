@@ -6,7 +6,9 @@ pub mod api;
 #[cfg(test)]
 pub mod fake;
 pub mod grpc;
+pub mod hooks;
 pub mod probe;
+pub mod reconcile;
 pub mod spec;
 pub mod worker;
 
@@ -16,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::{PodStatus, Runtime, RuntimeError};
+use crate::events::{EventRecorder, NoopRecorder};
 use crate::pod_objects::PodObjects;
 pub use api::CriApi;
 pub use grpc::GrpcCri;
@@ -45,6 +48,10 @@ pub struct CriRuntime {
     version: Mutex<String>,
     /// ConfigMaps, Secrets and tokens for env and volumes, once the API client exists.
     objects: Mutex<Option<Arc<dyn PodObjects>>>,
+    /// Where pods started from now on report their events.
+    recorder: Mutex<Arc<dyn EventRecorder>>,
+    /// Told by every pod task whose status changed.
+    changed: Arc<Notify>,
 }
 
 impl CriRuntime {
@@ -56,12 +63,19 @@ impl CriRuntime {
             pods: Mutex::new(HashMap::new()),
             version: Mutex::new(format!("{HANDLER}://unknown")),
             objects: Mutex::new(None),
+            recorder: Mutex::new(Arc::new(NoopRecorder)),
+            changed: Arc::new(Notify::new()),
         }
     }
 
     /// The API objects pods started from now on read (env references, volumes, tokens).
     pub fn set_objects(&self, objects: Arc<dyn PodObjects>) {
         *self.objects.lock().unwrap_or_else(|p| p.into_inner()) = Some(objects);
+    }
+
+    /// The event recorder pods started from now on use.
+    pub fn set_recorder(&self, recorder: Arc<dyn EventRecorder>) {
+        *self.recorder.lock().unwrap_or_else(|p| p.into_inner()) = recorder;
     }
 
     pub fn cri(&self) -> &Arc<dyn CriApi> {
@@ -72,8 +86,8 @@ impl CriRuntime {
         self.pods.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stops and removes sandboxes this kubelet made that it does not know (left by a previous run of the
-    /// kubelet; adopting them is future work). Returns how many were removed.
+    /// Stops and removes every sandbox this kubelet made that this runtime does not run (`--cleanup`; a
+    /// starting kubelet adopts instead, [`CriRuntime::reconcile`]). Returns how many were removed.
     pub async fn remove_unknown_sandboxes(&self) -> Result<usize, RuntimeError> {
         let labels = HashMap::from([(
             spec::LABEL_MANAGED_BY.to_string(),
@@ -107,6 +121,65 @@ impl CriRuntime {
         Ok(removed)
     }
 
+    /// A worker for `pod` with the runtime's current recorder and API objects.
+    fn make_worker(&self, pod: &Pod) -> Result<PodWorker, RuntimeError> {
+        let invalid = |e: worker::WorkerError| RuntimeError::InvalidSpec {
+            pod: match &e {
+                worker::WorkerError::Spec { pod, .. }
+                | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
+            },
+            message: e.to_string(),
+        };
+        let recorder = self
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut w = PodWorker::new(pod, self.cfg.clone(), self.cri.clone())
+            .map_err(invalid)?
+            .with_recorder(recorder);
+        let objects = self
+            .objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(objects) = objects {
+            w = w.with_objects(objects).map_err(invalid)?;
+        }
+        Ok(w)
+    }
+
+    /// Runs `w`'s sync loop as `pod`'s task.
+    fn spawn_worker(&self, pod: &Pod, w: PodWorker) -> Result<(), RuntimeError> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let mut pods = self.pods();
+        if pods.contains_key(&uid) {
+            return Err(RuntimeError::AlreadyRunning(w.key().to_string()));
+        }
+        tracing::info!(pod = %w.key(), "starting pod on CRI");
+        let status = Arc::new(Mutex::new(w.status()));
+        let (stop, stop_rx) = watch::channel(None);
+        let grace = w.grace;
+        let task = tokio::spawn(pod_loop(
+            w,
+            status.clone(),
+            stop_rx,
+            self.sync_period,
+            self.changed.clone(),
+        ));
+        pods.insert(
+            uid,
+            CriPod {
+                pod: pod.clone(),
+                status,
+                stop,
+                task,
+                grace,
+            },
+        );
+        Ok(())
+    }
+
     /// Every pod this runtime runs, with its latest status.
     pub fn pods_with_status(&self) -> Vec<(Pod, PodStatus)> {
         self.pods()
@@ -131,6 +204,7 @@ async fn pod_loop(
     status: Arc<Mutex<PodStatus>>,
     mut stop: watch::Receiver<Option<Duration>>,
     period: Duration,
+    changed: Arc<Notify>,
 ) -> Result<(), worker::WorkerError> {
     loop {
         let requested = *stop.borrow();
@@ -138,7 +212,16 @@ async fn pod_loop(
             return w.kill(grace).await;
         }
         w.sync(Instant::now()).await;
-        *status.lock().unwrap_or_else(|p| p.into_inner()) = w.status();
+        let now = w.status();
+        let was_changed = {
+            let mut current = status.lock().unwrap_or_else(|p| p.into_inner());
+            let c = *current != now;
+            *current = now;
+            c
+        };
+        if was_changed {
+            changed.notify_one();
+        }
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = stop.changed() => {}
@@ -184,41 +267,16 @@ impl Runtime for CriRuntime {
     }
 
     async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        let invalid = |e: worker::WorkerError| RuntimeError::InvalidSpec {
-            pod: match &e {
-                worker::WorkerError::Spec { pod, .. }
-                | worker::WorkerError::Cleanup { pod, .. } => pod.clone(),
-            },
-            message: e.to_string(),
-        };
-        let mut w = PodWorker::new(pod, self.cfg.clone(), self.cri.clone()).map_err(invalid)?;
-        let objects = self
-            .objects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(objects) = objects {
-            w = w.with_objects(objects).map_err(invalid)?;
-        }
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let mut pods = self.pods();
-        if pods.contains_key(&uid) {
-            return Err(RuntimeError::AlreadyRunning(w.key().to_string()));
-        }
-        tracing::info!(pod = %w.key(), "starting pod on CRI");
-        let status = Arc::new(Mutex::new(w.status()));
-        let (stop, stop_rx) = watch::channel(None);
-        let grace = w.grace;
-        let task = tokio::spawn(pod_loop(w, status.clone(), stop_rx, self.sync_period));
-        pods.insert(
-            uid,
-            CriPod {
-                pod: pod.clone(),
-                status,
-                stop,
-                task,
-                grace,
-            },
+        let w = self.make_worker(pod)?;
+        self.spawn_worker(pod, w)
+    }
+
+    async fn adopt(&self, wanted: &[Pod]) -> Result<(), RuntimeError> {
+        let done = self.reconcile(wanted).await?;
+        tracing::info!(
+            adopted = done.adopted.len(),
+            removed = done.removed,
+            "reconciled with the pods the container runtime runs"
         );
         Ok(())
     }
@@ -248,6 +306,10 @@ impl Runtime for CriRuntime {
         self.pods()
             .get(uid)
             .map(|p| p.status.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    fn status_changes(&self) -> Option<Arc<Notify>> {
+        Some(self.changed.clone())
     }
 
     fn pod_uids(&self) -> Vec<String> {

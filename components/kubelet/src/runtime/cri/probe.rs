@@ -94,7 +94,7 @@ impl ProbeState {
     }
 }
 
-fn port_of(port: &IntOrString, c: &Container) -> Result<u16, String> {
+pub(super) fn port_of(port: &IntOrString, c: &Container) -> Result<u16, String> {
     match port {
         IntOrString::Int(n) => u16::try_from(*n).map_err(|_| format!("invalid port {n}")),
         IntOrString::String(name) => c
@@ -182,7 +182,12 @@ pub async fn run(
 }
 
 /// A minimal HTTP/1.1 GET returning the status code: all a probe needs, without an HTTP client stack.
-async fn http_get(host: &str, port: u16, path: &str, headers: &str) -> std::io::Result<u16> {
+pub(super) async fn http_get(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &str,
+) -> std::io::Result<u16> {
     let mut s = TcpStream::connect((host, port)).await?;
     let req = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\n{headers}Connection: close\r\n\r\n"

@@ -3,7 +3,9 @@
 //! per restartPolicy with the crash-loop backoff (CrashLoopBackOff), and runs liveness/readiness probes.
 //! Init containers run first, one at a time ([`crate::init_containers`]); volumes are set up before the
 //! sandbox and API-backed ones refreshed every [`VOLUME_RESYNC`] ([`crate::volumes`]); each container's
-//! env and mounts are resolved when it is created ([`crate::env`]).
+//! env and mounts are resolved when it is created ([`crate::env`]). Lifecycle hooks run right after
+//! StartContainer (postStart: a failure kills the container) and before StopContainer (preStop, within
+//! the grace period) ([`hooks`]). Each step is reported as the kubelet's Events ([`crate::events`]).
 //! Time is passed in, so the logic is tested with a fake CRI and no clock.
 
 use std::path::PathBuf;
@@ -13,10 +15,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::api::{CriApi, CriState};
+use super::api::{CriApi, CriError, CriState};
+use super::hooks;
 use super::probe::{self, Outcome, ProbeState};
 use super::spec;
 use crate::env;
+use crate::env_resources::NodeAllocatable;
+use crate::events::{EventRecorder, EventType, NoopRecorder, ObjectRef};
 use crate::init_containers;
 use crate::pod_objects::PodObjects;
 use crate::runtime::{
@@ -40,6 +45,8 @@ pub struct WorkerConfig {
     pub pods_root: PathBuf,
     /// Secret and projected volumes on tmpfs (needs root).
     pub secrets_in_memory: bool,
+    /// What resourceFieldRef limits read when a container has none (upstream's default).
+    pub allocatable: NodeAllocatable,
 }
 
 #[derive(Debug)]
@@ -64,6 +71,9 @@ struct Ctr {
     done: bool,
     pull_failures: u32,
     pull_retry_at: Option<Instant>,
+    /// The run (`runs`) whose Pulling/Pulled events were recorded: a create that keeps failing (config
+    /// error) retries every sync, and would otherwise record them every time.
+    image_reported: Option<u32>,
     readiness: Option<ProbeState>,
     liveness: Option<ProbeState>,
     ready: bool,
@@ -85,6 +95,7 @@ impl Ctr {
             done: false,
             pull_failures: 0,
             pull_retry_at: None,
+            image_reported: None,
             readiness: None,
             liveness: None,
             ready: false,
@@ -154,6 +165,9 @@ pub struct PodWorker {
     pub grace: Duration,
     cfg: Arc<WorkerConfig>,
     cri: Arc<dyn CriApi>,
+    recorder: Arc<dyn EventRecorder>,
+    /// The pod as its events name it.
+    obj: ObjectRef,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -226,7 +240,39 @@ impl PodWorker {
             pod: pod.clone(),
             cfg,
             cri,
+            recorder: Arc::new(NoopRecorder),
+            obj: ObjectRef::pod(pod),
         })
+    }
+
+    /// Where this pod's events go (none without).
+    pub fn with_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    /// Records an event about container `i`, or the pod itself.
+    fn event(&self, i: Option<usize>, type_: EventType, reason: &str, message: String) {
+        let obj = match i {
+            Some(i) => self.obj.container(&self.ctrs[i].spec.name, i < self.n_init),
+            None => self.obj.clone(),
+        };
+        self.recorder.record(&obj, type_, reason, message);
+    }
+
+    /// A warning for a failure that repeats every sync until it goes away: recorded when container `i`'s
+    /// waiting message changes to `waiting_message`, not on every retry (they would use up the pod's
+    /// event budget).
+    fn warn_on_change(&self, i: usize, reason: &str, waiting_message: &str, message: String) {
+        let same = matches!(&self.ctrs[i].state, ContainerState::Waiting { message: Some(m), .. } if m == waiting_message);
+        if !same {
+            self.event(Some(i), EventType::Warning, reason, message);
+        }
+    }
+
+    /// `<pod>_<namespace>(<uid>)`, as upstream names a pod in messages.
+    fn pod_desc(&self) -> String {
+        format!("{}_{}({})", self.obj.name, self.obj.namespace, self.uid)
     }
 
     pub fn key(&self) -> &str {
@@ -282,6 +328,15 @@ impl PodWorker {
         if self.sandbox_id.is_none() {
             if let Err(message) = self.create_sandbox().await {
                 tracing::warn!(pod = %self.key, error = %message, "creating pod sandbox");
+                let same = matches!(&self.ctrs[0].state, ContainerState::Waiting { message: Some(m), .. } if *m == message);
+                if !same {
+                    self.event(
+                        None,
+                        EventType::Warning,
+                        "FailedCreatePodSandBox",
+                        format!("Failed to create pod sandbox: {message}"),
+                    );
+                }
                 for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
                     c.state = waiting("ContainerCreating", Some(message.clone()));
                 }
@@ -312,6 +367,10 @@ impl PodWorker {
             if let Err(e) = self.volumes.set_up(objects.as_deref(), unix_now()).await {
                 let message = format!("MountVolume.SetUp failed: {e}");
                 tracing::warn!(pod = %self.key, error = %e, "setting up volumes");
+                let same = matches!(&self.ctrs[0].state, ContainerState::Waiting { message: Some(m), .. } if *m == message);
+                if !same {
+                    self.event(None, EventType::Warning, "FailedMount", message.clone());
+                }
                 for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
                     c.state = waiting("ContainerCreating", Some(message.clone()));
                 }
@@ -338,6 +397,12 @@ impl PodWorker {
     /// the next step makes a new one, and the containers restart per restartPolicy (their old ids are gone).
     async fn drop_sandbox(&mut self, id: &str, why: &str) {
         tracing::warn!(pod = %self.key, sandbox = %id, why, "pod sandbox lost; recreating it");
+        self.event(
+            None,
+            EventType::Normal,
+            "SandboxChanged",
+            "Pod sandbox changed, it will be killed and re-created.".into(),
+        );
         let _ = self.cri.stop_pod_sandbox(id).await;
         if let Err(e) = self.cri.remove_pod_sandbox(id).await {
             if !e.is_not_found() {
@@ -479,6 +544,7 @@ impl PodWorker {
             if c.restart_at.is_some_and(|at| now < at) {
                 // The whole back-off, not the time left: the status only changes when the state does.
                 let secs = c.backoff.as_secs();
+                let entering = !matches!(&c.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff");
                 c.state = waiting(
                     "CrashLoopBackOff",
                     Some(format!(
@@ -486,14 +552,22 @@ impl PodWorker {
                         c.spec.name
                     )),
                 );
+                if entering {
+                    let name = c.spec.name.clone();
+                    let message = format!(
+                        "Back-off restarting failed container {name} in pod {}",
+                        self.pod_desc()
+                    );
+                    self.event(Some(i), EventType::Warning, "BackOff", message);
+                }
                 return;
             }
         }
         self.start_container(i, now).await;
     }
 
-    /// Pulls (per policy), creates and starts container `i`; a failure leaves it Waiting with the
-    /// kubelet's reason, to be retried on a later sync.
+    /// Pulls (per policy), creates and starts container `i`, then runs its postStart hook; a failure
+    /// leaves it Waiting with the kubelet's reason, to be retried on a later sync.
     async fn start_container(&mut self, i: usize, now: Instant) {
         let cri = self.cri.clone();
         let Some(sandbox_id) = self.sandbox_id.clone() else {
@@ -501,6 +575,7 @@ impl PodWorker {
         };
         let backoff = self.cfg.backoff;
         let image = self.ctrs[i].spec.image.clone().unwrap_or_default();
+        let name = self.ctrs[i].spec.name.clone();
         let present = match cri.image_present(&image).await {
             Ok(p) => p,
             Err(e) => {
@@ -510,46 +585,90 @@ impl PodWorker {
         };
         let pull = match spec::pull_policy(&self.ctrs[i].spec) {
             "Never" if !present => {
-                self.ctrs[i].state = waiting(
-                    "ErrImageNeverPull",
-                    Some(format!(
-                        "Container image {image:?} is not present with pull policy of Never"
-                    )),
-                );
+                let message =
+                    format!("Container image {image:?} is not present with pull policy of Never");
+                self.warn_on_change(i, "ErrImageNeverPull", &message, message.clone());
+                self.ctrs[i].state = waiting("ErrImageNeverPull", Some(message));
                 return;
             }
             "Never" => false,
             "IfNotPresent" => !present,
             _ => true,
         };
+        let quiet = self.ctrs[i].image_reported == Some(self.ctrs[i].runs);
         if pull {
-            let c = &mut self.ctrs[i];
-            if c.pull_retry_at.is_some_and(|at| now < at) {
-                c.state = waiting(
-                    "ImagePullBackOff",
-                    Some(format!("Back-off pulling image {image:?}")),
-                );
+            if self.ctrs[i].pull_retry_at.is_some_and(|at| now < at) {
+                let message = format!("Back-off pulling image {image:?}");
+                let entering = !matches!(&self.ctrs[i].state, ContainerState::Waiting { reason, .. } if reason == "ImagePullBackOff");
+                if entering {
+                    self.event(Some(i), EventType::Normal, "BackOff", message.clone());
+                }
+                self.ctrs[i].state = waiting("ImagePullBackOff", Some(message));
                 return;
             }
-            tracing::info!(pod = %self.key, container = %c.spec.name, %image, "pulling image");
+            tracing::info!(pod = %self.key, container = %name, %image, "pulling image");
+            if !quiet {
+                self.event(
+                    Some(i),
+                    EventType::Normal,
+                    "Pulling",
+                    format!("Pulling image {image:?}"),
+                );
+            }
+            let started = Instant::now();
             match cri.pull_image(&image, &self.sandbox_config).await {
                 Ok(_) => {
+                    let c = &mut self.ctrs[i];
                     c.pull_failures = 0;
                     c.pull_retry_at = None;
+                    c.image_reported = Some(c.runs);
+                    if !quiet {
+                        self.event(
+                            Some(i),
+                            EventType::Normal,
+                            "Pulled",
+                            format!(
+                                "Successfully pulled image {image:?} in {:.3}s",
+                                started.elapsed().as_secs_f64()
+                            ),
+                        );
+                    }
                 }
                 Err(e) => {
+                    let c = &mut self.ctrs[i];
                     c.pull_failures += 1;
                     c.pull_retry_at = Some(now + backoff.delay(c.pull_failures - 1));
                     tracing::warn!(pod = %self.key, %image, error = %e, "pulling image failed");
                     c.state = waiting("ErrImagePull", Some(e.to_string()));
+                    self.event(
+                        Some(i),
+                        EventType::Warning,
+                        "Failed",
+                        format!("Failed to pull image {image:?}: {e}"),
+                    );
+                    self.event(
+                        Some(i),
+                        EventType::Warning,
+                        "Failed",
+                        "Error: ErrImagePull".into(),
+                    );
                     return;
                 }
             }
+        } else if !quiet {
+            self.ctrs[i].image_reported = Some(self.ctrs[i].runs);
+            self.event(
+                Some(i),
+                EventType::Normal,
+                "Pulled",
+                format!("Container image {image:?} already present on machine"),
+            );
         }
         let attempt = self.ctrs[i].runs;
         let config = match self.container_config(i, attempt).await {
             Ok(c) => c,
             Err(message) => {
+                self.warn_on_change(i, "Failed", &message, format!("Error: {message}"));
                 self.ctrs[i].state = waiting("CreateContainerConfigError", Some(message));
                 return;
             }
@@ -560,10 +679,17 @@ impl PodWorker {
         {
             Ok(id) => id,
             Err(e) => {
+                self.warn_on_change(i, "Failed", &e.to_string(), format!("Error: {e}"));
                 self.ctrs[i].state = waiting("CreateContainerError", Some(e.to_string()));
                 return;
             }
         };
+        self.event(
+            Some(i),
+            EventType::Normal,
+            "Created",
+            format!("Created container {name}"),
+        );
         let c = &mut self.ctrs[i];
         c.runs += 1;
         // Keep one dead container (the run before this one) for its log; remove older ones.
@@ -577,31 +703,114 @@ impl PodWorker {
         c.previous = c.id.replace(id.clone());
         c.exit_handled = false;
         c.restart_at = None;
-        match cri.start_container(&id).await {
-            Ok(()) => {
-                tracing::info!(pod = %self.key, container = %c.spec.name, id = %id, restart_count = c.restart_count(), "container started");
-                c.state = ContainerState::Running {
-                    pid: 0,
-                    started_at: SystemTime::now(),
-                };
-                c.readiness = c
-                    .spec
-                    .readiness_probe
-                    .as_ref()
-                    .map(|p| ProbeState::new(p, now, false));
-                c.liveness = c
-                    .spec
-                    .liveness_probe
-                    .as_ref()
-                    .map(|p| ProbeState::new(p, now, true));
-                c.ready = c.readiness.is_none();
-            }
-            Err(e) => {
-                // containerd marks the container exited (StartError); the next sync restarts it per policy.
-                tracing::warn!(pod = %self.key, container = %c.spec.name, error = %e, "starting container");
-                c.state = waiting("RunContainerError", Some(e.to_string()));
-            }
+        if let Err(e) = cri.start_container(&id).await {
+            // containerd marks the container exited (StartError); the next sync restarts it per policy.
+            tracing::warn!(pod = %self.key, container = %name, error = %e, "starting container");
+            self.ctrs[i].state = waiting("RunContainerError", Some(e.to_string()));
+            self.event(Some(i), EventType::Warning, "Failed", format!("Error: {e}"));
+            return;
         }
+        tracing::info!(pod = %self.key, container = %name, id = %id, restart_count = self.ctrs[i].restart_count(), "container started");
+        self.event(
+            Some(i),
+            EventType::Normal,
+            "Started",
+            format!("Started container {name}"),
+        );
+        if !self.post_start(i, &id).await {
+            return;
+        }
+        let c = &mut self.ctrs[i];
+        c.state = ContainerState::Running {
+            pid: 0,
+            started_at: SystemTime::now(),
+        };
+        c.readiness = c
+            .spec
+            .readiness_probe
+            .as_ref()
+            .map(|p| ProbeState::new(p, now, false));
+        c.liveness = c
+            .spec
+            .liveness_probe
+            .as_ref()
+            .map(|p| ProbeState::new(p, now, true));
+        c.ready = c.readiness.is_none();
+    }
+
+    /// Runs container `i`'s postStart hook (if any) right after it started; on failure the container is
+    /// killed (the next sync restarts it per policy, with back-off) and false is returned.
+    async fn post_start(&mut self, i: usize, id: &str) -> bool {
+        let Some(h) = self.ctrs[i]
+            .spec
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.clone())
+        else {
+            return true;
+        };
+        let spec = self.ctrs[i].spec.clone();
+        // Upstream does not bound postStart; this does, so a hung hook cannot wedge the pod's worker
+        // (deleting the pod waits for the current sync).
+        let limit = Some(POST_START_LIMIT);
+        let Err(e) = hooks::run(
+            &h,
+            &spec,
+            id,
+            self.pod_ip.as_deref(),
+            self.cri.as_ref(),
+            limit,
+        )
+        .await
+        else {
+            return true;
+        };
+        let message = format!(
+            "{} for Container {:?} in Pod {:?} failed - error: {e}",
+            hooks::describe(&h),
+            spec.name,
+            self.pod_desc()
+        );
+        tracing::warn!(pod = %self.key, container = %spec.name, error = %e, "postStart hook failed; killing the container");
+        self.event(
+            Some(i),
+            EventType::Warning,
+            "FailedPostStartHook",
+            message.clone(),
+        );
+        let grace = self.grace;
+        let why = format!("FailedPostStartHook: container {} is killed", spec.name);
+        if let Err(e) = self.stop_one(i, id, grace, why).await {
+            tracing::warn!(pod = %self.key, container = %spec.name, error = %e, "stopping container after its postStart hook failed");
+        }
+        self.ctrs[i].state = waiting("PostStartHookError", Some(message));
+        false
+    }
+
+    /// Stops container `i` (`id`) as the kubelet kills one: a Killing event (`why`), its preStop hook
+    /// within the grace period, then StopContainer with what is left of it.
+    async fn stop_one(
+        &self,
+        i: usize,
+        id: &str,
+        grace: Duration,
+        why: String,
+    ) -> Result<(), CriError> {
+        let c = &self.ctrs[i].spec;
+        self.event(Some(i), EventType::Normal, "Killing", why);
+        stop_container(
+            self.cri.as_ref(),
+            &StopCtx {
+                recorder: self.recorder.as_ref(),
+                obj: self.obj.container(&c.name, i < self.n_init),
+                pod_desc: self.pod_desc(),
+                pod_ip: self.pod_ip.as_deref(),
+            },
+            c,
+            id,
+            grace,
+        )
+        .await
     }
 
     /// Container `i`'s CRI config with its env (reading the ConfigMaps and Secrets it refers to) and
@@ -620,6 +829,7 @@ impl PodWorker {
             node_name: &self.cfg.node_name,
             node_ip: &self.cfg.node_ip,
             pod_ip: self.pod_ip.as_deref(),
+            allocatable: Some(&self.cfg.allocatable),
         };
         let envs = env::build(&self.pod, c, &ctx, &fetched).map_err(|e| e.to_string())?;
         let mounts = self.volumes.mounts(c).map_err(|e| e.to_string())?;
@@ -629,54 +839,92 @@ impl PodWorker {
     async fn probe(&mut self, i: usize, id: &str, now: Instant) {
         let cri = self.cri.clone();
         let pod_ip = self.pod_ip.clone();
-        let grace = self.grace;
         let key = self.key.clone();
+        let spec = self.ctrs[i].spec.clone();
+        if let (Some(p), true) = (
+            spec.liveness_probe.clone(),
+            self.ctrs[i].liveness.as_ref().is_some_and(|s| s.due(now)),
+        ) {
+            let outcome = probe::run(&p, &spec, id, pod_ip.as_deref(), cri.as_ref()).await;
+            if let Outcome::Failure(m) = &outcome {
+                tracing::info!(pod = %key, container = %spec.name, "liveness probe failed: {m}");
+                self.event(
+                    Some(i),
+                    EventType::Warning,
+                    "Unhealthy",
+                    format!("Liveness probe failed: {m}"),
+                );
+            }
+            let state = self.ctrs[i].liveness.as_mut().expect("checked above");
+            if state.record(now, outcome) && !state.result {
+                tracing::info!(pod = %key, container = %spec.name, "container failed liveness probe, will be restarted");
+                self.ctrs[i].ready = false;
+                let why = format!(
+                    "Container {} failed liveness probe, will be restarted",
+                    spec.name
+                );
+                if let Err(e) = self.stop_one(i, id, self.grace, why).await {
+                    tracing::warn!(pod = %key, container = %spec.name, error = %e, "stopping unhealthy container");
+                }
+                return;
+            }
+        }
+        let Some(p) = spec.readiness_probe.clone() else {
+            self.ctrs[i].ready = true;
+            return;
+        };
+        let Some(due) = self.ctrs[i].readiness.as_ref().map(|s| s.due(now)) else {
+            self.ctrs[i].ready = true;
+            return;
+        };
+        if due {
+            let outcome = probe::run(&p, &spec, id, pod_ip.as_deref(), cri.as_ref()).await;
+            if let Outcome::Failure(m) = &outcome {
+                self.event(
+                    Some(i),
+                    EventType::Warning,
+                    "Unhealthy",
+                    format!("Readiness probe failed: {m}"),
+                );
+            }
+            let state = self.ctrs[i].readiness.as_mut().expect("checked above");
+            if state.record(now, outcome) {
+                tracing::info!(pod = %key, container = %spec.name, ready = state.result, "readiness changed");
+            }
+        }
         let c = &mut self.ctrs[i];
-        if let (Some(p), Some(state)) = (c.spec.liveness_probe.clone(), c.liveness.as_mut()) {
-            if state.due(now) {
-                let outcome = probe::run(&p, &c.spec, id, pod_ip.as_deref(), cri.as_ref()).await;
-                if let Outcome::Failure(m) = &outcome {
-                    tracing::info!(pod = %key, container = %c.spec.name, "liveness probe failed: {m}");
-                }
-                if state.record(now, outcome) && !state.result {
-                    tracing::info!(pod = %key, container = %c.spec.name, "container failed liveness probe, will be restarted");
-                    c.ready = false;
-                    if let Err(e) = cri.stop_container(id, grace.as_secs() as i64).await {
-                        tracing::warn!(pod = %key, container = %c.spec.name, error = %e, "stopping unhealthy container");
-                    }
-                    return;
-                }
-            }
-        }
-        match (c.spec.readiness_probe.clone(), c.readiness.as_mut()) {
-            (Some(p), Some(state)) => {
-                if state.due(now) {
-                    let outcome =
-                        probe::run(&p, &c.spec, id, pod_ip.as_deref(), cri.as_ref()).await;
-                    if state.record(now, outcome) {
-                        tracing::info!(pod = %key, container = %c.spec.name, ready = state.result, "readiness changed");
-                    }
-                }
-                c.ready = state.result;
-            }
-            _ => c.ready = true,
-        }
+        c.ready = c.readiness.as_ref().is_some_and(|s| s.result);
     }
 
-    /// Stops every container (SIGTERM, `grace`, SIGKILL), then the sandbox, and removes them all.
+    /// Stops every container (Killing event, preStop hook, SIGTERM, what is left of `grace`, SIGKILL),
+    /// then the sandbox, and removes them all.
     pub async fn kill(&mut self, grace: Duration) -> Result<(), WorkerError> {
-        let cri = self.cri.clone();
-        let secs = grace.as_secs() as i64;
         let mut errors = Vec::new();
-        let running: Vec<String> = self.ctrs.iter().filter_map(|c| c.id.clone()).collect();
+        // Only a running container gets its preStop hook and a Killing event; exited ones are just
+        // removed below (StopContainer on them is a no-op).
+        let running: Vec<(usize, String)> = self
+            .ctrs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.id.clone().map(|id| (i, id)))
+            .collect();
         // In parallel: each container may use its whole grace period.
-        let stops =
-            futures::future::join_all(running.iter().map(|id| cri.stop_container(id, secs))).await;
+        let this = &*self;
+        let stops = futures::future::join_all(running.iter().map(|(i, id)| async move {
+            if matches!(this.ctrs[*i].state, ContainerState::Running { .. }) {
+                let why = format!("Stopping container {}", this.ctrs[*i].spec.name);
+                this.stop_one(*i, id, grace, why).await
+            } else {
+                this.cri.stop_container(id, grace.as_secs() as i64).await
+            }
+        }))
+        .await;
         for e in stops.into_iter().filter_map(Result::err) {
             if !e.is_not_found() {
                 errors.push(e.to_string());
             }
         }
+        let cri = self.cri.clone();
         if let Some(sb) = &self.sandbox_id {
             if let Err(e) = cri.stop_pod_sandbox(sb).await {
                 if !e.is_not_found() {
@@ -720,6 +968,62 @@ impl PodWorker {
     }
 }
 
+/// A container's shutdown window after its preStop hook: never less than this (upstream's minimum), so
+/// a hook that used the whole grace period does not turn into an immediate SIGKILL.
+const MIN_GRACE_AFTER_PRE_STOP: Duration = Duration::from_secs(2);
+/// The bound on a postStart hook (see [`PodWorker::post_start`]).
+const POST_START_LIMIT: Duration = Duration::from_secs(120);
+
+/// What a container stop reports its preStop failure with.
+struct StopCtx<'a> {
+    recorder: &'a dyn EventRecorder,
+    obj: ObjectRef,
+    pod_desc: String,
+    pod_ip: Option<&'a str>,
+}
+
+/// The preStop hook (bounded by `grace`, its time counted against it), then StopContainer.
+async fn stop_container(
+    cri: &dyn CriApi,
+    ctx: &StopCtx<'_>,
+    c: &Container,
+    id: &str,
+    grace: Duration,
+) -> Result<(), CriError> {
+    let mut left = grace;
+    let pre_stop = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref());
+    if let Some(h) = pre_stop.filter(|_| !grace.is_zero()) {
+        let started = Instant::now();
+        if let Err(e) = hooks::run(h, c, id, ctx.pod_ip, cri, Some(grace)).await {
+            tracing::warn!(pod = %ctx.pod_desc, container = %c.name, error = %e, "preStop hook failed");
+            ctx.recorder.record(
+                &ctx.obj,
+                EventType::Warning,
+                "FailedPreStopHook",
+                format!(
+                    "{} for Container {:?} in Pod {:?} failed - error: {e}",
+                    hooks::describe(h),
+                    c.name,
+                    ctx.pod_desc
+                ),
+            );
+        }
+        left = grace
+            .saturating_sub(started.elapsed())
+            .max(MIN_GRACE_AFTER_PRE_STOP);
+    }
+    // Whole seconds, rounded up: CRI's timeout unit.
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    cri.stop_container(id, secs as i64).await
+}
+
 #[cfg(test)]
 #[path = "worker_tests.rs"]
 mod tests;
+
+#[path = "adopt.rs"]
+mod adopt;
+
+#[cfg(test)]
+#[path = "worker_events_tests.rs"]
+mod events_tests;

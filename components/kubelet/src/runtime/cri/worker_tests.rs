@@ -19,6 +19,10 @@ fn cfg() -> Arc<WorkerConfig> {
         node_ip: "10.250.0.11".into(),
         pods_root: std::env::temp_dir().join("kiln-worker-tests-unused"),
         secrets_in_memory: false,
+        allocatable: crate::env_resources::NodeAllocatable {
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+        },
     })
 }
 

@@ -1,0 +1,316 @@
+//! kiln-apiserver under load, as its own process (so its RSS is its own) over the harness's store
+//! (etcd 3.4, or kiln-store with `KILN_TEST_STORE_BIN`): create N pods; `kubectl get pods -A` and a raw
+//! LIST of all of them; creates and updates at a steady rate with W watchers open, measuring each
+//! request's latency and each watcher's delay from a create's start to its ADDED event; RSS idle
+//! (before any pod) and loaded (after the steady phase), plus the peak.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kiln_testkit::{client_from_kubeconfig, free_port, kubeconfig, Etcd, Pki};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+use crate::stats::percentile;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiserverBenchError {
+    #[error("starting {bin}: {source}")]
+    Spawn { bin: String, source: std::io::Error },
+    #[error("kiln-apiserver did not become ready: {0}")]
+    NotReady(String),
+    #[error("API: {0}")]
+    Api(#[from] kube::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct ApiserverResult {
+    pub pods: usize,
+    pub create_all_seconds: f64,
+    /// Median wall time of `kubectl get pods -A` (3 runs), kubectl's own start included.
+    pub kubectl_get_pods_ms: f64,
+    /// One LIST of every pod as JSON through kube-rs.
+    pub list_all_ms: f64,
+    pub rate: f64,
+    pub steady_seconds: u64,
+    pub create_p50_ms: f64,
+    pub create_p99_ms: f64,
+    pub update_p50_ms: f64,
+    pub update_p99_ms: f64,
+    pub errors: usize,
+    pub watchers: usize,
+    pub fanout_p50_ms: f64,
+    pub fanout_p99_ms: f64,
+    pub rss_idle_mib: f64,
+    pub rss_loaded_mib: f64,
+    pub rss_peak_mib: f64,
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"bench": "apiserver"}},
+        "spec": {"containers": [{"name": "c", "image": "kiln/pause:1",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+    }))
+    .expect("pod JSON")
+}
+
+/// `VmRSS` / `VmHWM` of a process, MiB.
+fn memory_mib(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<f64>().ok())
+        })
+        .map(|kib| kib / 1024.0)
+        .unwrap_or(0.0)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+struct Server {
+    child: std::process::Child,
+    _etcd: Etcd,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start(bin: &str, dir: &Path) -> Result<(Server, std::path::PathBuf), ApiserverBenchError> {
+    let etcd = Etcd::start().await;
+    let pki = Pki::new();
+    let write = |name: &str, content: &str| -> std::io::Result<String> {
+        let p = dir.join(name);
+        std::fs::write(&p, content)?;
+        Ok(p.to_string_lossy().into_owned())
+    };
+    let serving = pki.serving();
+    let port = free_port();
+    let child = std::process::Command::new(bin)
+        .args([
+            format!("--etcd-servers={}", etcd.endpoint),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", write("apiserver.crt", &serving.cert)?),
+            format!(
+                "--tls-private-key-file={}",
+                write("apiserver.key", &serving.key)?
+            ),
+            format!("--client-ca-file={}", write("ca.crt", &pki.ca.cert)?),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|source| ApiserverBenchError::Spawn {
+            bin: bin.to_string(),
+            source,
+        })?;
+    let server = Server { child, _etcd: etcd };
+    let admin = pki.client("kubernetes-admin", &["system:masters"]);
+    let path = dir.join("admin.conf");
+    std::fs::write(
+        &path,
+        kubeconfig(
+            &format!("https://127.0.0.1:{port}"),
+            &pki.ca.cert,
+            &admin,
+            "kubernetes-admin",
+        ),
+    )?;
+    let client = client_from_kubeconfig(&path).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = client.apiserver_version().await {
+        if Instant::now() > deadline {
+            return Err(ApiserverBenchError::NotReady(e.to_string()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok((server, path))
+}
+
+async fn kubectl_get_pods(kubeconfig: &Path) -> Result<Duration, ApiserverBenchError> {
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let out = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["get", "pods", "-A", "--no-headers"])
+            .output()
+            .await?;
+        runs.push(t.elapsed());
+        if !out.status.success() {
+            return Err(ApiserverBenchError::NotReady(
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ));
+        }
+    }
+    runs.sort();
+    Ok(runs[1])
+}
+
+pub async fn run(
+    bin: &str,
+    pods: usize,
+    rate: f64,
+    steady_seconds: u64,
+    watchers: usize,
+) -> Result<ApiserverResult, ApiserverBenchError> {
+    let dir = std::env::temp_dir().join(format!("kiln-bench-apiserver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = measure(bin, &dir, pods, rate, steady_seconds, watchers).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn measure(
+    bin: &str,
+    dir: &Path,
+    pods: usize,
+    rate: f64,
+    steady_seconds: u64,
+    watchers: usize,
+) -> Result<ApiserverResult, ApiserverBenchError> {
+    let (server, kubeconfig) = start(bin, dir).await?;
+    let pid = server.child.id();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_idle_mib = memory_mib(pid, "VmRSS:");
+
+    let client = client_from_kubeconfig(&kubeconfig).await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let t = Instant::now();
+    futures::stream::iter(0..pods)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            async move {
+                let _ = api
+                    .create(&PostParams::default(), &pod(&format!("p-{i:05}")))
+                    .await;
+            }
+        })
+        .await;
+    let create_all_seconds = t.elapsed().as_secs_f64();
+    let kubectl_get_pods_ms = ms(kubectl_get_pods(&kubeconfig).await?);
+    let t = Instant::now();
+    let all = api.list(&ListParams::default()).await?;
+    let list_all_ms = ms(t.elapsed());
+    let rv = all.metadata.resource_version.unwrap_or_default();
+
+    // Watchers: each records, per created pod, the delay from the create's start to its ADDED event.
+    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let delays: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let mut watch_tasks = Vec::new();
+    for _ in 0..watchers {
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let (started, delays, rv) = (started.clone(), delays.clone(), rv.clone());
+        let params = WatchParams::default()
+            .labels("load=steady")
+            .timeout(steady_seconds as u32 + 60);
+        let mut stream = api.watch(&params, &rv).await?.boxed();
+        watch_tasks.push(tokio::spawn(async move {
+            while let Ok(Some(ev)) = stream.try_next().await {
+                if let WatchEvent::Added(p) = ev {
+                    let name = p.metadata.name.unwrap_or_default();
+                    let at = started.lock().expect("lock").get(&name).copied();
+                    if let Some(at) = at {
+                        delays.lock().expect("lock").push(at.elapsed());
+                    }
+                }
+            }
+        }));
+    }
+
+    // Steady phase: one request per tick, creates and updates alternating.
+    let creates: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let updates: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let errors: Arc<Mutex<usize>> = Arc::default();
+    let total = (rate * steady_seconds as f64) as usize;
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(0.1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut inflight = Vec::with_capacity(total);
+    for i in 0..total {
+        ticker.tick().await;
+        let (api, started) = (api.clone(), started.clone());
+        let (creates, updates, errors) = (creates.clone(), updates.clone(), errors.clone());
+        inflight.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let ok = if i % 2 == 0 {
+                let name = format!("load-{i:06}");
+                let mut p = pod(&name);
+                p.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert("load".into(), "steady".into());
+                started.lock().expect("lock").insert(name, t);
+                let r = api.create(&PostParams::default(), &p).await.is_ok();
+                creates.lock().expect("lock").push(t.elapsed());
+                r
+            } else {
+                let name = format!("p-{:05}", (i / 2) % pods.max(1));
+                let patch = json!({"metadata": {"annotations": {"bench/round": i.to_string()}}});
+                let r = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .is_ok();
+                updates.lock().expect("lock").push(t.elapsed());
+                r
+            };
+            if !ok {
+                *errors.lock().expect("lock") += 1;
+            }
+        }));
+    }
+    for h in inflight {
+        let _ = h.await;
+    }
+    // Let the watchers drain the last events, then stop them.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for h in &watch_tasks {
+        h.abort();
+    }
+    let rss_loaded_mib = memory_mib(pid, "VmRSS:");
+    let rss_peak_mib = memory_mib(pid, "VmHWM:");
+    let sorted = |v: &Arc<Mutex<Vec<Duration>>>| {
+        let mut v = v.lock().expect("lock").clone();
+        v.sort();
+        v
+    };
+    let (c, u, d) = (sorted(&creates), sorted(&updates), sorted(&delays));
+    let errors = *errors.lock().expect("lock");
+    drop(server);
+    Ok(ApiserverResult {
+        pods,
+        create_all_seconds,
+        kubectl_get_pods_ms,
+        list_all_ms,
+        rate,
+        steady_seconds,
+        create_p50_ms: ms(percentile(&c, 50.0)),
+        create_p99_ms: ms(percentile(&c, 99.0)),
+        update_p50_ms: ms(percentile(&u, 50.0)),
+        update_p99_ms: ms(percentile(&u, 99.0)),
+        errors,
+        watchers,
+        fanout_p50_ms: ms(percentile(&d, 50.0)),
+        fanout_p99_ms: ms(percentile(&d, 99.0)),
+        rss_idle_mib,
+        rss_loaded_mib,
+        rss_peak_mib,
+    })
+}
