@@ -5,14 +5,16 @@
 #   paced — pods created at RATE/s (upstream's density test creates pods at a fixed rate, its SLO p99 ≤ 5 s);
 #   burst — all COUNT at once: bound by how fast the nodes' containerd can make sandboxes, not by the kubelet.
 # Anchor, measured in the same run on a worker: the same sandbox + container requests the kubelet makes, sent
-# straight to that host's containerd over CRI (RunPodSandbox with CNI ADD + Create + Start) — one at a time
-# (the floor of one pod) and COUNT/2 at once (the floor of a burst on one of the two workers).
+# straight to the workers' containerd over CRI (RunPodSandbox with CNI ADD + Create + Start) — one at a time
+# (the floor of one pod) and COUNT/2 at once on both workers together (the floor of the burst; the worse
+# worker's numbers). The paced rate stays below that throughput on purpose: like upstream's latency pods,
+# it measures latency, while the burst measures throughput.
 # Goal: p99 ≤ 1 s. Root.
 #   bench/pod-start.sh [COUNT] [RATE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${1:-100}
-RATE=${2:-10}
+RATE=${2:-5}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
 [ -n "${BIN_DIR:-}" ] || cargo build --release --workspace --bins >/dev/null 2>&1 || cargo build --release --workspace --bins
 BIN_DIR=${BIN_DIR:-$CARGO_TARGET_DIR/release}
@@ -27,7 +29,13 @@ bench() { "$KILN" lab run --name $LAB -- "$BIN_DIR/kiln-bench" "$@"; }
 # Image present on both workers first (the benchmark measures starts, not pulls).
 bench pod-start --kubeconfig "$ADMIN" --count 4 >/dev/null
 floor1=$("$KILN" lab exec --name $LAB host2 -- "$BIN_DIR/kiln-bench" cri-floor --count 20 --parallel 1)
-floorb=$("$KILN" lab exec --name $LAB host2 -- "$BIN_DIR/kiln-bench" cri-floor --count $((COUNT / 2)) --parallel $((COUNT / 2)))
+floor_burst() { "$KILN" lab exec --name $LAB "$1" -- "$BIN_DIR/kiln-bench" cri-floor --count $((COUNT / 2)) --parallel $((COUNT / 2)); }
+WORK=$(mktemp -d)
+floor_burst host2 >"$WORK/h2" & p2=$!
+floor_burst host3 >"$WORK/h3" & p3=$!
+wait $p2 $p3
+floorb=$(python3 -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); print(json.dumps({k: max(a[k], b[k]) for k in ('p50_ms','p99_ms')}))" "$WORK/h2" "$WORK/h3")
+rm -rf "$WORK"
 paced=$(bench pod-start --kubeconfig "$ADMIN" --count "$COUNT" --rate "$RATE")
 burst=$(bench pod-start --kubeconfig "$ADMIN" --count "$COUNT" --rate 0)
 get() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); [d:=d[k] for k in sys.argv[2:]]; print(d)" "$@"; }
@@ -40,4 +48,4 @@ row "paced $RATE/s: bound→Running p99 ms" "$(get "$paced" bound_to_running p99
 row "paced $RATE/s: created→Running p99 ms" "$(get "$paced" created_to_running p99_ms)" "$(get "$floor1" p99_ms)" "(upstream SLO <= 5000 ms)"
 row "burst $COUNT: bound→Running p50 ms" "$(get "$burst" bound_to_running p50_ms)" "$(get "$floorb" p50_ms)" ""
 row "burst $COUNT: bound→Running p99 ms" "$(get "$burst" bound_to_running p99_ms)" "$(get "$floorb" p99_ms)" "(throughput-bound)"
-echo "anchor: CRI straight to containerd on host2 — paced rows: 1 pod at a time; burst rows: $((COUNT / 2)) at once (one worker's share)"
+echo "anchor: CRI straight to containerd — paced rows: 1 pod at a time on host2; burst rows: $((COUNT / 2)) at once on host2 and host3 together (the worse of the two)"

@@ -206,10 +206,13 @@ async fn measure(
         })
         .await;
     let create_all_seconds = t.elapsed().as_secs_f64();
+    eprintln!("kiln-bench apiserver: {pods} pods created in {create_all_seconds:.1} s");
     let kubectl_get_pods_ms = ms(kubectl_get_pods(&kubeconfig).await?);
+    eprintln!("kiln-bench apiserver: kubectl get pods -A took {kubectl_get_pods_ms:.0} ms");
     let t = Instant::now();
     let all = api.list(&ListParams::default()).await?;
     let list_all_ms = ms(t.elapsed());
+    eprintln!("kiln-bench apiserver: LIST took {list_all_ms:.0} ms; steady phase");
     let rv = all.metadata.resource_version.unwrap_or_default();
 
     // Watchers: each records, per created pod, the delay from the create's start to its ADDED event.

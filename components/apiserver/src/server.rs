@@ -251,7 +251,14 @@ async fn accept_loop(
                 }
                 Err(_) => return,
             };
-            let identity = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+            let client_cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+            let cert_left = client_cert
+                .and_then(|c| crate::auth::certificate_not_after(c))
+                .map(|t| {
+                    t.duration_since(std::time::SystemTime::now())
+                        .unwrap_or_default()
+                });
+            let identity = match client_cert {
                 Some(cert) => match user_from_certificate(cert) {
                     Ok(user) => Identity::User(user),
                     Err(e) => {
@@ -271,6 +278,15 @@ async fn accept_loop(
                     }
                 }
                 _ = conn_stopped.changed() => {}
+                // The certificate that authenticated this connection expired: end it.
+                _ = async {
+                    match cert_left {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    tracing::info!(%peer, "client certificate expired; closing its connection");
+                }
             }
         });
     }

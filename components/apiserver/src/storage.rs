@@ -45,6 +45,11 @@ fn classify(e: etcd_client::Error) -> StoreError {
     }
 }
 
+/// A response over the gRPC client's message size limit.
+fn too_large(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("message length too large")
+}
+
 /// The end of the key range `[prefix, end)` that holds every key starting with `prefix`.
 pub fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
@@ -114,6 +119,9 @@ fn read(path: &str) -> Result<Vec<u8>> {
     })
 }
 
+/// Keys per Range when reading a whole prefix.
+pub const LIST_CHUNK: i64 = 500;
+
 impl Store {
     pub async fn connect(config: &StoreConfig) -> Result<Self> {
         let mut options = ConnectOptions::new()
@@ -144,23 +152,36 @@ impl Store {
     }
 
     /// Every key under `prefix` at one revision, and that revision (the list's resourceVersion).
+    /// Read in pages of [`LIST_CHUNK`] (halved while a page exceeds the gRPC client's 4 MiB message
+    /// limit) at the first page's revision: one Range of everything would exceed that limit
+    /// (10 000 pods ≈ 12 MiB) and fail the LIST.
     pub async fn list(&self, prefix: &str) -> Result<(Vec<Versioned>, i64)> {
-        let resp = self
-            .client
-            .kv_client()
-            .get(prefix, Some(GetOptions::new().with_prefix()))
-            .await?;
-        let revision = resp.header().ok_or(StoreError::NoHeader)?.revision();
-        let items = resp
-            .kvs()
-            .iter()
-            .map(|kv| Versioned {
-                key: String::from_utf8_lossy(kv.key()).into_owned(),
-                value: kv.value().to_vec(),
-                mod_revision: kv.mod_revision(),
-            })
-            .collect();
-        Ok((items, revision))
+        let mut items = Vec::new();
+        let mut start = prefix.to_string();
+        let mut revision = 0;
+        let mut chunk = LIST_CHUNK;
+        loop {
+            let page = match self.list_page(prefix, &start, revision, chunk).await {
+                // Large objects: fewer per page until a page fits in one message.
+                Err(StoreError::Etcd(e)) if chunk > 1 && too_large(&e) => {
+                    chunk /= 2;
+                    continue;
+                }
+                other => other?,
+            };
+            if revision == 0 {
+                // The header of a Range at an older revision names the current one; keep the first.
+                revision = page.revision;
+            }
+            if let Some(last) = page.items.last() {
+                start = format!("{}\0", last.key);
+            }
+            let more = page.more && !page.items.is_empty();
+            items.extend(page.items);
+            if !more {
+                return Ok((items, revision));
+            }
+        }
     }
 
     /// Up to `limit` keys from `start` (inclusive) to the end of `prefix`, at `revision` (0 = now).

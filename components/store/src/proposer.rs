@@ -178,5 +178,8 @@ fn pack(mut batch: Vec<Proposal>) -> (StoreRequest, Vec<oneshot::Sender<Ticket>>
         return (p.request, vec![p.ticket]);
     }
     let (requests, tickets) = batch.into_iter().map(|p| (p.request, p.ticket)).unzip();
-    (StoreRequest::new(Op::Batch(StoreBatch { requests })), tickets)
+    (
+        StoreRequest::new(Op::Batch(StoreBatch { requests })),
+        tickets,
+    )
 }

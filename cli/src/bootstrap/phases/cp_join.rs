@@ -533,7 +533,7 @@ pub(super) async fn apiserver_lb(ctx: &Context) -> Result<Outcome, BootstrapErro
         Outcome::Skipped("every node's balancer is up to date".into())
     } else {
         Outcome::Done(format!(
-            "balancer updated on {} (kubelet restarted: its pods are recreated)",
+            "balancer updated on {} (kubelets restarted one at a time)",
             restarted.join(", ")
         ))
     })
