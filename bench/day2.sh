@@ -112,7 +112,7 @@ etcd_save=""
 for _ in $(seq "$ROUNDS"); do
   timed etcd_save in_lab $LAB etcdctl --endpoints $EP snapshot save "$WORK/etcd.db"
 done
-kill $EPID; wait $EPID 2>/dev/null || true
+kill $EPID 2>/dev/null || true; wait $EPID 2>/dev/null || true
 PIDS=()
 etcd_mib=$(awk -v b="$(stat -c %s "$WORK/etcd.db")" 'BEGIN {printf "%.1f", b / 1048576}')
 
@@ -133,9 +133,13 @@ in_lab $LAB etcd --name bench --data-dir "$WORK/er2" --listen-client-urls $EP --
   --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 >"$WORK/etcd2.log" 2>&1 &
 EPID=$!
 PIDS+=($EPID)
-for _ in $(seq 600); do in_lab $LAB etcdctl --endpoints $EP endpoint health >/dev/null 2>&1 && break; sleep 0.05; done
-etcd_full=$(sub "$(now)" "$t0")
-kill $EPID; wait $EPID 2>/dev/null || true
+etcd_full=none
+for _ in $(seq 600); do
+  if in_lab $LAB etcdctl --endpoints $EP endpoint health >/dev/null 2>&1; then etcd_full=$(sub "$(now)" "$t0"); break; fi
+  kill -0 $EPID 2>/dev/null || { echo "restored etcd exited:" >&2; tail -5 "$WORK/etcd2.log" >&2; break; }
+  sleep 0.05
+done
+kill $EPID 2>/dev/null || true; wait $EPID 2>/dev/null || true
 PIDS=()
 kiln_full=""
 timed kiln_full in_lab $LAB "$KILN" snapshot restore -f $Y "$BUNDLE"

@@ -29,15 +29,15 @@ pub async fn run(
     image: &str,
 ) -> Result<Summary, CriFloorError> {
     let cri: Arc<dyn CriApi> = Arc::new(
-        GrpcCri::new(endpoint).map_err(|e| CriFloorError::Connect(endpoint.into(), e.to_string()))?,
+        GrpcCri::new(endpoint)
+            .map_err(|e| CriFloorError::Connect(endpoint.into(), e.to_string()))?,
     );
     let started = Instant::now();
-    let results: Vec<Result<(Duration, String), CriFloorError>> =
-        futures::stream::iter(0..count)
-            .map(|i| start_one(cri.clone(), i, image.to_string()))
-            .buffer_unordered(parallel.max(1))
-            .collect()
-            .await;
+    let results: Vec<Result<(Duration, String), CriFloorError>> = futures::stream::iter(0..count)
+        .map(|i| start_one(cri.clone(), i, image.to_string()))
+        .buffer_unordered(parallel.max(1))
+        .collect()
+        .await;
     let wall = started.elapsed();
     let mut latencies = Vec::new();
     let mut first_error = None;

@@ -101,7 +101,10 @@ impl StatusManager {
                 let mut pending = self.lock();
                 for (uid, p) in failed {
                     // A newer status handed over meanwhile wins.
-                    if pending.get(&uid).is_none_or(|q| q.generation < p.generation) {
+                    if pending
+                        .get(&uid)
+                        .is_none_or(|q| q.generation < p.generation)
+                    {
                         pending.insert(uid, p);
                     }
                 }
