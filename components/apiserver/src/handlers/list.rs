@@ -98,6 +98,22 @@ pub async fn list_page(
     from: Option<Continue>,
 ) -> Result<ListPage, ApiError> {
     let prefix = target.spec.key_prefix(target.namespace.as_deref());
+    if limit <= 0 && from.is_none() {
+        // Everything at once: the store reads it in pages that fit a gRPC message.
+        let (items, revision) = state.store.list(&prefix).await.map_err(store_error)?;
+        let mut objects = Vec::new();
+        for item in &items {
+            let obj = from_stored(&item.value, item.mod_revision)?;
+            if selectors.matches(&obj) {
+                objects.push(obj);
+            }
+        }
+        return Ok(ListPage {
+            objects,
+            revision,
+            next: None,
+        });
+    }
     let (mut start, mut revision) = match from {
         Some(c) => (format!("{prefix}{}", c.start), c.revision),
         None => (prefix.clone(), 0),
