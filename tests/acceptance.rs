@@ -117,8 +117,11 @@ fn the_seeds_walkthrough_on_three_hosts() {
     );
 
     // The sample app: 2 replicas, probes, NodePort 30080.
-    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/sample-app.yaml");
-    c.kubectl(&["apply", "-f", app]);
+    // The directory cargo gives at run time: a binary from a warm target dir may have been built elsewhere.
+    let dir =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let app = format!("{dir}/../examples/sample-app.yaml");
+    c.kubectl(&["apply", "-f", &app]);
     c.kubectl(&["rollout", "status", "deployment/web", "--timeout=120s"]);
     let eps = c.wait("2 endpoints for web", 60, || {
         let e = c.endpoints("web");

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::lab::{is_root, Lab};
@@ -44,7 +43,7 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "kubelet-e2e",
         &["ca.crt", "apiserver.crt", "apiserver.key"],

@@ -90,7 +90,7 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let lab = Lab::up("kubelet-cri");
     let setup = std::fs::read_to_string(here.join("host-setup.sh")).unwrap();
     assert!(lab.sh(&setup, b"").contains("containerd-up"));

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::lab::{is_root, Lab};
@@ -82,7 +81,7 @@ fn kubelet_events_hooks_and_resource_env_on_containerd() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "t-events",
         &["ca.crt", "apiserver.crt", "apiserver.key"],

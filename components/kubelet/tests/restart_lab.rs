@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -117,7 +116,7 @@ fn kubelet_and_containerd_restarts_leave_pods_running() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "t-adopt",
         &[

@@ -124,7 +124,7 @@ fn kubectl_logs_and_exec_reach_the_kubelet_server() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "kubelet-srv",
         &[

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::lab::{is_root, Lab};
@@ -56,7 +55,7 @@ fn env_volumes_and_init_containers_on_containerd() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri");
+    let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "kubelet-vols",
         &["ca.crt", "apiserver.crt", "apiserver.key", "sa.key"],
