@@ -10,32 +10,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::lab::{is_root, Lab};
+use common::lab::{is_root, wait_sh, Lab};
 
 const KUBECTL: &str = "kubectl --kubeconfig /etc/kiln/admin.conf";
 const OUT: &str = "/var/lib/kiln-events-test";
-
-/// Polls a shell command on the host until `done(stdout)`; bounded.
-fn wait_sh(lab: &Lab, script: &str, secs: u64, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let out = lab
-            .exec(&["sh", "-c", script])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() && done(&stdout) {
-            return stdout;
-        }
-        if Instant::now() > deadline {
-            let last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-            let logs = lab.sh("tail -n 40 /var/log/kiln-kubelet.log", b"");
-            panic!("timed out after {secs}s waiting for {what}; last output:\n{last}\nkubelet log:\n{logs}");
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
 
 /// The events of pod `name`, through the API server's field selector.
 fn events(lab: &Lab, name: &str) -> Vec<serde_json::Value> {

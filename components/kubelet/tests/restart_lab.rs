@@ -7,10 +7,7 @@
 
 mod common;
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-use common::lab::{is_root, Lab};
+use common::lab::{is_root, wait_sh, Lab};
 
 const KUBECTL: &str = "kubectl --kubeconfig /etc/kiln/admin.conf";
 const KUBELET: &str = "setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf \
@@ -20,28 +17,6 @@ const KUBELET: &str = "setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln
 const CONTAINERD: &str = "setsid containerd --config /etc/containerd/config.toml \
     >>/var/log/containerd.log 2>&1 </dev/null &
     for i in $(seq 100); do ctr version >/dev/null 2>&1 && break; sleep 0.1; done; ctr version >/dev/null";
-
-/// Polls a shell command on the host until `done(stdout)`; bounded.
-fn wait_sh(lab: &Lab, script: &str, secs: u64, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let out = lab
-            .exec(&["sh", "-c", script])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() && done(&stdout) {
-            return stdout;
-        }
-        if Instant::now() > deadline {
-            let last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-            let logs = lab.sh("tail -n 60 /var/log/kiln-kubelet.log", b"");
-            panic!("timed out after {secs}s waiting for {what}; last output:\n{last}\nkubelet log:\n{logs}");
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
 
 /// What the API shows of a pod's only container: (containerID, restartCount, ready).
 #[derive(Debug, Clone, PartialEq)]

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{is_root, Lab};
+use common::lab::{is_root, wait_sh, Lab};
 
 const KUBECTL: &str = "kubectl --kubeconfig /etc/kiln/admin.conf";
 
@@ -32,26 +32,6 @@ fn run(lab: &Lab, script: &str, stdin: Option<&[u8]>) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Polls a shell command on the host until `done(stdout)`; bounded.
-fn wait_sh(lab: &Lab, script: &str, secs: u64, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let out = run(lab, script, None);
-        let stdout = text(&out.stdout);
-        if out.status.success() && done(&stdout) {
-            return stdout;
-        }
-        if Instant::now() > deadline {
-            let logs = lab.sh("tail -n 40 /var/log/kiln-kubelet.log", b"");
-            panic!(
-                "timed out after {secs}s waiting for {what}; last output:\n{stdout}{}\nkubelet log:\n{logs}",
-                text(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 fn restart_count(lab: &Lab, pod: &str) -> i64 {

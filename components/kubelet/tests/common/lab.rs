@@ -157,3 +157,32 @@ pub fn up_with_control_plane_files(name: &str, pki_files: &[&str]) -> (Lab, temp
 pub fn manifest_dir() -> String {
     std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())
 }
+
+/// Polls a shell command on the host until `done(stdout)`; bounded. On timeout it panics with the last
+/// output and the tail of the kubelet's log.
+pub fn wait_sh(
+    lab: &Lab,
+    script: &str,
+    secs: u64,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let out = lab
+            .exec(&["sh", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && done(&stdout) {
+            return stdout;
+        }
+        if std::time::Instant::now() > deadline {
+            let last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+            let logs = lab.sh("tail -n 60 /var/log/kiln-kubelet.log", b"");
+            panic!("timed out after {secs}s waiting for {what}; last output:\n{last}\nkubelet log:\n{logs}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
