@@ -34,6 +34,12 @@ enum Cmd {
         /// Pods created per second; 0 creates them all at once.
         #[arg(long, default_value_t = 0.0)]
         rate: f64,
+        /// Create each pod once the one before it runs (the latency shape; `--rate` is ignored).
+        #[arg(long)]
+        sequential: bool,
+        /// Write each pod's milestones (unix ms) here as JSON lines.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
     },
     /// The anchor of pod start: sandbox + container straight over CRI, no kubelet.
     CriFloor {
@@ -148,8 +154,19 @@ async fn main() {
             count,
             image,
             rate,
+            sequential,
+            trace,
         } => {
-            match kiln_bench::pod_start::run(&kubeconfig, count, &image, rate).await {
+            match kiln_bench::pod_start::run(
+                &kubeconfig,
+                count,
+                &image,
+                rate,
+                sequential,
+                trace.as_deref(),
+            )
+            .await
+            {
                 Ok(s) => print(&s),
                 Err(e) => {
                     eprintln!("kiln-bench: {e}");

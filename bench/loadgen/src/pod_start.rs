@@ -1,8 +1,10 @@
 //! Pod start latency on a real cluster. Each pod is measured on one watch from the moment its binding is
 //! seen (nodeName set: where the kubelet takes over) to the moment it is seen Running, and also from its
 //! creation (upstream's pod startup SLI, image present). Pods are created either all at once (`rate` 0:
-//! a burst, bound by the nodes' container-runtime throughput) or at a steady rate (upstream's density
-//! test creates pods at a fixed QPS); creation runs beside the watch so no timestamp waits for the burst.
+//! a burst, bound by the nodes' container-runtime throughput), at a steady rate (upstream's density
+//! test creates pods at a fixed QPS), or one after another — the next created once the previous is seen
+//! Running, the pods before it still running (upstream's node-e2e pod startup latency test,
+//! `runDensitySeqTest`); creation runs beside the watch so no timestamp waits for the burst.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,10 +34,32 @@ pub enum PodStartError {
 pub struct PodStartReport {
     /// Pods created per second (0: all at once).
     pub rate: f64,
+    /// Each pod created once the one before it ran.
+    pub sequential: bool,
     /// Binding seen → Running seen (the kubelet's and the runtime's share).
     pub bound_to_running: Summary,
     /// Created → Running seen (scheduler included).
     pub created_to_running: Summary,
+}
+
+/// One pod's milestones as the watch saw them (unix ms), for `--trace`: joined with the kubelets' logs
+/// they tell where a slow start spent its time.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PodTrace {
+    pub name: String,
+    pub node: String,
+    pub created_ms: u128,
+    pub bound_ms: u128,
+    /// The kubelet's first status (hostIP set) seen.
+    pub reported_ms: u128,
+    pub running_ms: u128,
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default()
 }
 
 pub async fn run(
@@ -43,6 +67,8 @@ pub async fn run(
     count: usize,
     image: &str,
     rate: f64,
+    sequential: bool,
+    trace: Option<&std::path::Path>,
 ) -> Result<PodStartReport, PodStartError> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .map_err(|e| PodStartError::Kubeconfig(kubeconfig.into(), e.to_string()))?;
@@ -70,21 +96,25 @@ pub async fn run(
         .boxed();
     let started = Instant::now();
     let (created_tx, mut created_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (running_tx, running_rx) = tokio::sync::mpsc::unbounded_channel();
     let creator = tokio::spawn(create_pods(
         pods.clone(),
         count,
         image.to_string(),
         rate,
+        sequential.then_some(running_rx),
         created_tx,
     ));
     let mut created: HashMap<String, Instant> = HashMap::new();
     let mut bound: HashMap<String, Instant> = HashMap::new();
     let mut done: HashMap<String, bool> = HashMap::new();
+    let mut traces: HashMap<String, PodTrace> = HashMap::new();
     let (mut from_bound, mut from_created) = (Vec::new(), Vec::new());
     let limit = Duration::from_secs(240);
     while from_bound.len() < count {
         let ev = tokio::select! {
             Some((name, at)) = created_rx.recv() => {
+                traces.entry(name.clone()).or_default().created_ms = unix_ms();
                 created.insert(name, at);
                 continue;
             }
@@ -107,11 +137,21 @@ pub async fn run(
         if done.contains_key(&name) {
             continue;
         }
-        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+        let tr = traces.entry(name.clone()).or_default();
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
             bound.entry(name.clone()).or_insert(seen);
+            if tr.bound_ms == 0 {
+                tr.bound_ms = unix_ms();
+                tr.node = node.clone();
+            }
+        }
+        if tr.reported_ms == 0 && p.status.as_ref().and_then(|s| s.host_ip.as_ref()).is_some() {
+            tr.reported_ms = unix_ms();
         }
         if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
             if let Some(t) = bound.get(&name) {
+                tr.running_ms = unix_ms();
+                let _ = running_tx.send(());
                 from_bound.push(seen - *t);
                 done.insert(name.clone(), true);
                 // The creation time comes from the creator; a Running pod was surely created.
@@ -135,8 +175,22 @@ pub async fn run(
         _ => 1,
     };
     clean(&pods, &lp).await?;
+    if let Some(path) = trace {
+        let mut lines = String::new();
+        let mut all: Vec<_> = traces.into_iter().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, mut t) in all {
+            t.name = name;
+            lines.push_str(&serde_json::to_string(&t).unwrap_or_default());
+            lines.push('\n');
+        }
+        if let Err(e) = std::fs::write(path, lines) {
+            eprintln!("kiln-bench: writing {}: {e}", path.display());
+        }
+    }
     Ok(PodStartReport {
         rate,
+        sequential,
         bound_to_running: summarize(from_bound, errors, wall),
         created_to_running: summarize(from_created, errors, wall),
     })
@@ -148,11 +202,17 @@ async fn create_pods(
     count: usize,
     image: String,
     rate: f64,
+    mut sequential: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
     created: tokio::sync::mpsc::UnboundedSender<(String, Instant)>,
 ) -> Result<(), kube::Error> {
     let t0 = Instant::now();
     for i in 0..count {
-        if rate > 0.0 {
+        if let (Some(running), true) = (sequential.as_mut(), i > 0) {
+            // The pod before this one is Running.
+            if running.recv().await.is_none() {
+                return Ok(());
+            }
+        } else if rate > 0.0 {
             let due = t0 + Duration::from_secs_f64(i as f64 / rate);
             tokio::time::sleep_until(due.into()).await;
         }

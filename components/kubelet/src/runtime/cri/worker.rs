@@ -322,25 +322,54 @@ impl PodWorker {
                 }
             }
         }
-        if !self.sync_volumes(now).await {
-            return;
-        }
-        if self.sandbox_id.is_none() {
-            if let Err(message) = self.create_sandbox().await {
-                tracing::warn!(pod = %self.key, error = %message, "creating pod sandbox");
-                let same = matches!(&self.ctrs[0].state, ContainerState::Waiting { message: Some(m), .. } if *m == message);
-                if !same {
-                    self.event(
-                        None,
-                        EventType::Warning,
-                        "FailedCreatePodSandBox",
-                        format!("Failed to create pod sandbox: {message}"),
-                    );
+        if self.sandbox_id.is_none() && !self.volumes.is_set_up() {
+            // A new pod: its volumes and its sandbox do not depend on each other, so they are set up
+            // side by side (the first sync costs the slower of the two, not their sum).
+            let objects = self.objects.clone();
+            let (volumes, sandbox) = tokio::join!(
+                self.volumes.set_up(objects.as_deref(), unix_now()),
+                new_sandbox(
+                    self.cri.as_ref(),
+                    &self.cfg,
+                    &self.sandbox_config,
+                    self.host_network,
+                    &self.key
+                ),
+            );
+            match sandbox {
+                Ok((id, ip)) => self.sandbox_ready(id, ip),
+                Err(message) => self.sandbox_failed(message),
+            }
+            match volumes {
+                Ok(()) => self.next_volume_refresh = Some(now + VOLUME_RESYNC),
+                Err(e) => {
+                    self.volumes_failed(e);
+                    return;
                 }
-                for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
-                    c.state = waiting("ContainerCreating", Some(message.clone()));
-                }
+            }
+            if self.sandbox_id.is_none() {
                 return;
+            }
+        } else {
+            if !self.sync_volumes(now).await {
+                return;
+            }
+            if self.sandbox_id.is_none() {
+                let made = new_sandbox(
+                    self.cri.as_ref(),
+                    &self.cfg,
+                    &self.sandbox_config,
+                    self.host_network,
+                    &self.key,
+                )
+                .await;
+                match made {
+                    Ok((id, ip)) => self.sandbox_ready(id, ip),
+                    Err(message) => {
+                        self.sandbox_failed(message);
+                        return;
+                    }
+                }
             }
         }
         // Init containers in order: the next one runs only after the previous exited 0, and app
@@ -365,15 +394,7 @@ impl PodWorker {
         let objects = self.objects.clone();
         if !self.volumes.is_set_up() {
             if let Err(e) = self.volumes.set_up(objects.as_deref(), unix_now()).await {
-                let message = format!("MountVolume.SetUp failed: {e}");
-                tracing::warn!(pod = %self.key, error = %e, "setting up volumes");
-                let same = matches!(&self.ctrs[0].state, ContainerState::Waiting { message: Some(m), .. } if *m == message);
-                if !same {
-                    self.event(None, EventType::Warning, "FailedMount", message.clone());
-                }
-                for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
-                    c.state = waiting("ContainerCreating", Some(message.clone()));
-                }
+                self.volumes_failed(e);
                 return false;
             }
             self.next_volume_refresh = Some(now + VOLUME_RESYNC);
@@ -433,37 +454,40 @@ impl PodWorker {
         }
     }
 
-    async fn create_sandbox(&mut self) -> Result<(), String> {
-        let pause = &self.cfg.pause_image;
-        let present = self
-            .cri
-            .image_present(pause)
-            .await
-            .map_err(|e| e.to_string())?;
-        if !present {
-            tracing::info!(pod = %self.key, image = %pause, "pulling pause image");
-            self.cri
-                .pull_image(pause, &self.sandbox_config)
-                .await
-                .map_err(|e| e.to_string())?;
+    /// The pod waits in ContainerCreating until its volumes can be set up.
+    fn volumes_failed(&mut self, e: crate::volumes::VolumeError) {
+        let message = format!("MountVolume.SetUp failed: {e}");
+        tracing::warn!(pod = %self.key, error = %e, "setting up volumes");
+        let same = matches!(&self.ctrs[0].state, ContainerState::Waiting { message: Some(m), .. } if *m == message);
+        if !same {
+            self.event(None, EventType::Warning, "FailedMount", message.clone());
         }
-        let id = self
-            .cri
-            .run_pod_sandbox(&self.sandbox_config)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.pod_ip = if self.host_network {
-            Some(self.cfg.node_ip.clone())
-        } else {
-            self.cri
-                .pod_sandbox_status(&id)
-                .await
-                .map_err(|e| e.to_string())?
-                .ip
-        };
-        tracing::info!(pod = %self.key, sandbox = %id, ip = ?self.pod_ip, "pod sandbox running");
+        for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
+            c.state = waiting("ContainerCreating", Some(message.clone()));
+        }
+    }
+
+    fn sandbox_ready(&mut self, id: String, ip: Option<String>) {
+        tracing::info!(pod = %self.key, sandbox = %id, ip = ?ip, "pod sandbox running");
+        self.pod_ip = ip;
         self.sandbox_id = Some(id);
-        Ok(())
+    }
+
+    /// The pod waits in ContainerCreating; the next sync tries again.
+    fn sandbox_failed(&mut self, message: String) {
+        tracing::warn!(pod = %self.key, error = %message, "creating pod sandbox");
+        let same = matches!(&self.ctrs[0].state, ContainerState::Waiting { message: Some(m), .. } if *m == message);
+        if !same {
+            self.event(
+                None,
+                EventType::Warning,
+                "FailedCreatePodSandBox",
+                format!("Failed to create pod sandbox: {message}"),
+            );
+        }
+        for c in self.ctrs.iter_mut().filter(|c| c.id.is_none()) {
+            c.state = waiting("ContainerCreating", Some(message.clone()));
+        }
     }
 
     async fn sync_container(&mut self, i: usize, now: Instant) {
@@ -1015,6 +1039,43 @@ async fn stop_container(
     // Whole seconds, rounded up: CRI's timeout unit.
     let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
     cri.stop_container(id, secs as i64).await
+}
+
+/// Pulls the pause image if missing and runs the pod's sandbox; returns its id and the pod's IP (the
+/// node's with hostNetwork).
+async fn new_sandbox(
+    cri: &dyn CriApi,
+    cfg: &WorkerConfig,
+    config: &cri::PodSandboxConfig,
+    host_network: bool,
+    pod: &str,
+) -> Result<(String, Option<String>), String> {
+    let pause = &cfg.pause_image;
+    let present = cri.image_present(pause).await.map_err(|e| e.to_string())?;
+    if !present {
+        tracing::info!(%pod, image = %pause, "pulling pause image");
+        cri.pull_image(pause, config)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let id = cri
+        .run_pod_sandbox(config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ip = if host_network {
+        Some(cfg.node_ip.clone())
+    } else {
+        match cri.pod_sandbox_status(&id).await {
+            Ok(s) => s.ip,
+            Err(e) => {
+                // The sandbox runs but is unusable without its address: remove it, try again later.
+                let _ = cri.stop_pod_sandbox(&id).await;
+                let _ = cri.remove_pod_sandbox(&id).await;
+                return Err(e.to_string());
+            }
+        }
+    };
+    Ok((id, ip))
 }
 
 #[cfg(test)]

@@ -355,13 +355,19 @@ async fn missing_config_map_waits_with_upstreams_message_then_starts_with_env_an
     }));
     let (mut w, fake) = with_objects(&p, tmp.path(), objects.clone());
     w.sync(Instant::now()).await;
-    // The volume comes first: without the ConfigMap no sandbox is made.
+    // The sandbox is made beside the volumes; without the ConfigMap no container is.
     assert_eq!(reason(&w), "ContainerCreating");
     assert!(
         message(&w).contains("configmap \"settings\" not found"),
         "{}",
         message(&w)
     );
+    assert_eq!(
+        fake.take_calls(),
+        vec![format!("PullImage {PAUSE}"), "RunPodSandbox web".into()]
+    );
+    // The next try sets up only the volumes: the sandbox is kept.
+    w.sync(Instant::now()).await;
     assert!(fake.take_calls().is_empty());
 
     // The volume works once the ConfigMap exists, but a missing key is CreateContainerConfigError.
