@@ -232,10 +232,12 @@ async fn create_pods(
 }
 
 /// Deletes the benchmark's pods and waits until they are gone, so that one run's teardown does not
-/// load the nodes during the next run.
+/// load the nodes during the next run: a graceful delete (1 s), so that each object stays until its
+/// kubelet has stopped the pod and removed it (grace 0 would drop the objects at once, with the
+/// nodes still tearing the sandboxes down).
 async fn clean(pods: &Api<Pod>, lp: &ListParams) -> Result<(), PodStartError> {
     let _ = pods
-        .delete_collection(&DeleteParams::default().grace_period(0), lp)
+        .delete_collection(&DeleteParams::default().grace_period(1), lp)
         .await;
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(120) {
