@@ -8,7 +8,7 @@
 //! "Holding" is read off the proxy's /metrics: `kiln_proxy_rules_synced_resource_version{resource}` says
 //! which resourceVersion the applied rules include and `…_timestamp_seconds` when that sync finished, so
 //! the latency does not depend on how often the benchmark polls. Each change is also checked in the
-//! kernel (`nft list chain` of the new endpoint's chain).
+//! kernel (`nft list chain` of the Service's chain holds the new endpoint in its DNAT map).
 //!
 //! Anchor, measured in the same namespace once the proxy has stopped: `nft -f` alone of the same full
 //! table (the kernel floor of a full sync) and of the same one-change update batches (the floor of a
@@ -103,13 +103,16 @@ fn nft(script: &str) -> Result<Duration, ProxySyncError> {
     Ok(start.elapsed())
 }
 
-fn nft_ok(args: &[&str]) -> bool {
-    Command::new("nft")
+/// What `nft ARGS` prints, or `None` when it fails.
+fn nft_out(args: &[&str]) -> Option<String> {
+    let out = Command::new("nft")
         .args(args)
-        .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn service(i: usize) -> Service {
@@ -309,7 +312,7 @@ pub async fn run(
         return Err(ProxySyncError::Check {
             round: 0,
             detail: format!(
-                "{in_table} endpoint chains, want {}",
+                "{in_table} endpoints in the table, want {}",
                 services * per_service
             ),
         });
@@ -347,12 +350,13 @@ pub async fn run(
         syncs.push(ms(gauge_ms(&m, "kiln_proxy_last_sync_duration_seconds")));
         nfts.push(ms(gauge_ms(&m, "kiln_proxy_last_sync_nft_seconds")));
         last_metrics = m;
-        let chain = format!("ep-default/bench-{i:04}/tcp/80__{new_ip}/8080");
-        if !nft_ok(&["list", "chain", "ip", "kiln", &chain]) {
+        let chain = format!("svc-default/bench-{i:04}/tcp/80");
+        let listed = nft_out(&["list", "chain", "ip", "kiln", &chain]).unwrap_or_default();
+        if !listed.contains(&format!(" {new_ip} . 8080")) {
             return Err(ProxySyncError::Check {
                 round,
                 detail: format!(
-                    "chain {chain} not in the kernel after the proxy reported the sync"
+                    "{new_ip} not in chain {chain} after the proxy reported the sync: {listed}"
                 ),
             });
         }

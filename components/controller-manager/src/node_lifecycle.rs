@@ -21,6 +21,20 @@ use crate::context::{spawn_reflector, Context};
 
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub const TAINT_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+/// Conditions whose True status keeps new pods away (upstream's TaintNodesByCondition): NoSchedule only.
+const CONDITION_TAINTS: &[(&str, &str)] = &[
+    ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+    ("DiskPressure", TAINT_DISK_PRESSURE),
+    ("PIDPressure", "node.kubernetes.io/pid-pressure"),
+];
+
+fn condition_true(node: &Node, type_: &str) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
 
 fn ready_condition(node: &Node) -> Option<&NodeCondition> {
     node.status
@@ -53,8 +67,9 @@ pub fn unknown_conditions(node: &Node, now: Timestamp) -> Vec<NodeCondition> {
     conditions
 }
 
-/// The taints a node should carry for its Ready status: the unreachable / not-ready pair replaced,
-/// every other taint kept (with its timeAdded), or None when nothing changes.
+/// The taints a node should carry for its Ready status: the unreachable / not-ready pair replaced, the
+/// pressure conditions' NoSchedule taints following them (none while the node is unreachable: its
+/// conditions are stale), every other taint kept (with its timeAdded), or None when nothing changes.
 pub fn desired_taints(node: &Node, ready: &str, now: Timestamp) -> Option<Vec<Taint>> {
     let current = node
         .spec
@@ -67,8 +82,9 @@ pub fn desired_taints(node: &Node, ready: &str, now: Timestamp) -> Option<Vec<Ta
         _ => Some(TAINT_UNREACHABLE),
     };
     let ours = |t: &Taint| {
-        (t.key == TAINT_UNREACHABLE || t.key == TAINT_NOT_READY)
-            && (t.effect == "NoExecute" || t.effect == "NoSchedule")
+        ((t.key == TAINT_UNREACHABLE || t.key == TAINT_NOT_READY)
+            && (t.effect == "NoExecute" || t.effect == "NoSchedule"))
+            || (t.effect == "NoSchedule" && CONDITION_TAINTS.iter().any(|(_, k)| t.key == *k))
     };
     let mut wanted: Vec<Taint> = current.iter().filter(|t| !ours(t)).cloned().collect();
     if let Some(key) = key {
@@ -84,6 +100,21 @@ pub fn desired_taints(node: &Node, ready: &str, now: Timestamp) -> Option<Vec<Ta
                 value: None,
             }));
         }
+    }
+    for (condition, key) in CONDITION_TAINTS {
+        if ready == "Unknown" || !condition_true(node, condition) {
+            continue;
+        }
+        let existing = current
+            .iter()
+            .find(|t| t.key == *key && t.effect == "NoSchedule")
+            .cloned();
+        wanted.push(existing.unwrap_or(Taint {
+            key: key.to_string(),
+            effect: "NoSchedule".into(),
+            time_added: None,
+            value: None,
+        }));
     }
     let same = wanted.len() == current.len() && wanted.iter().all(|w| current.contains(w));
     (!same).then_some(wanted)
@@ -321,6 +352,39 @@ mod tests {
         let not_ready = desired_taints(&tainted, "False", now).unwrap();
         assert!(not_ready.iter().any(|t| t.key == TAINT_NOT_READY));
         assert!(!not_ready.iter().any(|t| t.key == TAINT_UNREACHABLE));
+    }
+
+    #[test]
+    fn disk_pressure_condition_taints_no_schedule() {
+        let now = Timestamp::now();
+        let pressured = |status: &str| {
+            node(json!({"metadata": {"name": "n"}, "status": {"conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "DiskPressure", "status": status}]}}))
+        };
+        let t = desired_taints(&pressured("True"), "True", now).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            (t[0].key.as_str(), t[0].effect.as_str()),
+            (TAINT_DISK_PRESSURE, "NoSchedule")
+        );
+        let mut tainted = pressured("True");
+        tainted.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            taints: Some(t),
+            ..Default::default()
+        });
+        assert!(desired_taints(&tainted, "True", now).is_none(), "stable");
+        assert!(
+            desired_taints(&tainted, "Unknown", now)
+                .unwrap()
+                .iter()
+                .all(|t| t.key != TAINT_DISK_PRESSURE),
+            "stale conditions of an unreachable node taint nothing"
+        );
+        let mut relieved = pressured("False");
+        relieved.spec = tainted.spec.clone();
+        assert_eq!(desired_taints(&relieved, "True", now), Some(vec![]));
+        assert!(desired_taints(&pressured("False"), "True", now).is_none());
     }
 
     #[test]

@@ -118,6 +118,8 @@ pub struct NodeAgent {
     state: watch::Sender<AgentState>,
     /// Where each client the agent loads (at start, after every rotation) is published.
     clients: Option<Arc<ClientSwitch>>,
+    /// The eviction manager's DiskPressure; None: always False.
+    disk_pressure: Option<watch::Receiver<bool>>,
 }
 
 const TICK: Duration = Duration::from_secs(1);
@@ -140,6 +142,7 @@ impl NodeAgent {
                 host: HostInfo::gather(),
                 state,
                 clients: None,
+                disk_pressure: None,
             },
             rx,
         )
@@ -151,14 +154,26 @@ impl NodeAgent {
         self
     }
 
+    /// Reports the eviction manager's DiskPressure; a change is posted at once.
+    pub fn with_disk_pressure(mut self, pressure: watch::Receiver<bool>) -> Self {
+        self.disk_pressure = Some(pressure);
+        self
+    }
+
+    fn disk_pressure(&self) -> bool {
+        self.disk_pressure.as_ref().is_some_and(|r| *r.borrow())
+    }
+
     async fn status(&self) -> k8s_openapi::api::core::v1::NodeStatus {
         let err = self.runtime.ready().await.err().map(|e| e.to_string());
-        node::node_status(
+        let mut status = node::node_status(
             &self.cfg,
             &self.host,
             &self.runtime.version(),
             err.as_deref(),
-        )
+        );
+        node::set_disk_pressure(&mut status, self.disk_pressure());
+        status
     }
 
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
@@ -170,6 +185,7 @@ impl NodeAgent {
         let (mut next_lease, mut next_status, mut next_full) = (now, now, now);
         let mut next_rotation_check = now + ROTATION_CHECK;
         let mut retry = FIRST_RETRY;
+        let mut reported_pressure = false;
         loop {
             let step = async {
                 let c = match &client {
@@ -217,6 +233,10 @@ impl NodeAgent {
                     self.state.send_modify(|s| s.lease_renewals += 1);
                     log.ok("lease");
                 }
+                let pressure = self.disk_pressure();
+                if pressure != reported_pressure {
+                    next_status = Instant::now();
+                }
                 if Instant::now() >= next_status {
                     match node::update_status(&c, &self.cfg, self.status().await).await {
                         Err(node::NodeError::Status {
@@ -230,6 +250,7 @@ impl NodeAgent {
                         r => r?,
                     };
                     next_status = Instant::now() + self.cfg.node_status_update_frequency;
+                    reported_pressure = pressure;
                     self.state.send_modify(|s| s.status_updates += 1);
                     log.ok("node-status");
                 }

@@ -100,6 +100,30 @@ pub struct Flags {
     /// SubjectAccessReview). Without the file, every request but /healthz is refused.
     #[arg(long, default_value = "/etc/kiln/pki/ca.crt")]
     pub client_ca_file: PathBuf,
+    /// Hard eviction thresholds, upstream's syntax: `nodefs.available` (the --root-dir filesystem) and
+    /// `imagefs.available` (--eviction-imagefs-dir) below a quantity or a percentage of capacity, e.g.
+    /// `nodefs.available<1Gi`. Other upstream signals are accepted and not enforced; empty disables.
+    #[arg(long, default_value = crate::eviction::thresholds::DEFAULT_EVICTION_HARD)]
+    pub eviction_hard: String,
+    /// Soft eviction thresholds (same syntax): DiskPressure at once, evictions only after the signal's
+    /// --eviction-soft-grace-period.
+    #[arg(long, default_value = "")]
+    pub eviction_soft: String,
+    /// Grace period of each soft threshold, e.g. `nodefs.available=1m30s`.
+    #[arg(long, default_value = "")]
+    pub eviction_soft_grace_period: String,
+    /// Longest grace (seconds) a pod evicted on a soft threshold gets (its own grace period if shorter).
+    #[arg(long, default_value_t = 0)]
+    pub eviction_max_pod_grace_period: u32,
+    /// How long DiskPressure stays True after the last threshold crossing (Go duration, e.g. 5m, 30s).
+    #[arg(long, default_value = "5m")]
+    pub eviction_pressure_transition_period: String,
+    /// How often the eviction manager observes the disks (Go duration).
+    #[arg(long, default_value = "10s")]
+    pub eviction_monitoring_interval: String,
+    /// The image filesystem: containerd's root dir (its `root` setting).
+    #[arg(long, default_value = "/var/lib/containerd")]
+    pub eviction_imagefs_dir: PathBuf,
 }
 
 /// The kubelet's HTTPS server (:10250).
@@ -151,6 +175,8 @@ pub struct KubeletConfig {
     pub cri: Option<CriSettings>,
     /// None: no HTTPS server (tests that run several kubelets in one process).
     pub server: Option<ServerSettings>,
+    /// Disk eviction (with workload pods only: they are what it evicts).
+    pub eviction: crate::eviction::EvictionConfig,
 }
 
 impl KubeletConfig {
@@ -178,10 +204,13 @@ impl KubeletConfig {
             api_retry_max: Duration::from_secs(30),
             cri: None,
             server: None,
+            eviction: Default::default(),
         }
     }
 
     pub fn from_flags(flags: Flags) -> Result<Self, ConfigError> {
+        // Resolved first: the fields below are moved out of `flags`.
+        let eviction = eviction_config(&flags)?;
         let node_name = match flags.hostname_override {
             Some(n) => n,
             None => hostname(),
@@ -234,6 +263,7 @@ impl KubeletConfig {
         c.node_status_update_frequency = Duration::from_secs(flags.node_status_update_frequency);
         c.file_check_frequency = Duration::from_secs(flags.file_check_frequency);
         c.max_pods = flags.max_pods;
+        c.eviction = eviction;
         if let Some(cpu) = flags.capacity_cpu {
             c.capacity_cpu = cpu;
         }
@@ -266,6 +296,40 @@ impl KubeletConfig {
         }
         Ok(c)
     }
+}
+
+fn eviction_config(flags: &Flags) -> Result<crate::eviction::EvictionConfig, ConfigError> {
+    use crate::eviction::thresholds::{parse_duration, parse_soft, parse_thresholds};
+    let invalid = |flag: &'static str| {
+        move |e: crate::eviction::EvictionError| ConfigError::Invalid {
+            flag,
+            message: e.to_string(),
+        }
+    };
+    let hard = parse_thresholds(&flags.eviction_hard).map_err(invalid("eviction-hard"))?;
+    let soft = parse_soft(&flags.eviction_soft, &flags.eviction_soft_grace_period)
+        .map_err(invalid("eviction-soft"))?;
+    let not_enforced: Vec<&String> = hard.not_enforced.iter().chain(&soft.not_enforced).collect();
+    if !not_enforced.is_empty() {
+        tracing::warn!(signals = ?not_enforced, "eviction signals not enforced by kiln-kubelet");
+    }
+    let monitoring_interval = parse_duration(&flags.eviction_monitoring_interval)
+        .map_err(invalid("eviction-monitoring-interval"))?;
+    if monitoring_interval.is_zero() {
+        return Err(ConfigError::Invalid {
+            flag: "eviction-monitoring-interval",
+            message: "must be more than 0".into(),
+        });
+    }
+    Ok(crate::eviction::EvictionConfig {
+        hard: hard.enforced,
+        soft: soft.enforced,
+        max_pod_grace_period: Duration::from_secs(u64::from(flags.eviction_max_pod_grace_period)),
+        pressure_transition_period: parse_duration(&flags.eviction_pressure_transition_period)
+            .map_err(invalid("eviction-pressure-transition-period"))?,
+        monitoring_interval,
+        imagefs_dir: flags.eviction_imagefs_dir.clone(),
+    })
 }
 
 pub fn hostname() -> String {

@@ -13,6 +13,7 @@ pub mod config;
 pub mod env;
 pub mod env_resources;
 pub mod events;
+pub mod eviction;
 pub mod init_containers;
 pub mod lease;
 pub mod logs;
@@ -155,6 +156,8 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     );
     let mut tasks = vec![pods_task];
     let clients = Arc::new(api_client::ClientSwitch::default());
+    // The eviction manager (with the workload pods) sets it; the node agent reports it.
+    let (disk_pressure, disk_pressure_rx) = eviction::pressure_channel();
     let cri_runtime = match &cfg.cri {
         Some(cri) => {
             let rt = start_cri(&cfg, cri)?;
@@ -162,6 +165,7 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
                 cfg.clone(),
                 rt.clone(),
                 clients.clone(),
+                disk_pressure,
                 shutdown_rx.clone(),
             )));
             Some(rt)
@@ -177,7 +181,9 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
         tasks.push(tokio::spawn(server.run(shutdown_rx.clone())));
     }
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
-    let agent = agent.with_clients(clients.clone());
+    let agent = agent
+        .with_clients(clients.clone())
+        .with_disk_pressure(disk_pressure_rx);
     tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
         runtime,
@@ -245,6 +251,7 @@ async fn run_workloads(
     cfg: KubeletConfig,
     rt: Arc<CriRuntime>,
     clients: Arc<api_client::ClientSwitch>,
+    disk_pressure: watch::Sender<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // The agent loads (and bootstraps) the credentials; this loop follows its client through rotations.
@@ -280,10 +287,50 @@ async fn run_workloads(
     // Events queue from the first pod on; the sink posts them with the kubelet's client.
     let (recorder, sink) = events::api_recorder(&cfg.node_name, events::QUEUE);
     tokio::spawn(sink.run(client.clone(), shutdown.clone()));
-    rt.set_recorder(Arc::new(recorder));
+    let recorder: Arc<dyn events::EventRecorder> = Arc::new(recorder);
+    rt.set_recorder(recorder.clone());
+    let workload_rt = start_eviction(&cfg, &rt, &client, recorder, disk_pressure, &shutdown);
     tracing::info!(runtime = %rt.version(), "workload pods: watching this node's pods");
     let node_ip = cfg.node_ip.to_string();
-    workloads::WorkloadPods::new(&cfg.node_name, &node_ip, rt)
+    workloads::WorkloadPods::new(&cfg.node_name, &node_ip, workload_rt)
         .run(client, shutdown)
         .await;
+}
+
+/// Starts the disk eviction manager; returns the runtime the workload loop uses (admission behind it).
+fn start_eviction(
+    cfg: &KubeletConfig,
+    rt: &Arc<CriRuntime>,
+    client: &kube::Client,
+    recorder: Arc<dyn events::EventRecorder>,
+    pressure: watch::Sender<bool>,
+    shutdown: &watch::Receiver<bool>,
+) -> Arc<dyn Runtime> {
+    let failer: Arc<dyn eviction::PodFailer> = Arc::new(eviction::admission::ApiFailer {
+        client: client.clone(),
+    });
+    let evicted = eviction::admission::Evicted::default();
+    let gate = eviction::gate(
+        rt.clone(),
+        pressure.subscribe(),
+        evicted.clone(),
+        failer.clone(),
+        recorder.clone(),
+    );
+    let disk = Arc::new(eviction::fs::HostDisk {
+        pods_root: cfg.root_dir.join("pods"),
+        log_root: cfg.pod_log_dir.clone(),
+    });
+    let manager = eviction::Manager::new(
+        cfg.eviction.clone(),
+        &cfg.root_dir,
+        disk,
+        rt.clone(),
+        failer,
+        recorder,
+        pressure,
+        evicted,
+    );
+    tokio::spawn(manager.run(shutdown.clone()));
+    gate
 }

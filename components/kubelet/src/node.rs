@@ -189,6 +189,22 @@ pub fn node_status(
     }
 }
 
+/// Reports the eviction manager's DiskPressure in `status` (upstream's reasons and messages).
+pub fn set_disk_pressure(status: &mut NodeStatus, pressure: bool) {
+    let (reason, message) = if pressure {
+        ("KubeletHasDiskPressure", "kubelet has disk pressure")
+    } else {
+        ("KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+    };
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == "DiskPressure" {
+            c.status = if pressure { "True" } else { "False" }.into();
+            c.reason = Some(reason.into());
+            c.message = Some(message.into());
+        }
+    }
+}
+
 /// Keeps conditions' lastTransitionTime where the status did not change, as the kubelet does.
 fn keep_transition_times(new: &mut NodeStatus, old: Option<&NodeStatus>) {
     let old_conds = old.and_then(|o| o.conditions.as_ref());
@@ -324,6 +340,40 @@ mod tests {
         let info = s.node_info.unwrap();
         assert_eq!(info.kubelet_version, KUBELET_VERSION);
         assert_eq!(info.container_runtime_version, "kiln-host://0.1.0");
+    }
+
+    #[test]
+    fn disk_pressure_condition() {
+        let cfg = KubeletConfig::new("cp1", "10.1.0.2".parse().unwrap());
+        let disk = |s: &NodeStatus| {
+            s.conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "DiskPressure")
+                .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+                .unwrap()
+        };
+        let mut s = node_status(&cfg, &HostInfo::default(), "x", None);
+        assert_eq!(
+            disk(&s),
+            ("False".into(), "KubeletHasNoDiskPressure".into())
+        );
+        set_disk_pressure(&mut s, true);
+        assert_eq!(disk(&s), ("True".into(), "KubeletHasDiskPressure".into()));
+        let c = s
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "DiskPressure");
+        assert_eq!(
+            c.and_then(|c| c.message.as_deref()),
+            Some("kubelet has disk pressure")
+        );
+        set_disk_pressure(&mut s, false);
+        assert_eq!(
+            disk(&s),
+            ("False".into(), "KubeletHasNoDiskPressure".into())
+        );
     }
 
     #[test]

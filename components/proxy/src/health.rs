@@ -214,7 +214,7 @@ impl Health {
         metric(
             "kiln_proxy_endpoints",
             "gauge",
-            "Endpoint chains in the table.",
+            "Endpoints (service port × backend) in the table.",
             c.endpoints.to_string(),
         );
         metric(

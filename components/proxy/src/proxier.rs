@@ -210,7 +210,7 @@ mod tests {
         );
         assert!(r.applied && r.endpoints == 2);
         assert_eq!(nft.applied().len(), 2);
-        assert!(nft.applied()[1].contains("dnat to 10.244.2.2:8080"));
+        assert!(nft.applied()[1].contains("10.244.2.2 . 8080"));
     }
 
     #[test]
@@ -229,7 +229,7 @@ mod tests {
         assert!(r.applied && !r.full);
         let update = &nft.applied()[1];
         assert!(!update.contains("delete table"), "{update}");
-        assert!(update.starts_with("add chain ip kiln ep-default/web/tcp/80__10.244.2.2/8080\n"));
+        assert!(update.starts_with("flush chain ip kiln svc-default/web/tcp/80\n"));
     }
 
     /// Fails every update (anything but a whole-table replace), like nft rejecting a batch.
@@ -270,7 +270,7 @@ mod tests {
         let applied = nft.0.applied();
         assert_eq!(applied.len(), 2, "the rejected update is not recorded");
         assert!(
-            applied[1].contains("dnat to 10.244.2.2:8080") && !applied[1].contains("10.244.1.2")
+            applied[1].contains("{ 0 : 10.244.2.2 . 8080 }") && !applied[1].contains("10.244.1.2")
         );
     }
 

@@ -217,7 +217,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
             eventually("DNAT for the service", || async {
                 let last = nft.applied().last().cloned()?;
                 (last.contains(&format!("{ip} . tcp . 80 : goto svc-default/web/tcp/80"))
-                    && last.contains("dnat to 10.244.2.7:8080"))
+                    && last.contains("map { 0 : 10.244.2.7 . 8080 }"))
                 .then_some(())
             })
             .await;
@@ -248,7 +248,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
             let applied = nft.applied();
             let last = applied.last().unwrap();
             assert!(
-                last.contains("add rule ip kiln ep-default/web/tcp/80__10.244.2.8/8080 meta l4proto tcp dnat to 10.244.2.8:8080")
+                last.contains("add rule ip kiln svc-default/web/tcp/80 meta l4proto tcp dnat to numgen random mod 1 map { 0 : 10.244.2.8 . 8080 }")
                     && !last.contains("delete table"),
                 "{last}"
             );

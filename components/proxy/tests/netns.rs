@@ -186,9 +186,9 @@ fn rendered_table_loads_into_nft_replaces_atomically_and_cleanup_removes_it() {
         "tcp . 30080 : goto np-default/web/tcp/80",
         "10.96.0.11 . tcp . 80 : goto reject-service",
         "tcp . 30081 : goto reject-service",
-        "numgen random mod 2 vmap { 0 : goto ep-default/web/tcp/80__10.244.1.2/8080, 1 : goto ep-default/web/tcp/80__10.244.2.2/8080 }",
-        "dnat to 10.244.2.2:8080",
+        "meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.244.1.2 . 8080, 1 : 10.244.2.2 . 8080 }",
         "udp dnat to 10.244.1.3:5353",
+        "ct status dnat ip saddr . ip daddr @hairpin",
         "update @affinity-default/dns/udp/53__10.244.1.3/5353 { ip saddr }",
         "masquerade fully-random",
     ] {
@@ -199,7 +199,9 @@ fn rendered_table_loads_into_nft_replaces_atomically_and_cleanup_removes_it() {
     nft.apply(&script).unwrap();
     let second = nft.list_table().unwrap().unwrap();
     assert_eq!(first, second);
-    assert_eq!(second.matches("chain ep-default/web/tcp/80__").count(), 2);
+    // a chain per endpoint only for the affinity service (dns)
+    assert_eq!(second.matches("chain ep-default/web/").count(), 0);
+    assert_eq!(second.matches("chain ep-default/dns/").count(), 1);
 
     // an endpoint leaves: the replace drops its chain
     nft.apply(&render(&state(&["10.244.2.2"]), &node()).script)
@@ -392,6 +394,21 @@ fn cluster_ip_node_port_hairpin_and_reject_carry_real_traffic() {
         ["backend-a", "backend-b"],
         "{again:?}"
     );
+
+    // ClientIP affinity switched on (an update): every request of one client lands on one backend,
+    // through the ClusterIP and the NodePort, from the node and from a pod (also when it picked itself)
+    let mut sticky = state(&["10.244.1.2", "10.244.2.2"]);
+    sticky.services[0].affinity_timeout = Some(60);
+    let sticky = build(&sticky, &node()).table;
+    nft.apply(&update_script(&both, &sticky).unwrap()).unwrap();
+    for (ns, url) in [
+        (&node_ns, "http://10.96.0.10/"),
+        (&node_ns, "http://192.168.77.1:30080/"),
+        (&a, "http://10.96.0.10/"),
+    ] {
+        let pinned = spread(ns, url);
+        assert_eq!(pinned.len(), 1, "{url} from {}: {pinned:?}", ns.name);
+    }
 }
 
 /// `nft list table` with the order nft happens to print things in taken out (elements of one map, chains
@@ -399,11 +416,13 @@ fn cluster_ip_node_port_hairpin_and_reject_carry_real_traffic() {
 fn normalized(listing: &str) -> Vec<String> {
     let mut lines: Vec<String> = listing
         .lines()
-        .map(|l| {
+        .flat_map(|l| {
             let l = l.trim();
             let l = l.strip_prefix("elements = { ").unwrap_or(l);
             let l = l.trim_end_matches(',');
-            l.strip_suffix(" }").unwrap_or(l).to_string()
+            let l = l.strip_suffix(" }").unwrap_or(l);
+            // set elements may share a line
+            l.split(", ").map(str::to_string).collect::<Vec<_>>()
         })
         .filter(|l| !l.is_empty())
         .collect();

@@ -85,16 +85,8 @@ fn chain<'a>(script: &'a str, name: &str) -> Vec<&'a str> {
 fn cluster_ip_with_two_endpoints_is_exactly_this_table() {
     let r = render(&web_state(), &node());
     let expected_dynamic = "  chain svc-default/web/tcp/80 {
-    ip saddr != 10.244.0.0/16 jump mark-masq
-    numgen random mod 2 vmap { 0 : goto ep-default/web/tcp/80__10.244.1.2/8080, 1 : goto ep-default/web/tcp/80__10.244.2.2/8080 }
-  }
-  chain ep-default/web/tcp/80__10.244.1.2/8080 {
-    ip saddr 10.244.1.2 jump mark-masq
-    meta l4proto tcp dnat to 10.244.1.2:8080
-  }
-  chain ep-default/web/tcp/80__10.244.2.2/8080 {
-    ip saddr 10.244.2.2 jump mark-masq
-    meta l4proto tcp dnat to 10.244.2.2:8080
+    ip saddr != 10.244.0.0/16 meta mark set meta mark | 0x4000
+    meta l4proto tcp dnat to numgen random mod 2 map { 0 : 10.244.1.2 . 8080, 1 : 10.244.2.2 . 8080 }
   }
 }
 ";
@@ -117,6 +109,13 @@ table ip kiln {{
   map no-endpoint-nodeports {{
     type inet_proto . inet_service : verdict
   }}
+  set hairpin {{
+    type ipv4_addr . ipv4_addr
+    elements = {{
+      10.244.1.2 . 10.244.1.2,
+      10.244.2.2 . 10.244.2.2
+    }}
+  }}
 {BASE_CHAINS}{expected_dynamic}"
     );
     assert_eq!(r.script, expected);
@@ -136,7 +135,7 @@ fn node_port_is_matched_on_local_addresses_and_always_masqueraded() {
     );
     assert_eq!(
         chain(&r.script, "np-default/web/tcp/80"),
-        ["jump mark-masq", "goto svc-default/web/tcp/80"]
+        [MARK_MASQ, "goto svc-default/web/tcp/80"]
     );
     assert!(chain(&r.script, "services")
         .contains(&"fib daddr type local meta l4proto . th dport vmap @service-nodeports"));
@@ -209,11 +208,11 @@ fn named_target_port_resolves_through_endpoint_port_names() {
     );
     let r = render(&s, &node());
     assert_eq!(
-        chain(&r.script, "ep-apps/api/tcp/80__10.244.1.5/8080").last(),
-        Some(&"meta l4proto tcp dnat to 10.244.1.5:8080")
+        chain(&r.script, "svc-apps/api/tcp/80").last(),
+        Some(&"meta l4proto tcp dnat to numgen random mod 1 map { 0 : 10.244.1.5 . 8080 }")
     );
     assert!(
-        r.script.contains("dnat to 10.244.1.5:9091"),
+        chain(&r.script, "svc-apps/api/tcp/9100")[1].ends_with("{ 0 : 10.244.1.5 . 9091 }"),
         "named by the targetPort"
     );
 }
@@ -250,10 +249,10 @@ fn udp_ports_use_udp_keys_and_dnat() {
         .script
         .contains("10.96.0.10 . tcp . 53 : goto svc-kube-system/dns/tcp/53"));
     assert_eq!(
-        chain(&r.script, "ep-kube-system/dns/udp/53__10.244.1.3/5353"),
+        chain(&r.script, "svc-kube-system/dns/udp/53"),
         [
-            "ip saddr 10.244.1.3 jump mark-masq",
-            "meta l4proto udp dnat to 10.244.1.3:5353"
+            "ip saddr != 10.244.0.0/16 meta mark set meta mark | 0x4000",
+            "meta l4proto udp dnat to numgen random mod 1 map { 0 : 10.244.1.3 . 5353 }"
         ]
     );
 }
@@ -261,24 +260,29 @@ fn udp_ports_use_udp_keys_and_dnat() {
 #[test]
 fn masquerade_marks_and_hairpin() {
     let r = render(&web_state(), &node());
+    assert_eq!(MARK_MASQ, "meta mark set meta mark | 0x4000");
+    let post = chain(&r.script, "postrouting");
+    // an endpoint reaching itself through the service (hairpin: after DNAT, source == destination) is
+    // masqueraded; the set holds `addr . addr` of every endpoint
     assert_eq!(
-        chain(&r.script, "mark-masq"),
-        ["meta mark set meta mark | 0x4000"]
+        post[1],
+        "ct status dnat ip saddr . ip daddr @hairpin meta mark set meta mark | 0x4000"
     );
+    assert!(r.script.contains("      10.244.2.2 . 10.244.2.2\n"));
     assert_eq!(
-        chain(&r.script, "postrouting")[1],
+        post[2],
         "meta mark & 0x4000 == 0x4000 meta mark set meta mark & 0xffffbfff masquerade fully-random"
     );
     // ClusterIP traffic from outside the pod network is masqueraded, pod traffic is not
     assert_eq!(
         chain(&r.script, "svc-default/web/tcp/80")[0],
-        "ip saddr != 10.244.0.0/16 jump mark-masq"
+        "ip saddr != 10.244.0.0/16 meta mark set meta mark | 0x4000"
     );
-    // an endpoint reaching itself through the service (hairpin) is masqueraded
-    assert_eq!(
-        chain(&r.script, "ep-default/web/tcp/80__10.244.2.2/8080")[0],
-        "ip saddr 10.244.2.2 jump mark-masq"
-    );
+    // no chain per endpoint and no jump out of the service chain
+    assert!(!r.script.contains("chain ep-"));
+    assert!(!chain(&r.script, "svc-default/web/tcp/80")
+        .iter()
+        .any(|r| r.contains("jump") || r.contains("goto")));
     assert_eq!(MASQ_MARK, 0x4000);
     // nft 1.0.6 rejects `priority dstnat` on a nat output chain
     assert_eq!(
@@ -321,7 +325,12 @@ fn output_is_deterministic_whatever_the_input_order() {
     assert_eq!(ra.script, rb.script);
     assert_eq!(ra, render(&a, &node()), "same input, same output");
     // duplicates across groups collapse into one endpoint
-    assert!(ra.script.contains("numgen random mod 3 vmap"));
+    assert!(ra.script.contains("numgen random mod 3 map"));
+    // an address in two groups (and two ports) is one hairpin element
+    assert_eq!(
+        ra.script.matches("      10.244.3.1 . 10.244.3.1").count(),
+        1
+    );
     // map elements are sorted
     let np = ra.script.find("udp . 30090").unwrap();
     assert!(ra.script.find("tcp . 30081").unwrap() < np);
@@ -336,13 +345,17 @@ fn session_affinity_pins_clients_to_their_endpoint() {
     assert!(r.script.contains(&format!(
         "  set affinity-{ep} {{\n    type ipv4_addr\n    flags dynamic,timeout\n    timeout 600s\n  }}\n"
     )));
+    // affinity services keep a chain per endpoint, so the set goes with its endpoint
+    let svc = chain(&r.script, "svc-default/web/tcp/80");
+    assert_eq!(svc[1], format!("ip saddr @affinity-{ep} goto ep-{ep}"));
+    assert!(svc[3]
+        .starts_with("numgen random mod 2 vmap { 0 : goto ep-default/web/tcp/80__10.244.1.2/8080"));
     assert_eq!(
-        chain(&r.script, "svc-default/web/tcp/80")[1],
-        format!("ip saddr @affinity-{ep} goto ep-{ep}")
-    );
-    assert_eq!(
-        chain(&r.script, &format!("ep-{ep}"))[1],
-        format!("update @affinity-{ep} {{ ip saddr }}")
+        chain(&r.script, &format!("ep-{ep}")),
+        [
+            format!("update @affinity-{ep} {{ ip saddr }}"),
+            "meta l4proto tcp dnat to 10.244.1.2:8080".to_string()
+        ]
     );
 }
 

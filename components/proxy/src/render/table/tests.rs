@@ -1,7 +1,8 @@
 //! Updates are checked by replaying them on a model of the kernel's table that refuses what nf_tables
 //! refuses (a chain or set deleted while referenced or not empty, a rule in a missing chain, an element
-//! added twice or deleted when absent): replaying `update_script(old, new)` on `old` must give `new`.
-//! tests/netns.rs replays the same updates on the real nft.
+//! added twice or deleted when absent, in maps and in the `hairpin` set): replaying
+//! `update_script(old, new)` on `old` must give `new`. tests/netns.rs replays the same updates on the real
+//! nft.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +18,7 @@ struct Kernel {
     chains: BTreeMap<String, Vec<String>>,
     sets: BTreeMap<String, String>,
     maps: BTreeMap<String, BTreeMap<String, String>>,
+    hairpin: BTreeSet<String>,
 }
 
 impl Kernel {
@@ -34,6 +36,7 @@ impl Kernel {
                 .iter()
                 .map(|m| (m.name.to_string(), m.elements.clone()))
                 .collect(),
+            hairpin: t.hairpin.iter().map(|ip| format!("{ip} . {ip}")).collect(),
         }
     }
 
@@ -89,7 +92,7 @@ impl Kernel {
                     let words: Vec<&str> = rule.split([' ', ',']).collect();
                     for w in words.windows(2) {
                         if w[0] == "goto" || w[0] == "jump" {
-                            assert!(self.chains.contains_key(w[1]) || w[1] == "mark-masq");
+                            assert!(self.chains.contains_key(w[1]), "{line}");
                         }
                     }
                 }
@@ -105,6 +108,20 @@ impl Kernel {
                 "delete set" => {
                     assert!(!self.referenced(rest, true), "set still used: {line}");
                     assert!(self.sets.remove(rest).is_some(), "{line}");
+                }
+                "add element" | "delete element" if rest.starts_with("hairpin ") => {
+                    let elems = rest["hairpin ".len()..]
+                        .trim_start_matches("{ ")
+                        .trim_end_matches(" }");
+                    for e in elems.split(", ") {
+                        let (a, b) = e.split_once(" . ").unwrap();
+                        assert_eq!(a, b, "{line}");
+                        if cmd.trim() == "add element" {
+                            assert!(self.hairpin.insert(e.into()), "twice: {line}");
+                        } else {
+                            assert!(self.hairpin.remove(e), "absent: {line}");
+                        }
+                    }
                 }
                 "add element" | "delete element" => {
                     let (map, elems) = rest.split_once(' ').unwrap();
@@ -209,14 +226,12 @@ fn one_endpoint_change_touches_only_its_service() {
     assert_eq!(
         lines,
         [
-            "add chain ip kiln ep-default/web/tcp/80__10.244.1.4/8080",
+            // no chain and no jump added: the service chain's rules are rewritten
             "flush chain ip kiln svc-default/web/tcp/80",
-            "add rule ip kiln svc-default/web/tcp/80 ip saddr != 10.244.0.0/16 jump mark-masq",
-            "add rule ip kiln svc-default/web/tcp/80 numgen random mod 2 vmap { 0 : goto ep-default/web/tcp/80__10.244.1.2/8080, 1 : goto ep-default/web/tcp/80__10.244.1.4/8080 }",
-            "add rule ip kiln ep-default/web/tcp/80__10.244.1.4/8080 ip saddr 10.244.1.4 jump mark-masq",
-            "add rule ip kiln ep-default/web/tcp/80__10.244.1.4/8080 meta l4proto tcp dnat to 10.244.1.4:8080",
-            "flush chain ip kiln ep-default/web/tcp/80__10.244.1.3/8080",
-            "delete chain ip kiln ep-default/web/tcp/80__10.244.1.3/8080",
+            "add rule ip kiln svc-default/web/tcp/80 ip saddr != 10.244.0.0/16 meta mark set meta mark | 0x4000",
+            "add rule ip kiln svc-default/web/tcp/80 meta l4proto tcp dnat to numgen random mod 2 map { 0 : 10.244.1.2 . 8080, 1 : 10.244.1.4 . 8080 }",
+            "delete element ip kiln hairpin { 10.244.1.3 . 10.244.1.3 }",
+            "add element ip kiln hairpin { 10.244.1.4 . 10.244.1.4 }",
         ]
     );
     assert!(!script.contains("db"), "the other service is untouched");
@@ -321,7 +336,43 @@ fn table_script_is_what_render_prints() {
     );
     let t = table(&s).flat();
     let chains: BTreeSet<&str> = t.chains.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(chains.len(), 5, "{chains:?}");
+    assert_eq!(chains.len(), 2, "one per service port: {chains:?}");
+}
+
+#[test]
+fn a_hairpin_address_shared_by_two_services_stays_until_both_drop_it() {
+    // web and db share the endpoint 10.244.9.9
+    let shared = state(
+        vec![
+            service("web", "10.96.0.10", None, None),
+            service("db", "10.96.0.11", None, None),
+        ],
+        &[
+            ("web", &["10.244.1.2", "10.244.9.9"]),
+            ("db", &["10.244.9.9"]),
+        ],
+    );
+    let web_leaves = web(&["10.244.1.2"]);
+    let script = check(&shared, &web_leaves);
+    assert!(!script.contains("hairpin"), "db still has it:\n{script}");
+    let script = check(&web_leaves, &shared);
+    assert!(!script.contains("hairpin"), "{script}");
+    // both lose it: deleted once
+    let none: &[&str] = &[];
+    let gone = state(
+        vec![
+            service("web", "10.96.0.10", None, None),
+            service("db", "10.96.0.11", None, None),
+        ],
+        &[("web", &["10.244.1.2"]), ("db", none)],
+    );
+    let script = check(&shared, &gone);
+    assert_eq!(
+        script.matches("10.244.9.9 . 10.244.9.9").count(),
+        1,
+        "{script}"
+    );
+    check(&gone, &shared);
 }
 
 #[test]
