@@ -91,6 +91,11 @@ fn parse(q: &str) -> Result<Exact, ResourceError> {
     Ok(Exact { num, den })
 }
 
+/// A quantity's value rounded up to a whole number (upstream's `Quantity.Value()`).
+pub fn quantity_value(q: &str) -> Result<u128, ResourceError> {
+    parse(q).map(|e| e.ceil_scaled(1))
+}
+
 fn quantity<'a>(
     list: Option<
         &'a std::collections::BTreeMap<

@@ -187,55 +187,10 @@ pub fn parse_soft(soft: &str, grace_periods: &str) -> Result<Thresholds, Evictio
 
 /// A Kubernetes quantity as a whole number of bytes, rounded up ("1Gi", "500M", "1.5Ki", "2e3", "100m").
 pub fn parse_bytes(q: &str) -> Result<u64, String> {
-    let bad = || format!("invalid quantity {q:?}");
-    let s = q.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    let number = number.strip_prefix('+').unwrap_or(number);
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    if int.is_empty() && frac.is_empty() {
-        return Err(bad());
-    }
-    let digits = format!("{int}{frac}");
-    if !digits.chars().all(|c| c.is_ascii_digit()) || digits.len() > 30 {
-        return Err(bad());
-    }
-    // value = digits / 10^frac.len() * multiplier, kept as an exact fraction.
-    let num: u128 = digits.parse().map_err(|_| bad())?;
-    let mut den: u128 = 10u128.pow(frac.len() as u32);
-    let mut mul: u128 = 1;
-    match suffix {
-        "" => {}
-        "m" => den *= 1000,
-        "k" => mul = 1000,
-        "M" => mul = 1000u128.pow(2),
-        "G" => mul = 1000u128.pow(3),
-        "T" => mul = 1000u128.pow(4),
-        "P" => mul = 1000u128.pow(5),
-        "E" => mul = 1000u128.pow(6),
-        "Ki" => mul = 1 << 10,
-        "Mi" => mul = 1 << 20,
-        "Gi" => mul = 1 << 30,
-        "Ti" => mul = 1 << 40,
-        "Pi" => mul = 1 << 50,
-        "Ei" => mul = 1 << 60,
-        e if e.starts_with(['e', 'E']) => {
-            let exp: i32 = e[1..].parse().map_err(|_| bad())?;
-            if exp.unsigned_abs() > 18 {
-                return Err(bad());
-            }
-            if exp >= 0 {
-                mul = 10u128.pow(exp as u32);
-            } else {
-                den *= 10u128.pow(exp.unsigned_abs());
-            }
-        }
-        _ => return Err(bad()),
-    }
-    let bytes = num.checked_mul(mul).ok_or_else(bad)?.div_ceil(den);
-    u64::try_from(bytes).map_err(|_| bad())
+    crate::env_resources::quantity_value(q)
+        .ok()
+        .and_then(|v| u64::try_from(v).ok())
+        .ok_or_else(|| format!("invalid quantity {q:?}"))
 }
 
 /// A byte count as upstream prints a BinarySI quantity: the largest binary suffix that divides it

@@ -90,13 +90,7 @@ fn disk_pressure_evicts_pods_and_recovers() {
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "kdisk",
-        &[
-            "ca.crt",
-            "apiserver.crt",
-            "apiserver.key",
-            "apiserver-kubelet-client.crt",
-            "apiserver-kubelet-client.key",
-        ],
+        common::lab::APISERVER_WITH_KUBELET_CLIENT,
     );
     lab.put(&here.join("disk-pressure.yaml"), "/tmp/pods.yaml", "0644");
     lab.put(

@@ -94,13 +94,7 @@ fn kubelet_and_containerd_restarts_leave_pods_running() {
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "t-adopt",
-        &[
-            "ca.crt",
-            "apiserver.crt",
-            "apiserver.key",
-            "apiserver-kubelet-client.crt",
-            "apiserver-kubelet-client.key",
-        ],
+        common::lab::APISERVER_WITH_KUBELET_CLIENT,
     );
     lab.put(&here.join("adopt-pods.yaml"), "/tmp/pods.yaml", "0644");
     lab.sh(

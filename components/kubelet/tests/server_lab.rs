@@ -107,13 +107,7 @@ fn kubectl_logs_and_exec_reach_the_kubelet_server() {
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane_files(
         "kubelet-srv",
-        &[
-            "ca.crt",
-            "apiserver.crt",
-            "apiserver.key",
-            "apiserver-kubelet-client.crt",
-            "apiserver-kubelet-client.key",
-        ],
+        common::lab::APISERVER_WITH_KUBELET_CLIENT,
     );
     lab.put(&here.join("server-pods.yaml"), "/tmp/pods.yaml", "0644");
     lab.put(

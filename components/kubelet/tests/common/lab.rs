@@ -94,6 +94,16 @@ impl Drop for Lab {
     }
 }
 
+/// The PKI files of an API server that also talks to the kubelet (logs, exec): for
+/// [`up_with_control_plane_files`].
+pub const APISERVER_WITH_KUBELET_CLIENT: &[&str] = &[
+    "ca.crt",
+    "apiserver.crt",
+    "apiserver.key",
+    "apiserver-kubelet-client.crt",
+    "apiserver-kubelet-client.key",
+];
+
 /// A lab host ready for a control plane on its loopback: containerd up (tests/cri/host-setup.sh), a PKI
 /// and admin/kubelet kubeconfigs for `https://127.0.0.1:6443`, the given PKI files in /etc/kiln/pki, the
 /// kubeconfigs in /etc/kiln, kiln-apiserver and this build's kiln-kubelet in /usr/local/bin. The temp
