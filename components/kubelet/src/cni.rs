@@ -9,6 +9,12 @@ use std::path::{Path, PathBuf};
 pub const CONFLIST_NAME: &str = "10-kiln.conflist";
 pub const NETWORK_NAME: &str = "kiln";
 pub const BRIDGE: &str = "cni0";
+/// host-local's default `dataDir` (the conflist sets none): under it one directory per network name, holding
+/// one file per reserved IP (named by the IP; content: the sandbox ID, on newer plugins `\r\n` and the
+/// interface name), `last_reserved_ip.<range>` and `lock`.
+pub const IPAM_DATA_DIR: &str = "/var/lib/cni/networks";
+/// The file host-local flocks in a network's directory around every allocation and release.
+pub const IPAM_LOCK_FILE: &str = "lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CniError {

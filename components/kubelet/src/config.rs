@@ -124,6 +124,14 @@ pub struct Flags {
     /// The image filesystem: containerd's root dir (its `root` setting).
     #[arg(long, default_value = "/var/lib/containerd")]
     pub eviction_imagefs_dir: PathBuf,
+    /// How often leaked CNI IP reservations (host-local files whose sandbox CRI no longer lists) are
+    /// released (Go duration). Hidden: for tests.
+    #[arg(long, default_value = "1m", hide = true)]
+    pub cni_gc_interval: String,
+    /// How old an unowned reservation must be to be released (Go duration; covers a sandbox whose IP is
+    /// reserved before containerd lists it). Hidden: for tests.
+    #[arg(long, default_value = "2m", hide = true)]
+    pub cni_gc_grace: String,
 }
 
 /// The kubelet's HTTPS server (:10250).
@@ -145,6 +153,8 @@ pub struct CriSettings {
     pub cni_conf_dir: PathBuf,
     /// How often each pod's containers are checked (exits, probes).
     pub sync_period: Duration,
+    /// Release of leaked host-local IP reservations.
+    pub cni_gc: crate::cni_gc::GcSettings,
 }
 
 /// Everything `run` needs, with defaults resolved.
@@ -211,6 +221,7 @@ impl KubeletConfig {
     pub fn from_flags(flags: Flags) -> Result<Self, ConfigError> {
         // Resolved first: the fields below are moved out of `flags`.
         let eviction = eviction_config(&flags)?;
+        let cni_gc = cni_gc_settings(&flags)?;
         let node_name = match flags.hostname_override {
             Some(n) => n,
             None => hostname(),
@@ -284,6 +295,7 @@ impl KubeletConfig {
                 pod_cidr: flags.pod_cidr,
                 cni_conf_dir: flags.cni_conf_dir,
                 sync_period: Duration::from_secs(1),
+                cni_gc,
             });
         }
         if flags.port != 0 {
@@ -329,6 +341,26 @@ fn eviction_config(flags: &Flags) -> Result<crate::eviction::EvictionConfig, Con
             .map_err(invalid("eviction-pressure-transition-period"))?,
         monitoring_interval,
         imagefs_dir: flags.eviction_imagefs_dir.clone(),
+    })
+}
+
+fn cni_gc_settings(flags: &Flags) -> Result<crate::cni_gc::GcSettings, ConfigError> {
+    let duration = |flag: &'static str, v: &str| {
+        crate::eviction::thresholds::parse_duration(v)
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                if d.is_zero() {
+                    Err("must be more than 0".to_string())
+                } else {
+                    Ok(d)
+                }
+            })
+            .map_err(|message| ConfigError::Invalid { flag, message })
+    };
+    Ok(crate::cni_gc::GcSettings {
+        interval: duration("cni-gc-interval", &flags.cni_gc_interval)?,
+        grace: duration("cni-gc-grace", &flags.cni_gc_grace)?,
+        ..Default::default()
     })
 }
 
@@ -408,6 +440,12 @@ mod tests {
         let cri = c.cri.unwrap();
         assert_eq!(cri.endpoint, "unix:///run/containerd/containerd.sock");
         assert_eq!(cri.cni_conf_dir, PathBuf::from("/etc/cni/net.d"));
+        assert_eq!(cri.cni_gc, crate::cni_gc::GcSettings::default());
+        assert_eq!(
+            (cri.cni_gc.interval, cri.cni_gc.grace),
+            (Duration::from_secs(60), Duration::from_secs(120))
+        );
+        assert_eq!(cri.cni_gc.dir, PathBuf::from("/var/lib/cni/networks/kiln"));
         let server = c.server.unwrap();
         assert_eq!(
             (server.address.to_string(), server.port),
@@ -463,6 +501,23 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("pod-cidr"));
+        let gc = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--cni-gc-interval=2s",
+            "--cni-gc-grace=10m",
+        ]);
+        let gc = KubeletConfig::from_flags(gc).unwrap().cri.unwrap().cni_gc;
+        assert_eq!(
+            (gc.interval, gc.grace),
+            (Duration::from_secs(2), Duration::from_secs(600))
+        );
+        for (flag, value) in [("cni-gc-interval", "0s"), ("cni-gc-grace", "soon")] {
+            let arg = format!("--{flag}={value}");
+            let f = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()]);
+            let e = KubeletConfig::from_flags(f).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--{flag}: ")), "{e}");
+        }
     }
 
     #[test]

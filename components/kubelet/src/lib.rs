@@ -9,6 +9,7 @@ pub mod agent;
 pub mod api_client;
 pub mod apiserver_lb;
 pub mod cni;
+pub mod cni_gc;
 pub mod config;
 pub mod env;
 pub mod env_resources;
@@ -290,6 +291,17 @@ async fn run_workloads(
     let recorder: Arc<dyn events::EventRecorder> = Arc::new(recorder);
     rt.set_recorder(recorder.clone());
     let workload_rt = start_eviction(&cfg, &rt, &client, recorder, disk_pressure, &shutdown);
+    // Leaked CNI IP reservations: released once the runtime has reconciled, then periodically.
+    let (workload_rt, reconciled) = cni_gc::signal_adopted(workload_rt);
+    if let Some(cri) = &cfg.cri {
+        let gc = cni_gc::run(
+            rt.cri().clone(),
+            cri.cni_gc.clone(),
+            reconciled,
+            shutdown.clone(),
+        );
+        tokio::spawn(gc);
+    }
     tracing::info!(runtime = %rt.version(), "workload pods: watching this node's pods");
     let node_ip = cfg.node_ip.to_string();
     workloads::WorkloadPods::new(&cfg.node_name, &node_ip, workload_rt)
