@@ -15,6 +15,8 @@
 #     stop`); time from the power-off to the first successful write started after it. Goal <= 5 s.
 # Root. Only lab networks and the lab's own 127.0.0.1.
 #   bench/day2.sh [OBJECTS] [ROUNDS]
+# Environment: LAB / HALAB name the two labs (default bday2, bday2ha: set them when another run may be
+# going); SKIP_HA=1 runs part 1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OBJECTS=${1:-10000}
@@ -24,7 +26,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
 BIN_DIR=${BIN_DIR:-$CARGO_TARGET_DIR/release}
 KILN=$BIN_DIR/kiln
 export ETCDCTL_API=3
-LAB=bday2 HALAB=bday2ha
+LAB=${LAB:-bday2} HALAB=${HALAB:-bday2ha}
 WORK=$(mktemp -d /var/tmp/kiln-bench-day2.XXXXXX)
 PIDS=()
 cleanup() {
@@ -147,6 +149,7 @@ after=$(in_lab $LAB "${KC[@]}" get configmaps -n bench -o name | wc -l)
 "$KILN" lab down --name $LAB >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 2. HA failover
+if [ "${SKIP_HA:-}" != 1 ]; then
 "$KILN" lab down --name $HALAB >/dev/null 2>&1 || true
 "$KILN" lab up --name $HALAB --hosts 4 --no-registry >/dev/null
 HY=/tmp/kiln-lab/$HALAB/cluster.yaml
@@ -202,6 +205,7 @@ first_ok() { # file: completion of the first successful attempt started after th
 before() { awk -v t="$t_stop" '$2 < t' "$1" | grep -c '^ok' || true; }
 store_fo=$(first_ok "$WORK/store.attempts")
 api_fo=$(first_ok "$WORK/api.attempts")
+fi
 
 # ---------------------------------------------------------------- results
 ratio() { awk -v k="$1" -v a="$2" 'BEGIN { if (a > 0 && k != "none") printf "%.2f", k / a; else print "-" }'; }
@@ -215,6 +219,7 @@ row "restore: store data only (kiln-store vs etcdctl)" "$kiln_data" "$etcd_data"
 row "restore: whole command vs etcd restore+healthy" "$kiln_full" "$etcd_full" "(not a peer)"
 echo "  whole command = kiln snapshot restore: bundle unpack + sha256, control plane stopped, data restored on the host,"
 echo "  control plane started, healthy, objects verified ($after ConfigMaps listed after it); the anchor has no control plane"
+[ "${SKIP_HA:-}" = 1 ] && exit 0
 echo
 echo "HA failover: 3 controllers + 1 worker; store leader $leader ($leader_ip) powered off, writes through $survivor"
 echo "  (power-off took $(sub "$t_dead" "$t_stop")s; successful writes before it: store $(before "$WORK/store.attempts"), api $(before "$WORK/api.attempts"))"

@@ -2,7 +2,7 @@
 //! the store snapshot, cluster.yaml and the state directory (PKI, kubeconfigs) — everything a restore
 //! needs, so a restore never depends on anything that was only on the lost machines.
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -219,11 +219,23 @@ pub fn state_files(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// What goes into a bundle besides bundle.json.
 pub struct Contents<'a> {
-    pub snapshot: &'a Path,
+    /// The store snapshot's bytes (received into memory: written here once, never copied from a file).
+    pub snapshot: &'a [u8],
     pub cluster_yaml: &'a Path,
     /// (path under state/, file)
     pub state: Vec<(String, PathBuf)>,
     pub objects: &'a [ObjectRecord],
+}
+
+fn create_private(partial: &Path) -> Result<std::fs::File, SnapshotError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(partial)
+        .map_err(io("creating", partial))
 }
 
 /// Pack the bundle next to `path` and rename it into place (never a half-written bundle under its name),
@@ -235,16 +247,7 @@ pub fn write(
     path: &Path,
 ) -> Result<(), SnapshotError> {
     let partial = path.with_extension("partial");
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)
-            .map_err(io("creating", &partial))?
-    };
+    let file = create_private(&partial)?;
     let sink = match key {
         Some(k) => Sink::Sealed(Box::new(
             EncryptWriter::new(file, k).map_err(tar_err(&partial))?,
@@ -254,17 +257,158 @@ pub fn write(
     let mut b = tar::Builder::new(sink);
     let json = serde_json::to_vec_pretty(info).expect("bundle info serializes");
     append_bytes(&mut b, "bundle.json", &json, &partial)?;
-    append_file(&mut b, "snapshot.db", contents.snapshot, &partial)?;
-    let objects = serde_json::to_vec_pretty(contents.objects).expect("records serialize");
-    append_bytes(&mut b, OBJECTS, &objects, &partial)?;
-    append_file(&mut b, "cluster.yaml", contents.cluster_yaml, &partial)?;
-    for (rel, p) in &contents.state {
-        append_file(&mut b, &format!("state/{rel}"), p, &partial)?;
-    }
+    append_bytes(&mut b, "snapshot.db", contents.snapshot, &partial)?;
+    append_rest(&mut b, contents, &partial)?;
     let sink = b.into_inner().map_err(tar_err(&partial))?;
     let file = sink.finish().map_err(tar_err(&partial))?;
     file.sync_all().map_err(io("syncing", &partial))?;
     std::fs::rename(&partial, path).map_err(io("renaming", path))
+}
+
+/// Everything after snapshot.db: the object record, cluster.yaml and the state directory.
+fn append_rest<W: Write>(
+    b: &mut tar::Builder<W>,
+    contents: &Contents<'_>,
+    out: &Path,
+) -> Result<(), SnapshotError> {
+    let objects = serde_json::to_vec_pretty(contents.objects).expect("records serialize");
+    append_bytes(b, OBJECTS, &objects, out)?;
+    append_file(b, "cluster.yaml", contents.cluster_yaml, out)?;
+    for (rel, p) in &contents.state {
+        append_file(b, &format!("state/{rel}"), p, out)?;
+    }
+    Ok(())
+}
+
+const BLOCK: u64 = 512;
+/// Bytes bundle.json gets in a bundle written while its snapshot arrives (bundle.json needs the
+/// snapshot's revision and sha256 but comes first): the JSON, padded with spaces. It needs about 400.
+const INFO_SLOT: u64 = 4096;
+
+/// A plain bundle written while its snapshot arrives, so the snapshot is written once, as it comes: its
+/// bytes go straight to their place in the tar, after bundle.json's header and slot and snapshot.db's
+/// header; when the snapshot is complete the rest is appended and those two headers and bundle.json are
+/// filled in. The same tar as [`write`] makes, but for bundle.json's padding. Removed when dropped
+/// unfinished.
+pub struct Incoming {
+    file: Option<std::fs::File>,
+    partial: PathBuf,
+    snapshot_len: u64,
+    /// Snapshot bytes whose writeback was started (see [`WRITEBACK_EVERY`]).
+    written_back: u64,
+}
+
+/// While the snapshot arrives, its writeback to disk is started every this many bytes (as rocksdb's
+/// bytes_per_sync), so the fsync at the end waits for the last few MiB only, not for the whole file.
+const WRITEBACK_EVERY: u64 = 4 << 20;
+
+impl Incoming {
+    /// Start a bundle in `dir` (under a temporary name; [`Incoming::finish`] names it).
+    pub fn create(dir: &Path) -> Result<Incoming, SnapshotError> {
+        let partial = dir.join(format!(".{}.bundle.partial", std::process::id()));
+        let mut file = create_private(&partial)?;
+        let at = file
+            .seek(SeekFrom::Start(BLOCK + INFO_SLOT + BLOCK))
+            .map_err(io("writing", &partial));
+        let incoming = Incoming {
+            file: Some(file),
+            partial,
+            snapshot_len: 0,
+            written_back: 0,
+        };
+        at?;
+        Ok(incoming)
+    }
+
+    /// The next bytes of the snapshot.
+    pub fn write_snapshot(&mut self, chunk: &[u8]) -> Result<(), SnapshotError> {
+        let file = self.file.as_mut().expect("open until finished");
+        file.write_all(chunk)
+            .map_err(io("writing", &self.partial))?;
+        self.snapshot_len += chunk.len() as u64;
+        if self.snapshot_len - self.written_back >= WRITEBACK_EVERY {
+            self.start_writeback();
+        }
+        Ok(())
+    }
+
+    /// Start writing the snapshot's bytes not yet on their way to disk, without waiting: every
+    /// [`WRITEBACK_EVERY`] bytes, and once the snapshot is complete (so the writeback of its last bytes
+    /// overlaps the work before [`Incoming::finish`]).
+    pub fn start_writeback(&mut self) {
+        use std::os::fd::AsRawFd;
+        let Some(file) = self.file.as_ref() else {
+            return;
+        };
+        let from = BLOCK + INFO_SLOT + BLOCK + self.written_back;
+        let len = self.snapshot_len - self.written_back;
+        // SAFETY: a plain syscall on a descriptor we own; it only starts writeback of a range already
+        // written. A failure is no error: the fsync in `finish` writes everything anyway.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                from as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+        self.written_back = self.snapshot_len;
+    }
+
+    /// Complete the bundle and rename it to `path`. `Ok(false)`, and nothing left behind, when bundle.json
+    /// does not fit its slot (absurdly long cluster or host names): the caller then uses [`write`].
+    pub fn finish(
+        mut self,
+        info: &BundleInfo,
+        contents: &Contents<'_>,
+        path: &Path,
+    ) -> Result<bool, SnapshotError> {
+        let mut json = serde_json::to_vec_pretty(info).expect("bundle info serializes");
+        if json.len() as u64 >= INFO_SLOT {
+            return Ok(false);
+        }
+        json.push(b'\n');
+        json.resize(INFO_SLOT as usize, b' ');
+        let partial = self.partial.clone();
+        let mut file = self.file.take().expect("open until finished");
+        let pad = (BLOCK - self.snapshot_len % BLOCK) % BLOCK;
+        file.write_all(&vec![0u8; pad as usize])
+            .map_err(io("writing", &partial))?;
+        let mut b = tar::Builder::new(std::io::BufWriter::with_capacity(1 << 20, file));
+        append_rest(&mut b, contents, &partial)?;
+        let mut file = b
+            .into_inner()
+            .map_err(tar_err(&partial))?
+            .into_inner()
+            .map_err(|e| io("writing", &partial)(e.into_error()))?;
+        let mut front = header("bundle.json", INFO_SLOT, &partial)?;
+        front.extend_from_slice(&json);
+        front.extend_from_slice(&header("snapshot.db", self.snapshot_len, &partial)?);
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&front))
+            .map_err(io("writing", &partial))?;
+        file.sync_all().map_err(io("syncing", &partial))?;
+        std::fs::rename(&partial, path).map_err(io("renaming", path))?;
+        Ok(true)
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        // Unfinished or failed (once renamed, there is nothing under this name).
+        let _ = std::fs::remove_file(&self.partial);
+    }
+}
+
+/// A tar header as [`append_bytes`] makes it.
+fn header(name: &str, size: u64, out: &Path) -> Result<Vec<u8>, SnapshotError> {
+    let mut h = tar::Header::new_gnu();
+    h.set_path(name).map_err(tar_err(out))?;
+    h.set_size(size);
+    h.set_mode(0o600);
+    h.set_mtime(0);
+    h.set_cksum();
+    Ok(h.as_bytes().to_vec())
 }
 
 /// The bundle's description (its first entry), without reading the rest.
@@ -433,11 +577,10 @@ mod tests {
     use super::*;
 
     fn sample(dir: &Path, key: Option<&KeyMaterial>) -> PathBuf {
-        let db = dir.join("db");
-        std::fs::write(&db, vec![42u8; 3 << 20]).unwrap();
+        let db = vec![42u8; 3 << 20];
         let cy = dir.join("cluster.yaml");
         std::fs::write(&cy, "kind: Cluster\n").unwrap();
-        let sha = hex::encode(Sha256::digest(std::fs::read(&db).unwrap()));
+        let sha = hex::encode(Sha256::digest(&db));
         let info = BundleInfo::new("c1", "host1", 7, 3, &sha);
         let out = dir.join(info.file_name());
         let objects = vec![];
@@ -493,6 +636,46 @@ mod tests {
         std::fs::write(&bad, flipped).unwrap();
         let e = Bundle::open(&bad, Some(&key)).err().unwrap().to_string();
         assert!(e.contains("authentication failed"), "{e}");
+    }
+
+    #[test]
+    fn a_bundle_written_as_its_snapshot_arrives_opens_like_any_other() {
+        let d = tempfile::tempdir().unwrap();
+        let db: Vec<u8> = (0..(1u32 << 20) + 77).map(|i| (i % 251) as u8).collect();
+        let cy = d.path().join("cluster.yaml");
+        std::fs::write(&cy, "kind: Cluster\n").unwrap();
+        let info = BundleInfo::new("c1", "host1", 9, 4, &hex::encode(Sha256::digest(&db)));
+        let objects = vec![];
+        let contents = Contents {
+            snapshot: &db,
+            cluster_yaml: &cy,
+            state: vec![("pki/host1/ca.crt".into(), cy.clone())],
+            objects: &objects,
+        };
+        let mut incoming = Incoming::create(d.path()).unwrap();
+        for chunk in db.chunks(32 * 1024) {
+            incoming.write_snapshot(chunk).unwrap();
+        }
+        let out = d.path().join(info.file_name());
+        assert!(incoming.finish(&info, &contents, &out).unwrap());
+        let b = Bundle::open(&out, None).unwrap();
+        assert_eq!(b.info.revision, 9);
+        assert_eq!(b.info.registry_objects, 4);
+        assert_eq!(std::fs::read(b.snapshot()).unwrap(), db);
+        assert!(b.state_dir().join("pki/host1/ca.crt").exists());
+        assert!(b.objects().unwrap().is_empty());
+        // Only the bundle is left in the directory.
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+
+        // Dropped unfinished (a failed transfer): nothing left behind.
+        let mut cut = Incoming::create(d.path()).unwrap();
+        cut.write_snapshot(b"part").unwrap();
+        drop(cut);
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! The objects a bundle must bring back: namespaces, deployments, services, configmaps and secrets at the
 //! snapshot's revision, each with its UID, resourceVersion and the sha256 of its stored bytes. Recorded at
-//! save time (`objects.json` in the bundle) so a drill can check a restore without the original cluster.
+//! save time (`objects.json` in the bundle), read from the snapshot's own bytes, so a drill can check a
+//! restore without the original cluster.
 
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use kiln_common::store_snapshot::{self, LiveKeys, Scanner, StoreSnapshotError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::store_client::StoreClient;
+use super::store_client::{StoreClient, REGISTRY_PREFIX};
 use super::SnapshotError;
 
 /// (kind, the apiserver's store prefix for it).
@@ -40,6 +45,27 @@ impl ObjectRecord {
     }
 }
 
+/// The part of a stored object a record needs.
+#[derive(Deserialize)]
+struct Stored {
+    #[serde(default)]
+    metadata: StoredMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct StoredMeta {
+    #[serde(default, deserialize_with = "string_or_nothing")]
+    uid: Option<String>,
+}
+
+/// A uid that is not a string counts as none (the record then compares by content), as before.
+fn string_or_nothing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
 fn record(kind: &str, prefix: &str, key: &str, value: &[u8], mod_rev: i64) -> ObjectRecord {
     let rest = key.strip_prefix(prefix).unwrap_or(key);
     let (namespace, name) = match rest.split_once('/') {
@@ -47,10 +73,10 @@ fn record(kind: &str, prefix: &str, key: &str, value: &[u8], mod_rev: i64) -> Ob
         None => (String::new(), rest.to_string()),
     };
     // Stored objects are JSON; the UID is read from it when it parses (a record without one still
-    // compares by content).
-    let uid = serde_json::from_slice::<serde_json::Value>(value)
+    // compares by content). Only metadata.uid is decoded: the rest of the object is skipped unparsed.
+    let uid = serde_json::from_slice::<Stored>(value)
         .ok()
-        .and_then(|v| v["metadata"]["uid"].as_str().map(str::to_string))
+        .and_then(|o| o.metadata.uid)
         .unwrap_or_default();
     ObjectRecord {
         kind: kind.into(),
@@ -75,6 +101,133 @@ pub async fn collect(
     }
     out.sort_by_cached_key(|a| a.id());
     Ok(out)
+}
+
+/// What a save records of a snapshot, read from the snapshot itself.
+pub struct Recorded {
+    /// The store revision the snapshot holds.
+    pub revision: i64,
+    /// Keys under /registry/ at that revision.
+    pub registry_objects: i64,
+    /// The objects of [`KINDS`] at that revision, sorted.
+    pub objects: Vec<ObjectRecord>,
+}
+
+/// The revision, the /registry/ count and the objects of [`KINDS`] of a snapshot whose trailing sha256 was
+/// checked as it arrived: the same answers as reads at its revision from the store it came from.
+pub fn from_snapshot(data: &[u8]) -> Result<Recorded, StoreSnapshotError> {
+    let records = store_snapshot::records(data)?;
+    let revision = store_snapshot::revision(&records);
+    let live = store_snapshot::live_keys(&records, REGISTRY_PREFIX.as_bytes(), revision)?;
+    let mut objects = vec![];
+    for k in &live {
+        if let Some((kind, prefix)) = KINDS
+            .iter()
+            .find(|(_, prefix)| k.key.starts_with(prefix.as_bytes()))
+        {
+            let key = String::from_utf8_lossy(&k.key);
+            objects.push(record(kind, prefix, &key, k.value, k.mod_revision));
+        }
+    }
+    objects.sort_by_cached_key(|a| a.id());
+    Ok(Recorded {
+        revision,
+        registry_objects: live.len() as i64,
+        objects,
+    })
+}
+
+/// A live object of one of [`KINDS`] on its way to the recording thread: (kind, its prefix, key, stored
+/// bytes, mod revision).
+type Found = (&'static str, &'static str, String, Vec<u8>, i64);
+
+/// Records a snapshot while it arrives, so little is left to do once its last byte is in: the receiving
+/// task reads the records and finds the live keys as bytes come in, and a thread makes the object records
+/// (JSON, sha256) meanwhile. [`Recorder::finish`] checks the early answer against the whole snapshot and
+/// falls back to [`from_snapshot`] wherever it could differ, so the record is the same either way.
+pub struct Recorder {
+    scanner: Scanner,
+    live: LiveKeys<'static>,
+    registry_objects: i64,
+    /// Something in the bytes did not read as a snapshot: left for [`from_snapshot`] to name, once the
+    /// checksum has been checked.
+    unreadable: bool,
+    found: Option<mpsc::Sender<Found>>,
+    recording: Option<JoinHandle<Vec<ObjectRecord>>>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        let (found, objects) = mpsc::channel::<Found>();
+        let recording = std::thread::spawn(move || {
+            let mut out: Vec<ObjectRecord> = objects
+                .into_iter()
+                .map(|(kind, prefix, key, value, rev)| record(kind, prefix, &key, &value, rev))
+                .collect();
+            out.sort_by_cached_key(|a| a.id());
+            out
+        });
+        Recorder {
+            scanner: Scanner::default(),
+            live: LiveKeys::new(REGISTRY_PREFIX.as_bytes(), None),
+            registry_objects: 0,
+            unreadable: false,
+            found: Some(found),
+            recording: Some(recording),
+        }
+    }
+}
+
+impl Recorder {
+    /// `data`: every byte of the snapshot received so far.
+    pub fn feed(&mut self, data: &[u8]) {
+        while !self.unreadable {
+            let live = match self.scanner.next(data) {
+                Ok(Some(r)) => self.live.offer(&r),
+                Ok(None) => return,
+                Err(_) => {
+                    self.unreadable = true;
+                    return;
+                }
+            };
+            match live {
+                Ok(Some(k)) => {
+                    self.registry_objects += 1;
+                    let kind = KINDS
+                        .iter()
+                        .find(|(_, prefix)| k.key.starts_with(prefix.as_bytes()));
+                    if let (Some(&(kind, prefix)), Some(found)) = (kind, &self.found) {
+                        let key = String::from_utf8_lossy(&k.key).into_owned();
+                        // The thread only ends when dropped: sending cannot fail before `finish`.
+                        let _ = found.send((kind, prefix, key, k.value.to_vec(), k.mod_revision));
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => self.unreadable = true,
+            }
+        }
+    }
+
+    /// The record of the whole snapshot `data` (its trailing sha256 already checked).
+    pub fn finish(mut self, data: &[u8]) -> Result<Recorded, StoreSnapshotError> {
+        self.found = None;
+        let objects = self
+            .recording
+            .take()
+            .map(|t| t.join().expect("the recording thread does not panic"))
+            .unwrap_or_default();
+        let records = store_snapshot::records(data)?;
+        let revision = store_snapshot::revision(&records);
+        // Read early, each key's newest version decided; right when none is newer than the snapshot.
+        if self.unreadable || !self.scanner.ended() || self.live.newest() > revision {
+            return from_snapshot(data);
+        }
+        Ok(Recorded {
+            revision,
+            registry_objects: self.registry_objects,
+            objects,
+        })
+    }
 }
 
 /// Every difference between what the bundle recorded and what a restored store holds: missing objects,
@@ -132,6 +285,87 @@ mod tests {
             3,
         );
         assert_eq!(ns.id(), "Namespace/precious");
+    }
+
+    #[test]
+    fn the_record_of_a_snapshot_holds_its_live_objects_at_its_revision() {
+        use kiln_common::store_snapshot::{
+            encode, kv_record, revision_record, Record, FAMILY_KV, FAMILY_SM_META,
+        };
+        let cm = br#"{"metadata":{"name":"keepme","namespace":"precious","uid":"u-2"}}"#;
+        let kv = [
+            kv_record(b"/registry/configmaps/precious/keepme", 7, Some(cm)),
+            kv_record(b"/registry/configmaps/precious/keepme", 5, Some(b"{}")),
+            kv_record(b"/registry/configmaps/precious/gone", 8, None),
+            kv_record(b"/registry/configmaps/precious/gone", 6, Some(b"{}")),
+            kv_record(b"/registry/leases/kube-system/x", 4, Some(b"{}")),
+            kv_record(
+                b"/registry/namespaces/precious",
+                3,
+                Some(br#"{"metadata":{"uid":"u-1"}}"#),
+            ),
+            kv_record(b"/unrelated", 2, Some(b"x")),
+        ];
+        let meta = revision_record(8);
+        let mut records: Vec<Record<'_>> = kv
+            .iter()
+            .map(|(key, value)| Record {
+                family: FAMILY_KV,
+                key,
+                value,
+            })
+            .collect();
+        records.push(Record {
+            family: FAMILY_SM_META,
+            key: &meta.0,
+            value: &meta.1,
+        });
+        let data = encode(&records);
+        let r = from_snapshot(&data).unwrap();
+        // Recorded while arriving, in pieces: the same.
+        let mut early = Recorder::default();
+        for upto in (0..data.len()).step_by(100).chain([data.len()]) {
+            early.feed(&data[..upto]);
+        }
+        let e = early.finish(&data).unwrap();
+        assert_eq!(
+            (e.revision, e.registry_objects, &e.objects),
+            (r.revision, r.registry_objects, &r.objects)
+        );
+        assert_eq!(r.revision, 8);
+        assert_eq!(r.registry_objects, 3, "keepme, the lease and the namespace");
+        let ids: Vec<_> = r
+            .objects
+            .iter()
+            .map(|o| (o.id(), o.uid.as_str(), o.resource_version.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("ConfigMap precious/keepme".to_string(), "u-2", "7"),
+                ("Namespace/precious".to_string(), "u-1", "3"),
+            ]
+        );
+        assert_eq!(r.objects[0].sha256, hex::encode(Sha256::digest(cm)));
+    }
+
+    #[test]
+    fn a_uid_that_is_no_string_or_json_that_is_no_object_records_none() {
+        for value in [
+            &br#"{"metadata":{"uid":7}}"#[..],
+            b"not json",
+            b"[1]",
+            b"{}",
+        ] {
+            let r = record(
+                "Secret",
+                "/registry/secrets/",
+                "/registry/secrets/a/s",
+                value,
+                1,
+            );
+            assert_eq!(r.uid, "", "{}", String::from_utf8_lossy(value));
+        }
     }
 
     #[test]

@@ -75,7 +75,6 @@ struct SaveSource {
     members: Vec<(String, String, PathBuf)>,
     state: Vec<(String, PathBuf)>,
     state_from: &'static str,
-    kiln_store: PathBuf,
     default_dir: PathBuf,
 }
 
@@ -93,7 +92,6 @@ pub async fn save(ctx: &Context, opts: SaveOptions<'_>) -> Result<BundleInfo, Sn
             .collect(),
         state: bundle::state_files(&ctx.state_dir),
         state_from: "operator",
-        kiln_store: ctx.bin_dir.join("kiln-store"),
         default_dir: default_dir(ctx),
     };
     save_from(&src, opts).await
@@ -128,11 +126,13 @@ pub async fn save_on_host(
         members: vec![(h.name.clone(), h.node_address(), pki)],
         state,
         state_from: "host",
-        kiln_store: PathBuf::from("/usr/local/bin/kiln-store"),
         default_dir: PathBuf::from(schedule::DEFAULT_DIR),
     };
     save_from(&src, opts).await
 }
+
+/// How much of the arriving snapshot is written to the bundle at once.
+const WRITE_EVERY: usize = 1 << 20;
 
 async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo, SnapshotError> {
     let out = opts.out;
@@ -163,62 +163,86 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
                 continue;
             }
         };
-        let tmp = dir.join(format!(".{}.snapshot.partial", std::process::id()));
+        // A plain bundle is written as the snapshot arrives; an encrypted one once it is complete.
+        let mut incoming = match opts.key {
+            None => Some(bundle::Incoming::create(&dir)?),
+            Some(_) => None,
+        };
         // Stage timings at debug level (`--log kiln=debug`): what a slow save spends its time on.
         let t = std::time::Instant::now();
-        let saved = store.save_snapshot(&tmp).await;
-        tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot streamed");
-        let t = std::time::Instant::now();
-        let db = match saved.and_then(|mut db| {
-            db.revision = store_client::snapshot_revision(&src.kiln_store, &tmp)?;
-            tracing::debug!(
-                seconds = t.elapsed().as_secs_f64(),
-                "snapshot revision read"
-            );
-            Ok(db)
-        }) {
-            Ok(db) => db,
+        let mut recorder = manifest::Recorder::default();
+        // Written to the bundle a MiB at a time, not one syscall per 32 KiB message.
+        let mut written = 0;
+        let fetched = store
+            .fetch_snapshot(|data| {
+                if let Some(b) = incoming.as_mut() {
+                    if data.len() - written >= WRITE_EVERY {
+                        b.write_snapshot(&data[written..])?;
+                        written = data.len();
+                    }
+                }
+                recorder.feed(data);
+                Ok(())
+            })
+            .await;
+        let snap = match fetched {
+            Ok(s) => s,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
                 last_err = Some(e);
                 continue;
             }
         };
-        let t = std::time::Instant::now();
-        let counted = async {
-            let count = store.count_registry(db.revision).await?;
-            let objects = manifest::collect(&mut store, db.revision).await?;
-            Ok::<_, SnapshotError>((count, objects))
-        }
-        .await;
         tracing::debug!(
             seconds = t.elapsed().as_secs_f64(),
-            "objects counted and recorded"
+            bytes = snap.data.len(),
+            "snapshot received"
         );
-        let (count, objects) = match counted {
-            Ok(v) => v,
+        if let Some(b) = incoming.as_mut() {
+            b.write_snapshot(&snap.data[written..])?;
+            b.start_writeback();
+        }
+        // The revision, the object count and the object record come from the snapshot's own bytes (read
+        // as they arrived): the same answers as reads at its revision, without asking the store again or
+        // reading the file back.
+        let t = std::time::Instant::now();
+        let recorded = match recorder.finish(&snap.data) {
+            Ok(r) => r,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e);
+                last_err = Some(SnapshotError::Corrupt {
+                    endpoint: store.endpoint().to_string(),
+                    message: e.to_string(),
+                });
+                continue;
             }
         };
-        let mut info = BundleInfo::new(&src.cluster, name, db.revision, count, &db.sha256);
+        tracing::debug!(
+            seconds = t.elapsed().as_secs_f64(),
+            revision = recorded.revision,
+            objects = recorded.objects.len(),
+            "revision read, objects counted and recorded"
+        );
+        let (count, objects) = (recorded.registry_objects, recorded.objects);
+        let mut info = BundleInfo::new(&src.cluster, name, recorded.revision, count, &snap.sha256);
         info.state_from = src.state_from.into();
         let path = match out {
             Some(p) if !p.is_dir() => p.to_path_buf(),
             _ => dir.join(info.file_name()),
         };
         let contents = bundle::Contents {
-            snapshot: &tmp,
+            snapshot: &snap.data,
             cluster_yaml: &src.cluster_yaml,
             state: src.state.clone(),
             objects: &objects,
         };
         let t = std::time::Instant::now();
-        let written = bundle::write(&info, &contents, opts.key, &path);
+        let streamed = match incoming {
+            Some(b) => b.finish(&info, &contents, &path)?,
+            None => false,
+        };
+        if !streamed {
+            bundle::write(&info, &contents, opts.key, &path)?;
+        }
         tracing::debug!(seconds = t.elapsed().as_secs_f64(), "bundle written");
-        let _ = std::fs::remove_file(&tmp);
-        written?;
         if let Some(keep) = opts.keep {
             bundle::rotate(&dir, keep, opts.key)?;
         }

@@ -534,8 +534,6 @@ mod tests {
         std::fs::create_dir_all(old.join("store-members")).unwrap();
         std::fs::write(old.join("store-members/host1.json"), "{}").unwrap();
         std::fs::write(old.join("admin.conf"), "not a kubeconfig").unwrap();
-        let db = d.path().join("db");
-        std::fs::write(&db, b"snapshot").unwrap();
         let cy = d.path().join("old.yaml");
         std::fs::write(&cy, "kind: Cluster\n").unwrap();
         let info = BundleInfo::new(
@@ -547,7 +545,7 @@ mod tests {
         );
         let tar = d.path().join("b.tar");
         let contents = super::super::bundle::Contents {
-            snapshot: &db,
+            snapshot: b"snapshot",
             cluster_yaml: &cy,
             state: super::super::bundle::state_files(&old),
             objects: &[],

@@ -5,7 +5,6 @@ use std::path::Path;
 
 use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 
 use super::{io, SnapshotError};
 use crate::bootstrap::Context;
@@ -16,37 +15,15 @@ pub struct StoreClient {
     client: Client,
 }
 
-/// A snapshot written to disk: its revision (read from the file) and the sha256 of the whole file.
-pub struct SavedSnapshot {
-    pub revision: i64,
+/// A snapshot received whole, its trailing sha256 checked: the bytes and the sha256 of all of them.
+pub struct FetchedSnapshot {
+    pub data: Vec<u8>,
     pub sha256: String,
 }
 
-/// The revision a snapshot file holds, read by the same kiln-store binary kiln pushes to controllers
-/// (`kiln-store snapshot status FILE -w json`), which also checks the file's integrity.
-pub fn snapshot_revision(kiln_store: &Path, file: &Path) -> Result<i64, SnapshotError> {
-    let out = std::process::Command::new(kiln_store)
-        .args(["snapshot", "status"])
-        .arg(file)
-        .args(["-w", "json"])
-        .output()
-        .map_err(io("running", kiln_store))?;
-    if !out.status.success() {
-        return Err(SnapshotError::Bundle {
-            path: file.to_path_buf(),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| SnapshotError::Bundle {
-            path: file.to_path_buf(),
-            message: format!("kiln-store snapshot status: {e}"),
-        })?;
-    v["revision"].as_i64().ok_or_else(|| SnapshotError::Bundle {
-        path: file.to_path_buf(),
-        message: "kiln-store snapshot status printed no revision".into(),
-    })
-}
+/// The most a snapshot's announced size reserves up front (etcd's largest backend quota); a bigger
+/// snapshot still arrives, growing as it does.
+const MAX_RESERVE: u64 = 8 << 30;
 
 /// The end of the key range holding every key that starts with `prefix` (etcd's `--prefix`).
 fn prefix_end(prefix: &[u8]) -> Vec<u8> {
@@ -97,6 +74,11 @@ impl StoreClient {
         Ok(StoreClient { endpoint, client })
     }
 
+    /// The store's address, as errors name it.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     fn err(&self, e: impl std::fmt::Display) -> SnapshotError {
         SnapshotError::Store {
             endpoint: self.endpoint.clone(),
@@ -104,30 +86,38 @@ impl StoreClient {
         }
     }
 
-    /// Stream a snapshot into `path`, checking etcd's trailing sha256 (the last 32 bytes are the sha256 of
-    /// everything before them) as it arrives.
-    pub async fn save_snapshot(&mut self, path: &Path) -> Result<SavedSnapshot, SnapshotError> {
+    /// Receive a snapshot into memory (the store builds the whole snapshot in memory before it sends it,
+    /// so it is no bigger than what the store holds in memory), checking etcd's trailing sha256 (the last
+    /// 32 bytes are the sha256 of everything before them) and hashing the whole as it arrives: nothing is
+    /// read twice. After each piece, `on_data` gets every byte so far (for the bundle being written and
+    /// the record being made while the snapshot arrives).
+    pub async fn fetch_snapshot(
+        &mut self,
+        mut on_data: impl FnMut(&[u8]) -> Result<(), SnapshotError>,
+    ) -> Result<FetchedSnapshot, SnapshotError> {
         let mut stream = self.client.snapshot().await.map_err(|e| self.err(e))?;
-        let mut file = tokio::fs::File::create(path)
-            .await
-            .map_err(io("creating", path))?;
-        let (mut body, mut whole) = (Sha256::new(), Sha256::new());
-        let mut tail: Vec<u8> = Vec::new();
-        let mut total = 0u64;
+        let mut data: Vec<u8> = Vec::new();
+        // Everything but the last 32 bytes seen so far goes into `body`; once its digest is checked
+        // against those 32, they are added too for the sha256 of the whole.
+        let mut body = Sha256::new();
+        let mut hashed = 0usize;
         while let Some(msg) = stream.message().await.map_err(|e| self.err(e))? {
-            let blob = msg.blob();
-            file.write_all(blob).await.map_err(io("writing", path))?;
-            whole.update(blob);
-            total += blob.len() as u64;
-            tail.extend_from_slice(blob);
-            if tail.len() > 32 {
-                let cut = tail.len() - 32;
-                body.update(&tail[..cut]);
-                tail.drain(..cut);
+            if data.is_empty() {
+                // The first message says how much follows: one allocation for the whole snapshot.
+                let total = msg.blob().len() as u64 + msg.remaining_bytes();
+                data.reserve_exact(usize::try_from(total.min(MAX_RESERVE)).unwrap_or(0));
+            }
+            data.extend_from_slice(msg.blob());
+            on_data(&data)?;
+            let upto = data.len().saturating_sub(32);
+            if upto > hashed {
+                body.update(&data[hashed..upto]);
+                hashed = upto;
             }
         }
-        file.sync_all().await.map_err(io("syncing", path))?;
-        if tail.len() != 32 || body.finalize().as_slice() != tail.as_slice() {
+        let total = data.len();
+        let tail = data.get(hashed..).unwrap_or_default();
+        if total < 32 || body.clone().finalize().as_slice() != tail {
             return Err(SnapshotError::Corrupt {
                 endpoint: self.endpoint.clone(),
                 message: format!(
@@ -135,10 +125,9 @@ impl StoreClient {
                 ),
             });
         }
-        Ok(SavedSnapshot {
-            revision: 0,
-            sha256: hex::encode(whole.finalize()),
-        })
+        body.update(tail);
+        let sha256 = hex::encode(body.finalize());
+        Ok(FetchedSnapshot { data, sha256 })
     }
 
     /// (current revision, Kubernetes objects now).

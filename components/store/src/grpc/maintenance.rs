@@ -214,23 +214,22 @@ impl PbMaintenanceService for MaintenanceService {
         .map_err(|e| Status::internal(e.to_string()))?
         .map_err(|e| Status::internal(format!("snapshot: {e}")))?;
         tracing::info!(bytes = blob.len(), "sending snapshot");
+        // Each message is cut from the blob when the stream is polled for it, not all up front: the
+        // first bytes leave at once and the snapshot is never held twice.
         let total = blob.len();
-        let mut chunks = Vec::new();
-        let mut sent = 0;
-        for chunk in blob.chunks(SNAPSHOT_CHUNK) {
-            sent += chunk.len();
-            chunks.push(Ok(PbSnapshotResponse {
-                header: if sent == chunk.len() {
-                    Some(header)
-                } else {
-                    None
-                },
-                remaining_bytes: (total - sent) as u64,
-                blob: chunk.to_vec(),
+        let chunks = total.div_ceil(SNAPSHOT_CHUNK);
+        let mut header = Some(header);
+        let messages = (0..chunks).map(move |i| {
+            let start = i * SNAPSHOT_CHUNK;
+            let end = (start + SNAPSHOT_CHUNK).min(total);
+            Ok(PbSnapshotResponse {
+                header: header.take(),
+                remaining_bytes: (total - end) as u64,
+                blob: blob[start..end].to_vec(),
                 version: ETCD_API_VERSION.to_string(),
-            }));
-        }
-        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+            })
+        });
+        Ok(Response::new(Box::pin(tokio_stream::iter(messages))))
     }
 
     async fn move_leader(

@@ -2,6 +2,8 @@
 //! `magic ‖ (cf u8, key len u32, key, value len u32, value)* ‖ 0xFF ‖ zero padding to 512 ‖
 //! sha256`. The same blob is what Maintenance.Snapshot streams to `etcdctl snapshot save`.
 //! The trailing digest lets a receiver refuse a corrupt or truncated snapshot.
+//! `kiln_common::store_snapshot` reads this format (and the `kv` layout of `mvcc::keys`) without rocksdb
+//! for `kiln snapshot save`: keep the two in step.
 
 use rocksdb::{IteratorMode, WriteBatch, DB};
 use sha2::{Digest, Sha256};
