@@ -289,9 +289,7 @@ mod tests {
 
     #[test]
     fn the_record_of_a_snapshot_holds_its_live_objects_at_its_revision() {
-        use kiln_common::store_snapshot::{
-            encode, kv_record, revision_record, Record, FAMILY_KV, FAMILY_SM_META,
-        };
+        use kiln_common::store_snapshot::{encode_kv, kv_record};
         let cm = br#"{"metadata":{"name":"keepme","namespace":"precious","uid":"u-2"}}"#;
         let kv = [
             kv_record(b"/registry/configmaps/precious/keepme", 7, Some(cm)),
@@ -306,21 +304,7 @@ mod tests {
             ),
             kv_record(b"/unrelated", 2, Some(b"x")),
         ];
-        let meta = revision_record(8);
-        let mut records: Vec<Record<'_>> = kv
-            .iter()
-            .map(|(key, value)| Record {
-                family: FAMILY_KV,
-                key,
-                value,
-            })
-            .collect();
-        records.push(Record {
-            family: FAMILY_SM_META,
-            key: &meta.0,
-            value: &meta.1,
-        });
-        let data = encode(&records);
+        let data = encode_kv(&kv, 8);
         let r = from_snapshot(&data).unwrap();
         // Recorded while arriving, in pieces: the same.
         let mut early = Recorder::default();

@@ -369,18 +369,10 @@ pub fn revision_record(revision: i64) -> (Vec<u8>, Vec<u8>) {
     (META_REVISION.to_vec(), revision.to_be_bytes().to_vec())
 }
 
-/// A snapshot holding at revision 4: "a" put at 2 and rewritten at 3 ("v1", then "v2"), "b\0" put at 2,
-/// "c" put at 2 and deleted at 4.
-#[cfg(test)]
-fn sample() -> Vec<u8> {
-    let kv = [
-        kv_record(b"a", 3, Some(b"v2")),
-        kv_record(b"a", 2, Some(b"v1")),
-        kv_record(b"b\0", 2, Some(b"w")),
-        kv_record(b"c", 4, None),
-        kv_record(b"c", 2, Some(b"x")),
-    ];
-    let meta = revision_record(4);
+/// A snapshot of the `kv` records `kv` (from [`kv_record`]) at store revision `revision` (for tests of
+/// what reads snapshots).
+pub fn encode_kv(kv: &[(Vec<u8>, Vec<u8>)], revision: i64) -> Vec<u8> {
+    let meta = revision_record(revision);
     let mut records: Vec<Record<'_>> = kv
         .iter()
         .map(|(key, value)| Record {
@@ -395,6 +387,20 @@ fn sample() -> Vec<u8> {
         value: &meta.1,
     });
     encode(&records)
+}
+
+/// A snapshot holding at revision 4: "a" put at 2 and rewritten at 3 ("v1", then "v2"), "b\0" put at 2,
+/// "c" put at 2 and deleted at 4.
+#[cfg(test)]
+fn sample() -> Vec<u8> {
+    let kv = [
+        kv_record(b"a", 3, Some(b"v2")),
+        kv_record(b"a", 2, Some(b"v1")),
+        kv_record(b"b\0", 2, Some(b"w")),
+        kv_record(b"c", 4, None),
+        kv_record(b"c", 2, Some(b"x")),
+    ];
+    encode_kv(&kv, 4)
 }
 
 #[cfg(test)]
