@@ -271,7 +271,8 @@ fn append_rest<W: Write>(
     contents: &Contents<'_>,
     out: &Path,
 ) -> Result<(), SnapshotError> {
-    let objects = serde_json::to_vec_pretty(contents.objects).expect("records serialize");
+    // Compact: one record per object, thousands of them; `jq` shows it pretty when a person reads it.
+    let objects = serde_json::to_vec(contents.objects).expect("records serialize");
     append_bytes(b, OBJECTS, &objects, out)?;
     append_file(b, "cluster.yaml", contents.cluster_yaml, out)?;
     for (rel, p) in &contents.state {

@@ -149,6 +149,8 @@ pub struct Recorder {
     scanner: Scanner,
     live: LiveKeys<'static>,
     registry_objects: i64,
+    /// The store revision the snapshot states (1 until it does, as for a store that never wrote).
+    revision: i64,
     /// Something in the bytes did not read as a snapshot: left for [`from_snapshot`] to name, once the
     /// checksum has been checked.
     unreadable: bool,
@@ -171,6 +173,7 @@ impl Default for Recorder {
             scanner: Scanner::default(),
             live: LiveKeys::new(REGISTRY_PREFIX.as_bytes(), None),
             registry_objects: 0,
+            revision: 1,
             unreadable: false,
             found: Some(found),
             recording: Some(recording),
@@ -183,7 +186,12 @@ impl Recorder {
     pub fn feed(&mut self, data: &[u8]) {
         while !self.unreadable {
             let live = match self.scanner.next(data) {
-                Ok(Some(r)) => self.live.offer(&r),
+                Ok(Some(r)) => {
+                    if let Some(rev) = store_snapshot::revision_in(&r) {
+                        self.revision = rev;
+                    }
+                    self.live.offer(&r)
+                }
                 Ok(None) => return,
                 Err(_) => {
                     self.unreadable = true;
@@ -216,10 +224,11 @@ impl Recorder {
             .take()
             .map(|t| t.join().expect("the recording thread does not panic"))
             .unwrap_or_default();
-        let records = store_snapshot::records(data)?;
-        let revision = store_snapshot::revision(&records);
-        // Read early, each key's newest version decided; right when none is newer than the snapshot.
-        if self.unreadable || !self.scanner.ended() || self.live.newest() > revision {
+        // Everything was read as it arrived (framing checked up to the end marker, which lies before the
+        // digest), each key's newest version decided: right when none is newer than the snapshot.
+        let revision = self.revision;
+        let whole = self.scanner.ended_before(data.len().saturating_sub(32));
+        if self.unreadable || !whole || self.live.newest() > revision {
             return from_snapshot(data);
         }
         Ok(Recorded {

@@ -103,12 +103,15 @@ fn field(data: &[u8]) -> Result<(&[u8], &[u8]), StoreSnapshotError> {
 
 /// The store revision the snapshot holds (1 when it never wrote, as kiln-store and etcd).
 pub fn revision(records: &[Record<'_>]) -> i64 {
-    records
-        .iter()
-        .rev()
-        .find(|r| r.family == FAMILY_SM_META && r.key == META_REVISION)
-        .and_then(|r| r.value.try_into().ok())
-        .map_or(1, i64::from_be_bytes)
+    records.iter().rev().find_map(revision_in).unwrap_or(1)
+}
+
+/// The store revision `r` states, if it is the state machine's revision record.
+pub fn revision_in(r: &Record<'_>) -> Option<i64> {
+    if r.family != FAMILY_SM_META || r.key != META_REVISION {
+        return None;
+    }
+    r.value.try_into().ok().map(i64::from_be_bytes)
 }
 
 /// Every key live at `revision` whose name starts with `prefix`, in key order, as a range read at that
@@ -236,6 +239,12 @@ impl Scanner {
     /// Whether the end marker was read.
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether the end marker was read, and before byte `limit` (where a snapshot's digest starts): the
+    /// framing check [`records`] makes, for bytes already scanned.
+    pub fn ended_before(&self, limit: usize) -> bool {
+        self.ended && self.pos < limit
     }
 }
 

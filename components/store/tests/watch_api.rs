@@ -142,3 +142,37 @@ async fn watch_below_compaction_reports_compact_revision() {
     );
     store.shutdown().await;
 }
+
+/// The event history names changed keys and reads their versions from the key-value history: a
+/// deletion at the compaction revision (its tombstone compacted away, its event kept) still replays.
+#[tokio::test]
+async fn watch_from_compaction_revision_replays_a_deletion_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::start(dir.path()).await;
+    let mut c = common::client(store.client_addr()).await;
+    c.put("d", "v1", None).await.unwrap(); // rev 2
+    c.delete("d", None).await.unwrap(); // rev 3
+    c.compact(3, None).await.unwrap();
+    c.put("d", "v2", None).await.unwrap(); // rev 4
+    let mut stream = c
+        .watch("d", Some(WatchOptions::new().with_start_revision(3)))
+        .await
+        .unwrap();
+    assert!(next(&mut stream).await.created());
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let resp = next(&mut stream).await;
+        for ev in resp.events() {
+            let kv = ev.kv().unwrap();
+            got.push((ev.event_type(), kv.mod_revision(), kv.value().to_vec()));
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            (EventType::Delete, 3, Vec::new()),
+            (EventType::Put, 4, b"v2".to_vec())
+        ]
+    );
+    store.shutdown().await;
+}

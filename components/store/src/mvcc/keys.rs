@@ -126,12 +126,38 @@ pub fn event_revision(raw_key: &[u8]) -> i64 {
     u64::from_be_bytes(r) as i64
 }
 
-pub fn encode_event(ev: &PbEvent) -> Vec<u8> {
-    ev.encode_to_vec()
+/// Marks an `events` value that names the changed key instead of holding the whole event. No
+/// protobuf encoding of an event starts with a 0 byte (field number 0 is invalid), so values written
+/// by older data dirs (a whole `PbEvent`) still read as they are.
+const EVENT_REF: u8 = 0;
+
+/// `events` value of a change of `key` (`ty`: etcd's event type). The key's version at the event's
+/// revision is in `kv`, stored once: a put writes its value once, and a snapshot carries it once.
+pub fn encode_event_ref(ty: i32, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 2);
+    out.push(EVENT_REF);
+    out.push(ty as u8);
+    out.extend_from_slice(key);
+    out
 }
 
-pub fn decode_event(raw: &[u8]) -> Result<PbEvent, prost::DecodeError> {
-    PbEvent::decode(raw)
+/// An `events` value: what it says of the change.
+pub enum StoredEvent<'a> {
+    /// Of type `ty`, to `key`; the key-value is read from `kv` at the event's revision.
+    Ref { ty: i32, key: &'a [u8] },
+    /// A whole event, as older data dirs stored it.
+    Whole(PbEvent),
+}
+
+pub fn decode_event(raw: &[u8]) -> Result<StoredEvent<'_>, MvccError> {
+    match raw {
+        [EVENT_REF, ty, key @ ..] => Ok(StoredEvent::Ref {
+            ty: i32::from(*ty),
+            key,
+        }),
+        [EVENT_REF, ..] => Err(MvccError::Corrupt("truncated event".into())),
+        _ => Ok(StoredEvent::Whole(PbEvent::decode(raw)?)),
+    }
 }
 
 /// `lease_keys` key of `key` attached to lease `id`.

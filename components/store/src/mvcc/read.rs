@@ -4,7 +4,10 @@ use etcd_client::proto::{PbEvent, PbKeyValue};
 use rocksdb::{DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
 
 use crate::db::{self, CF_EVENTS, CF_KV};
-use crate::mvcc::keys::{self, Version};
+use crate::mvcc::keys::{self, StoredEvent, Version};
+
+/// etcd's event type of a deletion.
+const EVENT_DELETE: i32 = 1;
 use crate::mvcc::MvccError;
 
 /// The upper end of a key range, decoded from etcd's `range_end` conventions.
@@ -147,6 +150,7 @@ impl<'a> ReadView<'a> {
         let mut out = Vec::new();
         let mut it = self.iter(CF_EVENTS);
         it.seek(keys::event_key(from.max(0), 0));
+        let mut kv_it = self.iter(CF_KV);
         let mut last_rev = 0;
         while it.valid() {
             let raw_key = it.key().unwrap_or_default();
@@ -154,11 +158,60 @@ impl<'a> ReadView<'a> {
             if rev > to || (out.len() >= max && rev != last_rev) {
                 break;
             }
-            out.push(keys::decode_event(it.value().unwrap_or_default())?);
+            let event = match keys::decode_event(it.value().unwrap_or_default())? {
+                StoredEvent::Whole(ev) => ev,
+                StoredEvent::Ref { ty, key } => Self::event_at(&mut kv_it, ty, key, rev)?,
+            };
+            out.push(event);
             last_rev = rev;
             it.next();
         }
         it.status()?;
         Ok(out)
+    }
+
+    /// The event of type `ty` on `key` at `rev`. A deletion is all in its reference (etcd's delete
+    /// event carries the key and revision only; its tombstone may be compacted away at the compaction
+    /// revision, where the event stays). A put's key-value is `key`'s version at `rev` in `kv`.
+    fn event_at(
+        kv_it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+        ty: i32,
+        key: &[u8],
+        rev: i64,
+    ) -> Result<PbEvent, MvccError> {
+        if ty == EVENT_DELETE {
+            return Ok(PbEvent {
+                r#type: ty,
+                kv: Some(PbKeyValue {
+                    key: key.to_vec(),
+                    mod_revision: rev,
+                    ..Default::default()
+                }),
+                prev_kv: None,
+            });
+        }
+        let want = keys::kv_key(key, rev);
+        kv_it.seek(&want);
+        let value = match (kv_it.key(), kv_it.value()) {
+            (Some(k), Some(v)) if k == want.as_slice() => v,
+            _ => {
+                kv_it.status()?;
+                return Err(MvccError::Corrupt(format!(
+                    "the put of {} at revision {rev} has no version in kv",
+                    String::from_utf8_lossy(key)
+                )));
+            }
+        };
+        match Version::decode(value)? {
+            Version::Put(kv) => Ok(PbEvent {
+                r#type: ty,
+                kv: Some(kv),
+                prev_kv: None,
+            }),
+            Version::Tombstone => Err(MvccError::Corrupt(format!(
+                "the put of {} at revision {rev} is a tombstone in kv",
+                String::from_utf8_lossy(key)
+            ))),
+        }
     }
 }

@@ -238,19 +238,15 @@ impl<'a> TxnWriter<'a> {
             keys::kv_key(&kv.key, rev),
             version.encode(),
         );
-        let stored = PbEvent {
-            r#type: ty,
-            kv: Some(kv),
-            prev_kv: None,
-        };
         self.batch.put_cf(
             db::cf(self.db, CF_EVENTS),
             keys::event_key(rev, sub),
-            keys::encode_event(&stored),
+            keys::encode_event_ref(ty, &kv.key),
         );
         self.changes.push(PbEvent {
+            r#type: ty,
+            kv: Some(kv),
             prev_kv: prev,
-            ..stored
         });
     }
 

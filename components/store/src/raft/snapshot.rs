@@ -28,28 +28,118 @@ pub enum SnapshotError {
     UnknownFamily(u8),
 }
 
-/// Serializes the state machine as seen by `snapshot` (a rocksdb snapshot of `db`).
-pub fn encode(
+type Snapshot<'a> = rocksdb::SnapshotWithThreadMode<'a, DB>;
+
+/// Every record of the state machine as seen by `snapshot`, in snapshot order: `(family, key, value)`.
+fn for_each_record(
     db: &DB,
-    snapshot: &rocksdb::SnapshotWithThreadMode<'_, DB>,
-) -> Result<Vec<u8>, SnapshotError> {
-    let mut out = MAGIC.to_vec();
+    snapshot: &Snapshot<'_>,
+    mut f: impl FnMut(u8, &[u8], &[u8]) -> bool,
+) -> Result<(), SnapshotError> {
     for (i, name) in STATE_MACHINE_CFS.iter().enumerate() {
         for item in snapshot.iterator_cf(db::cf(db, name), IteratorMode::Start) {
             let (k, v) = item?;
-            out.push(i as u8);
-            out.extend_from_slice(&(k.len() as u32).to_be_bytes());
-            out.extend_from_slice(&k);
-            out.extend_from_slice(&(v.len() as u32).to_be_bytes());
-            out.extend_from_slice(&v);
+            if !f(i as u8, &k, &v) {
+                return Ok(());
+            }
         }
     }
-    out.push(END);
-    // Pad to a multiple of 512 bytes: etcdctl's `snapshot save` accepts a stream only when its
-    // length is 32 (the sha256) past a 512-byte boundary, as bbolt files are page-aligned.
-    out.resize(out.len().div_ceil(PAD) * PAD, 0);
-    let digest = Sha256::digest(&out);
-    out.extend_from_slice(&digest);
+    Ok(())
+}
+
+/// The exact length of the snapshot of `snapshot`, digest included (what a stream announces as its
+/// remaining bytes before the first piece is cut).
+pub fn encoded_len(db: &DB, snapshot: &Snapshot<'_>) -> Result<usize, SnapshotError> {
+    let mut len = MAGIC.len() + 1;
+    for_each_record(db, snapshot, |_, k, v| {
+        len += 1 + 4 + k.len() + 4 + v.len();
+        true
+    })?;
+    Ok(len.div_ceil(PAD) * PAD + 32)
+}
+
+/// The snapshot being written: pieces cut off as they fill, hashed on the way out.
+struct Pieces<F> {
+    buf: Vec<u8>,
+    piece: usize,
+    digest: Sha256,
+    written: usize,
+    sink: F,
+    open: bool,
+}
+
+impl<F: FnMut(Vec<u8>) -> bool> Pieces<F> {
+    fn fresh(piece: usize) -> Vec<u8> {
+        Vec::with_capacity(piece.min(1 << 20) + 4096)
+    }
+
+    /// Hands the buffer to the sink once it holds a piece.
+    fn cut_if_full(&mut self) {
+        if self.buf.len() >= self.piece {
+            let full = std::mem::replace(&mut self.buf, Self::fresh(self.piece));
+            self.digest.update(&full);
+            self.written += full.len();
+            self.open = (self.sink)(full);
+        }
+    }
+
+    /// Ends the body (end mark, padding) and hands over the rest with the digest.
+    fn finish(mut self) {
+        self.buf.push(END);
+        // Pad to a multiple of 512 bytes: etcdctl's `snapshot save` accepts a stream only when its
+        // length is 32 (the sha256) past a 512-byte boundary, as bbolt files are page-aligned.
+        let body = self.written + self.buf.len();
+        self.buf
+            .resize(self.buf.len() + body.div_ceil(PAD) * PAD - body, 0);
+        self.digest.update(&self.buf);
+        let mut last = self.buf;
+        last.extend_from_slice(&self.digest.finalize());
+        (self.sink)(last);
+    }
+}
+
+/// Serializes the state machine as seen by `snapshot` (a rocksdb snapshot of `db`), handing it to
+/// `sink` in pieces of at least `piece` bytes (the last one may be smaller) as it is written, the
+/// sha256 computed along the way: nothing is held whole, and the first bytes can leave before the
+/// last are read. `sink` returns false to stop early (the receiver went away).
+pub fn encode_to(
+    db: &DB,
+    snapshot: &Snapshot<'_>,
+    piece: usize,
+    sink: impl FnMut(Vec<u8>) -> bool,
+) -> Result<(), SnapshotError> {
+    let mut out = Pieces {
+        buf: Pieces::<fn(Vec<u8>) -> bool>::fresh(piece),
+        piece,
+        digest: Sha256::new(),
+        written: 0,
+        sink,
+        open: true,
+    };
+    out.buf.extend_from_slice(MAGIC);
+    for_each_record(db, snapshot, |family, k, v| {
+        let buf = &mut out.buf;
+        buf.push(family);
+        buf.extend_from_slice(&(k.len() as u32).to_be_bytes());
+        buf.extend_from_slice(k);
+        buf.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        buf.extend_from_slice(v);
+        out.cut_if_full();
+        out.open
+    })?;
+    if out.open {
+        out.finish();
+    }
+    Ok(())
+}
+
+/// Serializes the state machine as seen by `snapshot` into one blob.
+pub fn encode(db: &DB, snapshot: &Snapshot<'_>) -> Result<Vec<u8>, SnapshotError> {
+    let mut out = Vec::new();
+    encode_to(db, snapshot, usize::MAX, |whole| {
+        out = whole;
+        true
+    })?;
     Ok(out)
 }
 
@@ -153,5 +243,38 @@ mod tests {
             decode_into_batch(&db, &[0u8; 64]),
             Err(SnapshotError::BadMagic)
         ));
+    }
+
+    #[test]
+    fn pieces_make_the_whole_and_the_announced_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::db::open(dir.path()).unwrap();
+        for i in 0..300u32 {
+            let value = vec![b'v'; 100 + i as usize];
+            db.put_cf(db::cf(&db, crate::db::CF_KV), i.to_be_bytes(), &value)
+                .unwrap();
+        }
+        let snap = db.snapshot();
+        let whole = encode(&db, &snap).unwrap();
+        assert_eq!(encoded_len(&db, &snap).unwrap(), whole.len());
+        let mut pieces = Vec::new();
+        encode_to(&db, &snap, 4096, |p| {
+            pieces.push(p);
+            true
+        })
+        .unwrap();
+        assert!(pieces.len() > 10, "cut into pieces: {}", pieces.len());
+        assert!(pieces[..pieces.len() - 1].iter().all(|p| p.len() >= 4096));
+        assert_eq!(pieces.concat(), whole);
+        assert_eq!(parse(&whole).unwrap().len(), 300);
+
+        // A receiver that goes away stops the writing.
+        let mut calls = 0;
+        encode_to(&db, &snap, 4096, |_| {
+            calls += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(calls, 1);
     }
 }
