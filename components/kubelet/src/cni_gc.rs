@@ -13,13 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
 use crate::cni;
 use crate::runtime::cri::CriApi;
-use crate::runtime::{PodStatus, Runtime, RuntimeError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GcError {
@@ -209,8 +206,8 @@ pub async fn pass(cri: &dyn CriApi, settings: &GcSettings) -> Result<Vec<Reserva
         .map_err(|e| GcError::Task(e.to_string()))?
 }
 
-/// Collects once `reconciled` turns true (the workload loop has adopted or removed what an earlier run
-/// left), then every `settings.interval`, until `shutdown`.
+/// Collects once `reconciled` turns true (the runtime has adopted or removed what an earlier run left,
+/// [`crate::runtime::cri::CriRuntime::adopted`]), then every `settings.interval`, until `shutdown`.
 pub async fn run(
     cri: Arc<dyn CriApi>,
     settings: GcSettings,
@@ -235,60 +232,6 @@ pub async fn run(
             _ = tokio::time::sleep(settings.interval) => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-    }
-}
-
-/// A [`Runtime`] that passes everything through and turns a watch true once `adopt` succeeded: the GC's
-/// first pass waits for it, so it runs after the start-up reconciliation.
-pub struct SignalAdopted {
-    inner: Arc<dyn Runtime>,
-    adopted: watch::Sender<bool>,
-}
-
-/// Wraps `inner`; the receiver turns true after its first successful `adopt`.
-pub fn signal_adopted(inner: Arc<dyn Runtime>) -> (Arc<dyn Runtime>, watch::Receiver<bool>) {
-    let (adopted, rx) = watch::channel(false);
-    (Arc::new(SignalAdopted { inner, adopted }), rx)
-}
-
-#[async_trait]
-impl Runtime for SignalAdopted {
-    fn handler(&self) -> &'static str {
-        self.inner.handler()
-    }
-
-    fn version(&self) -> String {
-        self.inner.version()
-    }
-
-    async fn ready(&self) -> Result<(), RuntimeError> {
-        self.inner.ready().await
-    }
-
-    async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        self.inner.run_pod(pod).await
-    }
-
-    async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
-        self.inner.stop_pod(uid, grace).await
-    }
-
-    fn pod_status(&self, uid: &str) -> Option<PodStatus> {
-        self.inner.pod_status(uid)
-    }
-
-    fn pod_uids(&self) -> Vec<String> {
-        self.inner.pod_uids()
-    }
-
-    async fn adopt(&self, wanted: &[Pod]) -> Result<(), RuntimeError> {
-        self.inner.adopt(wanted).await?;
-        self.adopted.send_replace(true);
-        Ok(())
-    }
-
-    fn status_changes(&self) -> Option<Arc<tokio::sync::Notify>> {
-        self.inner.status_changes()
     }
 }
 

@@ -292,12 +292,11 @@ async fn run_workloads(
     rt.set_recorder(recorder.clone());
     let workload_rt = start_eviction(&cfg, &rt, &client, recorder, disk_pressure, &shutdown);
     // Leaked CNI IP reservations: released once the runtime has reconciled, then periodically.
-    let (workload_rt, reconciled) = cni_gc::signal_adopted(workload_rt);
     if let Some(cri) = &cfg.cri {
         let gc = cni_gc::run(
             rt.cri().clone(),
             cri.cni_gc.clone(),
-            reconciled,
+            rt.adopted(),
             shutdown.clone(),
         );
         tokio::spawn(gc);

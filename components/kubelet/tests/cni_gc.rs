@@ -78,32 +78,14 @@ fn leaked_ip_reservations_are_released() {
         eprintln!("skipping: the lab needs root");
         return;
     }
-    let (lab, _dir) = common::lab::up_with_control_plane_files(
-        "kcnigc",
-        common::lab::APISERVER_WITH_KUBELET_CLIENT,
-    );
+    let (lab, _dir) =
+        common::lab::up_with_control_plane("kcnigc", common::lab::APISERVER_WITH_KUBELET_CLIENT);
     let stale = "a".repeat(64);
     let leaked = "b".repeat(64);
     let fresh = "c".repeat(64);
     // 1. Left by an earlier life of the node; only the start-up pass can release it.
     plant(&lab, "10.244.1.250", &stale, "1 hour ago");
-    lab.sh(
-        &format!(
-            "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests
-             setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
-               --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-               >/var/log/etcd.log 2>&1 </dev/null &
-             setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
-               --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
-               --client-ca-file /etc/kiln/pki/ca.crt \
-               --kubelet-client-certificate /etc/kiln/pki/apiserver-kubelet-client.crt \
-               --kubelet-client-key /etc/kiln/pki/apiserver-kubelet-client.key \
-               >/var/log/kiln-apiserver.log 2>&1 </dev/null &
-             {}",
-            kubelet("1h")
-        ),
-        b"",
-    );
+    lab.sh(&kubelet("1h"), b"");
     wait_sh(
         &lab,
         &format!("test -e {DIR}/10.244.1.250 || echo released"),

@@ -20,22 +20,13 @@ fn kubelet_runs_bound_pods_on_containerd_and_reports_them() {
         return;
     }
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
-    let (lab, _dir) = common::lab::up_with_control_plane_files(
-        "kubelet-e2e",
-        &["ca.crt", "apiserver.crt", "apiserver.key"],
-    );
+    let (lab, _dir) =
+        common::lab::up_with_control_plane("kubelet-e2e", common::lab::APISERVER_ONLY);
     lab.put(&here.join("pods-e2e.yaml"), "/tmp/pods.yaml", "0644");
 
-    // The control plane and the kubelet, as host processes (they die with the lab).
+    // The kubelet, as a host process (it dies with the lab).
     lab.sh(
-        "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests
-         setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
-           --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-           >/var/log/etcd.log 2>&1 </dev/null &
-         setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
-           --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
-           --client-ca-file /etc/kiln/pki/ca.crt >/var/log/kiln-apiserver.log 2>&1 </dev/null &
-         setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf --hostname-override host1 \
+        "setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf --hostname-override host1 \
            --node-ip 10.250.0.11 --pod-cidr 10.244.1.0/24 --restart-backoff-base 1 \
            --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 >/var/log/kiln-kubelet.log 2>&1 </dev/null &",
         b"",

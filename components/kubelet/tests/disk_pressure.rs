@@ -88,10 +88,8 @@ fn disk_pressure_evicts_pods_and_recovers() {
         return;
     }
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
-    let (lab, _dir) = common::lab::up_with_control_plane_files(
-        "kdisk",
-        common::lab::APISERVER_WITH_KUBELET_CLIENT,
-    );
+    let (lab, _dir) =
+        common::lab::up_with_control_plane("kdisk", common::lab::APISERVER_WITH_KUBELET_CLIENT);
     lab.put(&here.join("disk-pressure.yaml"), "/tmp/pods.yaml", "0644");
     lab.put(
         &bin("kiln-controller-manager"),
@@ -100,17 +98,8 @@ fn disk_pressure_evicts_pods_and_recovers() {
     );
     lab.sh(
         &format!(
-            "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests /var/lib/kiln/kubelet
+            "mkdir -p /var/lib/kiln/kubelet
              mount -t tmpfs -o size=64m kdisk-nodefs /var/lib/kiln/kubelet
-             setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
-               --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-               >/var/log/etcd.log 2>&1 </dev/null &
-             setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
-               --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
-               --client-ca-file /etc/kiln/pki/ca.crt \
-               --kubelet-client-certificate /etc/kiln/pki/apiserver-kubelet-client.crt \
-               --kubelet-client-key /etc/kiln/pki/apiserver-kubelet-client.key \
-               >/var/log/kiln-apiserver.log 2>&1 </dev/null &
              setsid /usr/local/bin/kiln-controller-manager --kubeconfig /etc/kiln/admin.conf \
                --controllers nodelifecycle --leader-elect=false --node-monitor-period 1s \
                >/var/log/kiln-controller-manager.log 2>&1 </dev/null &

@@ -92,27 +92,10 @@ fn kubelet_and_containerd_restarts_leave_pods_running() {
         return;
     }
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
-    let (lab, _dir) = common::lab::up_with_control_plane_files(
-        "t-adopt",
-        common::lab::APISERVER_WITH_KUBELET_CLIENT,
-    );
+    let (lab, _dir) =
+        common::lab::up_with_control_plane("t-adopt", common::lab::APISERVER_WITH_KUBELET_CLIENT);
     lab.put(&here.join("adopt-pods.yaml"), "/tmp/pods.yaml", "0644");
-    lab.sh(
-        &format!(
-            "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests
-             setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
-               --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-               >/var/log/etcd.log 2>&1 </dev/null &
-             setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
-               --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
-               --client-ca-file /etc/kiln/pki/ca.crt \
-               --kubelet-client-certificate /etc/kiln/pki/apiserver-kubelet-client.crt \
-               --kubelet-client-key /etc/kiln/pki/apiserver-kubelet-client.key \
-               >/var/log/kiln-apiserver.log 2>&1 </dev/null &
-             {KUBELET}"
-        ),
-        b"",
-    );
+    lab.sh(KUBELET, b"");
     wait_sh(
         &lab,
         &format!("{KUBECTL} get node host1 -o json"),

@@ -105,7 +105,7 @@ fn kubectl_logs_and_exec_reach_the_kubelet_server() {
         return;
     }
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
-    let (lab, _dir) = common::lab::up_with_control_plane_files(
+    let (lab, _dir) = common::lab::up_with_control_plane(
         "kubelet-srv",
         common::lab::APISERVER_WITH_KUBELET_CLIENT,
     );
@@ -119,17 +119,7 @@ fn kubectl_logs_and_exec_reach_the_kubelet_server() {
     // The kubelet serves on the default --port 10250 with a self-signed certificate and the default
     // --client-ca-file /etc/kiln/pki/ca.crt.
     lab.sh(
-        "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests
-         setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
-           --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-           >/var/log/etcd.log 2>&1 </dev/null &
-         setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
-           --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
-           --client-ca-file /etc/kiln/pki/ca.crt \
-           --kubelet-client-certificate /etc/kiln/pki/apiserver-kubelet-client.crt \
-           --kubelet-client-key /etc/kiln/pki/apiserver-kubelet-client.key \
-           >/var/log/kiln-apiserver.log 2>&1 </dev/null &
-         setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf --hostname-override host1 \
+        "setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf --hostname-override host1 \
            --node-ip 10.250.0.11 --pod-cidr 10.244.1.0/24 --restart-backoff-base 1 \
            --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 >/var/log/kiln-kubelet.log 2>&1 </dev/null &",
         b"",

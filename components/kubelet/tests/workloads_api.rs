@@ -5,15 +5,12 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use clap::Parser;
 use common::eventually;
+use common::fake_runtime::{RunningRuntime, POD_IP};
 use k8s_openapi::api::core::v1::Pod;
-use kiln_kubelet::runtime::{ContainerState, ContainerStatus, PodStatus, Runtime, RuntimeError};
 use kiln_kubelet::workloads::WorkloadPods;
 use kiln_pki::{
     ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
@@ -22,87 +19,6 @@ use kiln_testkit::{client_from_kubeconfig, free_port, Etcd};
 use kube::api::{Api, DeleteParams, PostParams};
 
 const NODE: &str = "node-w";
-
-/// Records run/stop calls; every pod it runs has one running container and IP 10.244.9.2.
-#[derive(Default)]
-struct FakeRuntime {
-    calls: Mutex<Vec<String>>,
-    pods: Mutex<HashMap<String, PodStatus>>,
-}
-
-impl FakeRuntime {
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl Runtime for FakeRuntime {
-    fn handler(&self) -> &'static str {
-        "fake"
-    }
-    fn version(&self) -> String {
-        "fake://1".into()
-    }
-    async fn ready(&self) -> Result<(), RuntimeError> {
-        Ok(())
-    }
-    async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        let uid = pod.metadata.uid.clone().unwrap();
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("run {}", pod.metadata.name.as_deref().unwrap()));
-        let now = SystemTime::now();
-        self.pods.lock().unwrap().insert(
-            uid.clone(),
-            PodStatus {
-                uid,
-                started_at: now,
-                pod_ip: Some("10.244.9.2".into()),
-                init_containers: Vec::new(),
-                containers: pod
-                    .spec
-                    .as_ref()
-                    .unwrap()
-                    .containers
-                    .iter()
-                    .map(|c| ContainerStatus {
-                        name: c.name.clone(),
-                        image: c.image.clone().unwrap_or_default(),
-                        container_id: "fake://c1".into(),
-                        restart_count: 0,
-                        state: ContainerState::Running {
-                            pid: 0,
-                            started_at: now,
-                        },
-                        last_termination: None,
-                        ready: true,
-                    })
-                    .collect(),
-            },
-        );
-        Ok(())
-    }
-    async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("stop {uid} {grace:?}"));
-        self.pods
-            .lock()
-            .unwrap()
-            .remove(uid)
-            .map(|_| ())
-            .ok_or_else(|| RuntimeError::NotFound(uid.into()))
-    }
-    fn pod_status(&self, uid: &str) -> Option<PodStatus> {
-        self.pods.lock().unwrap().get(uid).cloned()
-    }
-    fn pod_uids(&self) -> Vec<String> {
-        self.pods.lock().unwrap().keys().cloned().collect()
-    }
-}
 
 fn pod(name: &str, node: &str, annotations: serde_json::Value) -> Pod {
     serde_json::from_value(serde_json::json!({
@@ -159,7 +75,7 @@ async fn bound_pods_run_report_status_and_are_removed_after_graceful_stop() {
     let admin = client_from_kubeconfig(&etc.join("admin.conf")).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
 
-    let runtime = Arc::new(FakeRuntime::default());
+    let runtime = Arc::new(RunningRuntime::default());
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let kubelet = client_from_kubeconfig(&etc.join("kubelet.conf")).await;
     let loop_task = tokio::spawn(
@@ -193,7 +109,7 @@ async fn bound_pods_run_report_status_and_are_removed_after_graceful_stop() {
     .await;
     let st = reported.status.unwrap();
     assert_eq!(st.phase.as_deref(), Some("Running"));
-    assert_eq!(st.pod_ip.as_deref(), Some("10.244.9.2"));
+    assert_eq!(st.pod_ip.as_deref(), Some(POD_IP));
     assert_eq!(st.host_ip.as_deref(), Some("127.0.0.1"));
     let cs = &st.container_statuses.unwrap()[0];
     assert!(cs.state.as_ref().unwrap().running.is_some());

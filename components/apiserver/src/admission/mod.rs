@@ -3,7 +3,9 @@
 //! `--enable-admission-plugins` / `--disable-admission-plugins`; NodeRestriction is on by default,
 //! ServiceAccount only when enabled (it refuses pods until their ServiceAccount exists, which needs
 //! the controller-manager's serviceaccount controller, and mounts tokens only an API server with
-//! `--service-account-signing-key-file` can issue).
+//! `--service-account-signing-key-file` can issue). A bare kiln-apiserver (tests without a
+//! controller-manager) therefore leaves it off; `kiln init`'s static pod turns it on, as kubeadm's
+//! kube-apiserver has it.
 
 pub mod node_restriction;
 pub mod service_account;
@@ -113,6 +115,11 @@ pub fn node_restriction(
     })
 }
 
+/// How often ServiceAccount admission looks the `default` ServiceAccount up before refusing a pod,
+/// and the pause between lookups (upstream: 10 lookups, 100-200 ms apart).
+const DEFAULT_ACCOUNT_LOOKUPS: u32 = 10;
+const LOOKUP_PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// ServiceAccount admission for a pod being created (mutates it).
 pub async fn service_account(
     state: &AppState,
@@ -129,11 +136,28 @@ pub async fn service_account(
     }
     let ns = target.namespace.as_deref().unwrap_or("default");
     let name = service_account::default_name(pod);
-    let found = state
-        .store
-        .get(&SERVICE_ACCOUNTS.key(Some(ns), &name))
-        .await
-        .map_err(crate::handlers::crud::store_error)?;
+    let key = SERVICE_ACCOUNTS.key(Some(ns), &name);
+    // Upstream looks `default` up a few times before refusing: the serviceaccount controller makes
+    // it just after the namespace, and a pod created right after its namespace should not fail.
+    let attempts = if name == service_account::DEFAULT_SERVICE_ACCOUNT {
+        DEFAULT_ACCOUNT_LOOKUPS
+    } else {
+        1
+    };
+    let mut found = None;
+    for attempt in 0..attempts {
+        if attempt > 0 {
+            tokio::time::sleep(LOOKUP_PAUSE).await;
+        }
+        found = state
+            .store
+            .get(&key)
+            .await
+            .map_err(crate::handlers::crud::store_error)?;
+        if found.is_some() {
+            break;
+        }
+    }
     let Some(found) = found else {
         let pod_name = pod["metadata"]["name"].as_str().unwrap_or("").to_string();
         return Err(forbidden(

@@ -1,4 +1,5 @@
-//! A runtime for tests of the API side: every pod it is asked to run has one running, ready container.
+//! A runtime for tests of the API side: every pod it is asked to run has one running, ready container
+//! per container of its spec and the IP [`POD_IP`]; it records the runs and stops it was asked for.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,9 +9,20 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kiln_kubelet::runtime::{ContainerState, ContainerStatus, PodStatus, Runtime, RuntimeError};
 
+/// The IP of every pod [`RunningRuntime`] runs.
+pub const POD_IP: &str = "10.244.9.2";
+
 #[derive(Default)]
 pub struct RunningRuntime {
+    /// `run <pod name>` and `stop <uid> <grace>`, in order.
+    calls: Mutex<Vec<String>>,
     pods: Mutex<HashMap<String, PodStatus>>,
+}
+
+impl RunningRuntime {
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
 }
 
 #[async_trait]
@@ -26,6 +38,10 @@ impl Runtime for RunningRuntime {
     }
     async fn run_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
+        self.calls.lock().unwrap().push(format!(
+            "run {}",
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ));
         let now = SystemTime::now();
         let containers = pod
             .spec
@@ -51,14 +67,18 @@ impl Runtime for RunningRuntime {
             PodStatus {
                 uid,
                 started_at: now,
-                pod_ip: Some("10.244.9.3".into()),
+                pod_ip: Some(POD_IP.into()),
                 init_containers: Vec::new(),
                 containers,
             },
         );
         Ok(())
     }
-    async fn stop_pod(&self, uid: &str, _: Option<Duration>) -> Result<(), RuntimeError> {
+    async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("stop {uid} {grace:?}"));
         self.pods
             .lock()
             .unwrap()

@@ -94,8 +94,12 @@ impl Drop for Lab {
     }
 }
 
+/// The PKI files of an API server that serves only (no kubelet client, no service account tokens): for
+/// [`up_with_control_plane`].
+pub const APISERVER_ONLY: &[&str] = &["ca.crt", "apiserver.crt", "apiserver.key"];
+
 /// The PKI files of an API server that also talks to the kubelet (logs, exec): for
-/// [`up_with_control_plane_files`].
+/// [`up_with_control_plane`].
 pub const APISERVER_WITH_KUBELET_CLIENT: &[&str] = &[
     "ca.crt",
     "apiserver.crt",
@@ -104,11 +108,45 @@ pub const APISERVER_WITH_KUBELET_CLIENT: &[&str] = &[
     "apiserver-kubelet-client.key",
 ];
 
-/// A lab host ready for a control plane on its loopback: containerd up (tests/cri/host-setup.sh), a PKI
-/// and admin/kubelet kubeconfigs for `https://127.0.0.1:6443`, the given PKI files in /etc/kiln/pki, the
-/// kubeconfigs in /etc/kiln, kiln-apiserver and this build's kiln-kubelet in /usr/local/bin. The temp
-/// dir holds the PKI the test may read (its `pki/` folder).
-pub fn up_with_control_plane_files(name: &str, pki_files: &[&str]) -> (Lab, tempfile::TempDir) {
+/// A lab host with a control plane on its loopback, the kubelet not started yet: containerd up
+/// (tests/cri/host-setup.sh), a PKI and admin/kubelet kubeconfigs for `https://127.0.0.1:6443`, the given
+/// PKI files in /etc/kiln/pki, the kubeconfigs in /etc/kiln, kiln-apiserver and this build's kiln-kubelet
+/// in /usr/local/bin, then etcd and kiln-apiserver started as host processes (they die with the lab).
+/// The API server's flags follow `pki_files`: `apiserver-kubelet-client.*` adds its kubelet client
+/// certificate (logs, exec), `sa.key` its service account signing key. The temp dir holds the PKI the
+/// test may read (its `pki/` folder).
+pub fn up_with_control_plane(name: &str, pki_files: &[&str]) -> (Lab, tempfile::TempDir) {
+    let (lab, dir) = up_with_control_plane_files(name, pki_files);
+    lab.sh(&control_plane_script(pki_files), b"");
+    (lab, dir)
+}
+
+/// The shell lines that start etcd and kiln-apiserver in the background (see [`up_with_control_plane`]).
+fn control_plane_script(pki_files: &[&str]) -> String {
+    let mut apiserver_flags = String::new();
+    if pki_files.contains(&"apiserver-kubelet-client.crt") {
+        apiserver_flags.push_str(
+            " --kubelet-client-certificate /etc/kiln/pki/apiserver-kubelet-client.crt \
+              --kubelet-client-key /etc/kiln/pki/apiserver-kubelet-client.key",
+        );
+    }
+    if pki_files.contains(&"sa.key") {
+        apiserver_flags.push_str(" --service-account-signing-key-file /etc/kiln/pki/sa.key");
+    }
+    format!(
+        "mkdir -p /var/lib/kiln/etcd /etc/kiln/manifests
+         setsid etcd --data-dir /var/lib/kiln/etcd --listen-client-urls http://127.0.0.1:2379 \
+           --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
+           >/var/log/etcd.log 2>&1 </dev/null &
+         setsid /usr/local/bin/kiln-apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 \
+           --tls-cert-file /etc/kiln/pki/apiserver.crt --tls-private-key-file /etc/kiln/pki/apiserver.key \
+           --client-ca-file /etc/kiln/pki/ca.crt{apiserver_flags} \
+           >/var/log/kiln-apiserver.log 2>&1 </dev/null &"
+    )
+}
+
+/// [`up_with_control_plane`] without starting etcd and the API server.
+fn up_with_control_plane_files(name: &str, pki_files: &[&str]) -> (Lab, tempfile::TempDir) {
     use kiln_pki::{
         ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
     };

@@ -52,6 +52,8 @@ pub struct CriRuntime {
     recorder: Mutex<Arc<dyn EventRecorder>>,
     /// Told by every pod task whose status changed.
     changed: Arc<Notify>,
+    /// True once [`Runtime::adopt`] succeeded: what an earlier run left is adopted or removed.
+    adopted: watch::Sender<bool>,
 }
 
 impl CriRuntime {
@@ -65,7 +67,14 @@ impl CriRuntime {
             objects: Mutex::new(None),
             recorder: Mutex::new(Arc::new(NoopRecorder)),
             changed: Arc::new(Notify::new()),
+            adopted: watch::Sender::new(false),
         }
+    }
+
+    /// Turns true once the start-up adoption ([`Runtime::adopt`]) has succeeded: from then on every
+    /// sandbox CRI lists is one this runtime runs or one made after (the CNI IP GC waits for it).
+    pub fn adopted(&self) -> watch::Receiver<bool> {
+        self.adopted.subscribe()
     }
 
     /// The API objects pods started from now on read (env references, volumes, tokens).
@@ -278,6 +287,7 @@ impl Runtime for CriRuntime {
             removed = done.removed,
             "reconciled with the pods the container runtime runs"
         );
+        self.adopted.send_replace(true);
         Ok(())
     }
 

@@ -277,3 +277,19 @@ async fn a_runtime_outage_is_not_a_lost_container() {
     assert_eq!(done.adopted, vec!["u-steady".to_string()]);
     assert!(makes_nothing(&fake.take_calls()));
 }
+
+#[tokio::test]
+async fn adopted_turns_true_only_after_a_successful_adoption() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeCri::default());
+    let rt = runtime(&fake, dir.path());
+    let adopted = rt.adopted();
+    // The CNI IP GC waits on this: while the runtime is away nothing is adopted, so nothing is known.
+    fake.st().unavailable = true;
+    assert!(rt.adopt(&[]).await.is_err());
+    assert!(!*adopted.borrow());
+    fake.st().unavailable = false;
+    rt.adopt(&[]).await.unwrap();
+    assert!(*adopted.borrow());
+    assert!(*rt.adopted().borrow(), "a later subscriber sees it too");
+}
