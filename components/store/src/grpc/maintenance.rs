@@ -29,8 +29,8 @@ use crate::raft::types::{store_request::Op, store_response::Result as Res};
 /// etcd streams snapshots in 32 KiB pieces; bigger ones cost less per byte on both ends, and every
 /// etcd client accepts them (etcdctl's limit is 2 GiB, tonic's 4 MiB).
 const SNAPSHOT_CHUNK: usize = 256 * 1024;
-/// Pieces cut ahead of the network.
-const SNAPSHOT_AHEAD: usize = 4;
+/// Pieces cut ahead of the network (32 MiB): the writer goes on while the length is read.
+const SNAPSHOT_AHEAD: usize = 128;
 const ALARM_GET: i32 = 0;
 
 fn alarm_name(alarm: i32) -> &'static str {
@@ -209,29 +209,31 @@ impl PbMaintenanceService for MaintenanceService {
     ) -> Result<Response<Self::SnapshotStream>, Status> {
         let header = self.ctx.header(self.ctx.mvcc.revision());
         let db = self.ctx.mvcc.db().clone();
-        // A blocking thread reads the state machine at one rocksdb snapshot twice: once for the exact
-        // length (announced in remaining_bytes from the first message on, as etcd does), then cutting
-        // and hashing pieces while earlier ones are on the wire, a few pieces ahead at most.
+        // Two threads read the state machine at one rocksdb snapshot side by side: one for the exact
+        // length (announced in remaining_bytes from the first message on, as etcd does), one cutting and
+        // hashing pieces meanwhile, queued until the length is known, then sent while later ones are cut.
         let (len_tx, len_rx) = tokio::sync::oneshot::channel();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, Status>>(SNAPSHOT_AHEAD);
         tokio::task::spawn_blocking(move || {
             let snap = db.snapshot();
-            let total = match snapshot::encoded_len(&db, &snap) {
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = len_tx.send(Err(Status::internal(format!("snapshot: {e}"))));
-                    return;
+            let (db, snap) = (&db, &snap);
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    let t = std::time::Instant::now();
+                    let total = snapshot::encoded_len(db, snap)
+                        .map_err(|e| Status::internal(format!("snapshot: {e}")));
+                    tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot length read");
+                    let _ = len_tx.send(total);
+                });
+                let t = std::time::Instant::now();
+                let sent = snapshot::encode_to(db, snap, SNAPSHOT_CHUNK, |piece| {
+                    tx.blocking_send(Ok(piece)).is_ok()
+                });
+                tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot written");
+                if let Err(e) = sent {
+                    let _ = tx.blocking_send(Err(Status::internal(format!("snapshot: {e}"))));
                 }
-            };
-            if len_tx.send(Ok(total)).is_err() {
-                return;
-            }
-            let sent = snapshot::encode_to(&db, &snap, SNAPSHOT_CHUNK, |piece| {
-                tx.blocking_send(Ok(piece)).is_ok()
             });
-            if let Err(e) = sent {
-                let _ = tx.blocking_send(Err(Status::internal(format!("snapshot: {e}"))));
-            }
         });
         let total = len_rx
             .await
