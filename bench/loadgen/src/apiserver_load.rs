@@ -1,6 +1,7 @@
 //! kiln-apiserver under load, as its own process (so its RSS is its own) over the harness's store
-//! (etcd 3.4, or kiln-store with `KILN_TEST_STORE_BIN`): create N pods; `kubectl get pods -A` and a raw
-//! LIST of all of them; creates and updates at a steady rate with W watchers open, measuring each
+//! (etcd 3.4, or kiln-store with `KILN_TEST_STORE_BIN`): create N pods; `kubectl get pods -A` (as is,
+//! and in one request), the server's part of it (its Table pages back to back) and a raw LIST of all
+//! of them; creates and updates at a steady rate with W watchers open, measuring each
 //! request's latency and each watcher's delay from a create's start to its ADDED event; RSS idle
 //! (before any pod) and loaded (after the steady phase), plus the peak.
 
@@ -27,14 +28,26 @@ pub enum ApiserverBenchError {
     Api(#[from] kube::Error),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    #[error("building the Table page request: {0}")]
+    Request(#[from] http::Error),
+    #[error("decoding a Table page: {0}")]
+    Decode(#[from] serde_json::Error),
 }
 
 #[derive(Debug, serde::Serialize)]
 pub struct ApiserverResult {
     pub pods: usize,
     pub create_all_seconds: f64,
-    /// Median wall time of `kubectl get pods -A` (3 runs), kubectl's own start included.
+    /// Median wall time of `kubectl get pods -A` (3 runs), kubectl's own start included. kubectl
+    /// reads pages of 500 through client-go's default rate limiter (5 requests/s, burst 10), so
+    /// 10 000 pods (20 pages) take at least 2 s however fast the server is.
     pub kubectl_get_pods_ms: f64,
+    /// The same with `--chunk-size=0`: one request, no rate limit; kubectl's decode and print of
+    /// every row plus the server's one Table.
+    pub kubectl_get_pods_unpaged_ms: f64,
+    /// The server's part of `kubectl get pods -A`: its Table pages of 500 requested back to back on
+    /// one connection (median of 3 walks).
+    pub table_pages_ms: f64,
     /// One LIST of every pod as JSON through kube-rs.
     pub list_all_ms: f64,
     pub rate: f64,
@@ -144,7 +157,10 @@ async fn start(bin: &str, dir: &Path) -> Result<(Server, std::path::PathBuf), Ap
     Ok((server, path))
 }
 
-async fn kubectl_get_pods(kubeconfig: &Path) -> Result<Duration, ApiserverBenchError> {
+async fn kubectl_get_pods(
+    kubeconfig: &Path,
+    extra: &[&str],
+) -> Result<Duration, ApiserverBenchError> {
     let mut runs = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
@@ -152,6 +168,7 @@ async fn kubectl_get_pods(kubeconfig: &Path) -> Result<Duration, ApiserverBenchE
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["get", "pods", "-A", "--no-headers"])
+            .args(extra)
             .output()
             .await?;
         runs.push(t.elapsed());
@@ -159,6 +176,55 @@ async fn kubectl_get_pods(kubeconfig: &Path) -> Result<Duration, ApiserverBenchE
             return Err(ApiserverBenchError::NotReady(
                 String::from_utf8_lossy(&out.stderr).into_owned(),
             ));
+        }
+    }
+    runs.sort();
+    Ok(runs[1])
+}
+
+/// kubectl's `Accept` for `get`: server-side printing.
+const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+/// What a Table page's walk needs: its continue token (rows only counted, not decoded).
+#[derive(serde::Deserialize)]
+struct TablePage {
+    metadata: TableMeta,
+    rows: Vec<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TableMeta {
+    #[serde(rename = "continue", default)]
+    continue_: String,
+}
+
+/// Every pod as kubectl's Table pages of 500 (`limit` + `continue`), back to back; the median of 3.
+async fn table_pages(client: &kube::Client, pods: usize) -> Result<Duration, ApiserverBenchError> {
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let (mut token, mut rows) = (String::new(), 0);
+        loop {
+            let mut uri = "/api/v1/pods?limit=500".to_string();
+            if !token.is_empty() {
+                // The token is URL-safe base64; only its padding needs escaping.
+                uri.push_str(&format!("&continue={}", token.replace('=', "%3D")));
+            }
+            let req = http::Request::get(uri)
+                .header(http::header::ACCEPT, TABLE_ACCEPT)
+                .body(Vec::new())?;
+            let page: TablePage = serde_json::from_str(&client.request_text(req).await?)?;
+            rows += page.rows.len();
+            token = page.metadata.continue_;
+            if token.is_empty() {
+                break;
+            }
+        }
+        runs.push(t.elapsed());
+        if rows < pods {
+            return Err(ApiserverBenchError::NotReady(format!(
+                "the Table pages held {rows} rows, not {pods}"
+            )));
         }
     }
     runs.sort();
@@ -207,8 +273,13 @@ async fn measure(
         .await;
     let create_all_seconds = t.elapsed().as_secs_f64();
     eprintln!("kiln-bench apiserver: {pods} pods created in {create_all_seconds:.1} s");
-    let kubectl_get_pods_ms = ms(kubectl_get_pods(&kubeconfig).await?);
+    let kubectl_get_pods_ms = ms(kubectl_get_pods(&kubeconfig, &[]).await?);
     eprintln!("kiln-bench apiserver: kubectl get pods -A took {kubectl_get_pods_ms:.0} ms");
+    let kubectl_get_pods_unpaged_ms = ms(kubectl_get_pods(&kubeconfig, &["--chunk-size=0"]).await?);
+    let table_pages_ms = ms(table_pages(&client, pods).await?);
+    eprintln!(
+        "kiln-bench apiserver: unpaged {kubectl_get_pods_unpaged_ms:.0} ms; its Table pages {table_pages_ms:.0} ms"
+    );
     let t = Instant::now();
     let all = api.list(&ListParams::default()).await?;
     let list_all_ms = ms(t.elapsed());
@@ -301,6 +372,8 @@ async fn measure(
         pods,
         create_all_seconds,
         kubectl_get_pods_ms,
+        kubectl_get_pods_unpaged_ms,
+        table_pages_ms,
         list_all_ms,
         rate,
         steady_seconds,

@@ -123,6 +123,11 @@ impl LabelSelector {
         Ok(LabelSelector { requirements })
     }
 
+    /// No requirements: matches every object.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
         self.requirements.iter().all(|r| {
@@ -182,6 +187,11 @@ impl FieldSelector {
             });
         }
         Ok(FieldSelector { requirements })
+    }
+
+    /// No requirements: matches every object.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
     }
 
     pub fn matches(&self, obj: &Value) -> bool {

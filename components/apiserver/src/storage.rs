@@ -198,20 +198,26 @@ impl Store {
         if revision > 0 {
             options = options.with_revision(revision);
         }
-        let resp = self
+        let mut resp = self
             .client
             .kv_client()
             .get(start, Some(options))
             .await
             .map_err(classify)?;
         let revision = resp.header().ok_or(StoreError::NoHeader)?.revision();
+        // The values move out of the response: a page of pods is megabytes not worth copying.
         let items = resp
-            .kvs()
-            .iter()
-            .map(|kv| Versioned {
-                key: String::from_utf8_lossy(kv.key()).into_owned(),
-                value: kv.value().to_vec(),
-                mod_revision: kv.mod_revision(),
+            .take_kvs()
+            .into_iter()
+            .map(|kv| {
+                let mod_revision = kv.mod_revision();
+                let (key, value) = kv.into_key_value();
+                Versioned {
+                    key: String::from_utf8(key)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                    value,
+                    mod_revision,
+                }
             })
             .collect();
         Ok(Page {

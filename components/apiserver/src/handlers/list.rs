@@ -9,12 +9,12 @@ use serde_json::{json, Value};
 
 use super::crud::store_error;
 use super::table::{self, Include};
-use super::{json_response, AppState, Target};
+use super::{bytes_response, stored, AppState, Target};
 use crate::registry::lifecycle::from_stored;
 use crate::registry::ResourceSpec;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::storage::StoreError;
+use crate::storage::{StoreError, Versioned};
 
 pub struct Selectors {
     pub labels: LabelSelector,
@@ -32,6 +32,11 @@ impl Selectors {
             FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), spec)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         Ok(Selectors { labels, fields })
+    }
+
+    /// Selects everything (no labelSelector or fieldSelector terms).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -76,11 +81,17 @@ pub async fn list_objects(
     selectors: &Selectors,
 ) -> Result<(Vec<Value>, i64), ApiError> {
     let page = list_page(state, target, selectors, 0, None).await?;
-    Ok((page.objects, page.revision))
+    let objects = page
+        .items
+        .iter()
+        .map(|item| from_stored(&item.value, item.mod_revision))
+        .collect::<Result<_, _>>()?;
+    Ok((objects, page.revision))
 }
 
 pub struct ListPage {
-    pub objects: Vec<Value>,
+    /// The matching objects as stored: encoding them is the caller's (see `stored.rs`).
+    pub items: Vec<Versioned>,
     pub revision: i64,
     pub next: Option<Continue>,
 }
@@ -88,6 +99,22 @@ pub struct ListPage {
 /// Store reads per filtered page are bounded so a selective selector cannot spin forever on a
 /// huge collection without answering; a short page with a continue token is valid.
 const MAX_ROUNDS: usize = 16;
+
+/// Keeps the items the selectors match; without selectors nothing is decoded.
+fn retain_matching(items: &mut Vec<Versioned>, selectors: &Selectors) -> Result<(), ApiError> {
+    if selectors.is_empty() {
+        return Ok(());
+    }
+    let mut failed = None;
+    items.retain(|item| match stored::view(&item.value, item.mod_revision) {
+        Ok(obj) => selectors.matches(&obj),
+        Err(e) => {
+            failed.get_or_insert(e);
+            false
+        }
+    });
+    failed.map_or(Ok(()), Err)
+}
 
 /// Up to `limit` matching objects (0 = all) from `from` on, at one store revision.
 pub async fn list_page(
@@ -100,16 +127,10 @@ pub async fn list_page(
     let prefix = target.spec.key_prefix(target.namespace.as_deref());
     if limit <= 0 && from.is_none() {
         // Everything at once: the store reads it in pages that fit a gRPC message.
-        let (items, revision) = state.store.list(&prefix).await.map_err(store_error)?;
-        let mut objects = Vec::new();
-        for item in &items {
-            let obj = from_stored(&item.value, item.mod_revision)?;
-            if selectors.matches(&obj) {
-                objects.push(obj);
-            }
-        }
+        let (mut items, revision) = state.store.list(&prefix).await.map_err(store_error)?;
+        retain_matching(&mut items, selectors)?;
         return Ok(ListPage {
-            objects,
+            items,
             revision,
             next: None,
         });
@@ -118,14 +139,14 @@ pub async fn list_page(
         Some(c) => (format!("{prefix}{}", c.start), c.revision),
         None => (prefix.clone(), 0),
     };
-    let mut objects = Vec::new();
+    let mut items = Vec::new();
     for _ in 0..MAX_ROUNDS {
         let want = if limit > 0 {
-            limit - objects.len() as i64
+            limit - items.len() as i64
         } else {
             0
         };
-        let page = state
+        let mut page = state
             .store
             .list_page(&prefix, &start, revision, want)
             .await
@@ -137,22 +158,18 @@ pub async fn list_page(
             })?;
         revision = page.revision;
         let last_key = page.items.last().map(|i| i.key.clone());
-        for item in &page.items {
-            let obj = from_stored(&item.value, item.mod_revision)?;
-            if selectors.matches(&obj) {
-                objects.push(obj);
-            }
-        }
+        retain_matching(&mut page.items, selectors)?;
+        items.append(&mut page.items);
         let Some(last_key) = last_key.filter(|_| page.more) else {
             return Ok(ListPage {
-                objects,
+                items,
                 revision,
                 next: None,
             });
         };
         // The next read starts just after the last key seen.
         start = format!("{last_key}\0");
-        if limit > 0 && objects.len() as i64 >= limit {
+        if limit > 0 && items.len() as i64 >= limit {
             break;
         }
     }
@@ -161,7 +178,7 @@ pub async fn list_page(
         start: start.strip_prefix(&prefix).unwrap_or(&start).to_string(),
     };
     Ok(ListPage {
-        objects,
+        items,
         revision,
         next: Some(next),
     })
@@ -186,26 +203,67 @@ pub async fn list(
         None | Some("") => None,
         Some(token) => Some(Continue::decode(token)?),
     };
+    let started = std::time::Instant::now();
     let page = list_page(state, target, &selectors, limit, from).await?;
-    let rv = page.revision.to_string();
-    let mut metadata = json!({"resourceVersion": rv});
+    let read = started.elapsed();
+    let mut metadata = json!({"resourceVersion": page.revision.to_string()});
     if let Some(next) = &page.next {
         metadata["continue"] = json!(next.encode());
     }
-    if table::wants_table(headers) {
-        let mut t = table::table(spec, &page.objects, Some(&rv), Include::from_query(query));
-        t["metadata"] = metadata;
-        return Ok(json_response(StatusCode::OK, &t));
+    let body = if table::wants_table(headers) {
+        let mut out = Vec::with_capacity(stored_size(&page.items) + 4096);
+        table::write_table(
+            &mut out,
+            spec,
+            &page.items,
+            &metadata,
+            Include::from_query(query),
+        )?;
+        out
+    } else {
+        write_list(spec, &page.items, &metadata)?
+    };
+    // Where a LIST's time goes (RUST_LOG=kiln_apiserver::handlers::list=debug).
+    tracing::debug!(
+        resource = spec.plural,
+        items = page.items.len(),
+        bytes = body.len(),
+        store_ms = read.as_secs_f64() * 1000.0,
+        encode_ms = (started.elapsed() - read).as_secs_f64() * 1000.0,
+        "list"
+    );
+    Ok(bytes_response(StatusCode::OK, body))
+}
+
+/// Roughly what the objects take written out (each value plus its resourceVersion and a comma), so
+/// the body is allocated once.
+fn stored_size(items: &[Versioned]) -> usize {
+    items.iter().map(|i| i.value.len() + 40).sum()
+}
+
+/// The `<Kind>List` of stored objects: keys in sorted order, as a serialised `Value` has them.
+fn write_list(
+    spec: &ResourceSpec,
+    items: &[Versioned],
+    metadata: &Value,
+) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::with_capacity(stored_size(items) + 1024);
+    let head = json!({"apiVersion": spec.api_version()});
+    let _ = serde_json::to_writer(&mut out, &head);
+    out.pop(); // reopen the object after apiVersion
+    out.extend_from_slice(br#","items":["#);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        stored::write_object(&mut out, &item.value, item.mod_revision)?;
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "kind": spec.list_kind,
-            "apiVersion": spec.api_version(),
-            "metadata": metadata,
-            "items": page.objects,
-        }),
-    ))
+    out.extend_from_slice(br#"],"kind":"#);
+    let _ = serde_json::to_writer(&mut out, spec.list_kind);
+    out.extend_from_slice(br#","metadata":"#);
+    let _ = serde_json::to_writer(&mut out, metadata);
+    out.push(b'}');
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod namespaces;
 pub mod path;
 pub mod proxy;
 pub mod reviews;
+pub mod stored;
 pub mod subresources;
 pub mod table;
 pub mod watch;
@@ -56,7 +57,11 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 pub fn json_response(code: StatusCode, value: &Value) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
+    bytes_response(code, serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// An already serialised JSON body.
+pub fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     (
         code,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
