@@ -9,13 +9,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::encrypt::{self, DecryptReader, EncryptWriter, KeyMaterial};
-use super::manifest::ObjectRecord;
+use super::manifest::{self, ObjectRecord};
 use super::{io, SnapshotError};
 
 pub const FORMAT: &str = "kiln-snapshot/v1";
 pub const SUFFIX: &str = ".kiln-bundle.tar";
 const SKIP_STATE: &[&str] = &["snapshots", "rendered"];
-/// The member listing the Kubernetes objects at the snapshot's revision (what a drill compares against).
+/// The member that listed the Kubernetes objects at the snapshot's revision in bundles of earlier kiln
+/// versions (now read from the snapshot when a drill asks).
 pub const OBJECTS: &str = "objects.json";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -224,7 +225,6 @@ pub struct Contents<'a> {
     pub cluster_yaml: &'a Path,
     /// (path under state/, file)
     pub state: Vec<(String, PathBuf)>,
-    pub objects: &'a [ObjectRecord],
 }
 
 fn create_private(partial: &Path) -> Result<std::fs::File, SnapshotError> {
@@ -265,15 +265,12 @@ pub fn write(
     std::fs::rename(&partial, path).map_err(io("renaming", path))
 }
 
-/// Everything after snapshot.db: the object record, cluster.yaml and the state directory.
+/// Everything after snapshot.db: cluster.yaml and the state directory.
 fn append_rest<W: Write>(
     b: &mut tar::Builder<W>,
     contents: &Contents<'_>,
     out: &Path,
 ) -> Result<(), SnapshotError> {
-    // Compact: one record per object, thousands of them; `jq` shows it pretty when a person reads it.
-    let objects = serde_json::to_vec(contents.objects).expect("records serialize");
-    append_bytes(b, OBJECTS, &objects, out)?;
     append_file(b, "cluster.yaml", contents.cluster_yaml, out)?;
     for (rel, p) in &contents.state {
         append_file(b, &format!("state/{rel}"), p, out)?;
@@ -496,17 +493,29 @@ impl Bundle {
         self.dir.path().join("state")
     }
 
-    /// The objects recorded at save time (empty for bundles made before kiln recorded them).
+    /// The objects at the snapshot's revision, read from the bundle's snapshot (checked against
+    /// bundle.json when the bundle was opened); bundles saved by earlier kiln versions carry them as
+    /// objects.json, read as it is.
     pub fn objects(&self) -> Result<Vec<ObjectRecord>, SnapshotError> {
         let p = self.dir.path().join(OBJECTS);
         match std::fs::read(&p) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| SnapshotError::Bundle {
-                path: p,
-                message: e.to_string(),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(vec![]),
-            Err(e) => Err(io("reading", &p)(e)),
+            Ok(b) => {
+                return serde_json::from_slice(&b).map_err(|e| SnapshotError::Bundle {
+                    path: p,
+                    message: e.to_string(),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("reading", &p)(e)),
         }
+        let snap = self.snapshot();
+        let data = std::fs::read(&snap).map_err(io("reading", &snap))?;
+        manifest::from_snapshot(&data)
+            .map(|r| r.objects)
+            .map_err(|e| SnapshotError::Bundle {
+                path: snap,
+                message: e.to_string(),
+            })
     }
 }
 
@@ -584,12 +593,10 @@ mod tests {
         let sha = hex::encode(Sha256::digest(&db));
         let info = BundleInfo::new("c1", "host1", 7, 3, &sha);
         let out = dir.join(info.file_name());
-        let objects = vec![];
         let contents = Contents {
             snapshot: &db,
             cluster_yaml: &cy,
             state: vec![("pki/host1/ca.crt".into(), cy.clone())],
-            objects: &objects,
         };
         write(&info, &contents, key, &out).unwrap();
         out
@@ -642,16 +649,22 @@ mod tests {
     #[test]
     fn a_bundle_written_as_its_snapshot_arrives_opens_like_any_other() {
         let d = tempfile::tempdir().unwrap();
-        let db: Vec<u8> = (0..(1u32 << 20) + 77).map(|i| (i % 251) as u8).collect();
+        // A kiln-store snapshot of a little over 1 MiB (the bundle is written a MiB at a time).
+        use kiln_common::store_snapshot::{encode_kv, kv_record};
+        let cm = br#"{"metadata":{"name":"c","namespace":"n","uid":"u-1"}}"#;
+        let filler = vec![b'x'; (1 << 20) + 77];
+        let kv = [
+            kv_record(b"/registry/configmaps/n/c", 3, Some(cm)),
+            kv_record(b"/registry/events/n/e", 4, Some(&filler)),
+        ];
+        let db = encode_kv(&kv, 4);
         let cy = d.path().join("cluster.yaml");
         std::fs::write(&cy, "kind: Cluster\n").unwrap();
         let info = BundleInfo::new("c1", "host1", 9, 4, &hex::encode(Sha256::digest(&db)));
-        let objects = vec![];
         let contents = Contents {
             snapshot: &db,
             cluster_yaml: &cy,
             state: vec![("pki/host1/ca.crt".into(), cy.clone())],
-            objects: &objects,
         };
         let mut incoming = Incoming::create(d.path()).unwrap();
         for chunk in db.chunks(32 * 1024) {
@@ -664,7 +677,13 @@ mod tests {
         assert_eq!(b.info.registry_objects, 4);
         assert_eq!(std::fs::read(b.snapshot()).unwrap(), db);
         assert!(b.state_dir().join("pki/host1/ca.crt").exists());
-        assert!(b.objects().unwrap().is_empty());
+        // The objects at the snapshot's revision, read from the snapshot in the bundle.
+        let objects = b.objects().unwrap();
+        assert_eq!(objects.len(), 1);
+        assert_eq!(
+            (objects[0].id(), objects[0].uid.as_str()),
+            ("ConfigMap n/c".to_string(), "u-1")
+        );
         // Only the bundle is left in the directory.
         let names: Vec<_> = std::fs::read_dir(d.path())
             .unwrap()
@@ -685,6 +704,8 @@ mod tests {
         let p = sample(d.path(), None);
         let b = Bundle::open(&p, None).unwrap();
         assert!(!b.info.encrypted);
-        assert!(b.objects().unwrap().is_empty());
+        // Its snapshot is no kiln-store snapshot: no objects to read, and the error names the file.
+        let e = b.objects().unwrap_err().to_string();
+        assert!(e.contains("snapshot.db"), "{e}");
     }
 }

@@ -1,10 +1,8 @@
 //! The objects a bundle must bring back: namespaces, deployments, services, configmaps and secrets at the
-//! snapshot's revision, each with its UID, resourceVersion and the sha256 of its stored bytes. Recorded at
-//! save time (`objects.json` in the bundle), read from the snapshot's own bytes, so a drill can check a
-//! restore without the original cluster.
-
-use std::sync::mpsc;
-use std::thread::JoinHandle;
+//! snapshot's revision, each with its UID, resourceVersion and the sha256 of its stored bytes, read from
+//! the bundle's snapshot itself (checked against bundle.json's sha256), so a drill can check a restore
+//! without the original cluster. A save only counts while the snapshot arrives (the revision and the
+//! /registry/ keys live at it); the records are made when a drill asks, from the same bytes.
 
 use kiln_common::store_snapshot::{self, LiveKeys, Scanner, StoreSnapshotError};
 use serde::{Deserialize, Serialize};
@@ -137,51 +135,54 @@ pub fn from_snapshot(data: &[u8]) -> Result<Recorded, StoreSnapshotError> {
     })
 }
 
-/// A live object of one of [`KINDS`] on its way to the recording thread: (kind, its prefix, key, stored
-/// bytes, mod revision).
-type Found = (&'static str, &'static str, String, Vec<u8>, i64);
+/// The revision and the /registry/ count of a snapshot whose trailing sha256 was checked.
+pub fn count_snapshot(data: &[u8]) -> Result<Counted, StoreSnapshotError> {
+    let records = store_snapshot::records(data)?;
+    let revision = store_snapshot::revision(&records);
+    let live = store_snapshot::live_keys(&records, REGISTRY_PREFIX.as_bytes(), revision)?;
+    Ok(Counted {
+        revision,
+        registry_objects: live.len() as i64,
+    })
+}
 
-/// Records a snapshot while it arrives, so little is left to do once its last byte is in: the receiving
-/// task reads the records and finds the live keys as bytes come in, and a thread makes the object records
-/// (JSON, sha256) meanwhile. [`Recorder::finish`] checks the early answer against the whole snapshot and
-/// falls back to [`from_snapshot`] wherever it could differ, so the record is the same either way.
-pub struct Recorder {
+/// What a save states of its snapshot in bundle.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The store revision the snapshot holds.
+    pub revision: i64,
+    /// Keys under /registry/ at that revision.
+    pub registry_objects: i64,
+}
+
+/// Counts a snapshot while it arrives, so nothing is left to read once its last byte is in: the records
+/// and the live keys are found as bytes come in. [`Counter::finish`] checks the early answer against the
+/// whole snapshot and falls back to [`count_snapshot`] wherever it could differ, so the answer is the
+/// same either way.
+pub struct Counter {
     scanner: Scanner,
     live: LiveKeys<'static>,
     registry_objects: i64,
     /// The store revision the snapshot states (1 until it does, as for a store that never wrote).
     revision: i64,
-    /// Something in the bytes did not read as a snapshot: left for [`from_snapshot`] to name, once the
+    /// Something in the bytes did not read as a snapshot: left for [`count_snapshot`] to name, once the
     /// checksum has been checked.
     unreadable: bool,
-    found: Option<mpsc::Sender<Found>>,
-    recording: Option<JoinHandle<Vec<ObjectRecord>>>,
 }
 
-impl Default for Recorder {
+impl Default for Counter {
     fn default() -> Self {
-        let (found, objects) = mpsc::channel::<Found>();
-        let recording = std::thread::spawn(move || {
-            let mut out: Vec<ObjectRecord> = objects
-                .into_iter()
-                .map(|(kind, prefix, key, value, rev)| record(kind, prefix, &key, &value, rev))
-                .collect();
-            out.sort_by_cached_key(|a| a.id());
-            out
-        });
-        Recorder {
+        Counter {
             scanner: Scanner::default(),
             live: LiveKeys::new(REGISTRY_PREFIX.as_bytes(), None),
             registry_objects: 0,
             revision: 1,
             unreadable: false,
-            found: Some(found),
-            recording: Some(recording),
         }
     }
 }
 
-impl Recorder {
+impl Counter {
     /// `data`: every byte of the snapshot received so far.
     pub fn feed(&mut self, data: &[u8]) {
         while !self.unreadable {
@@ -199,42 +200,24 @@ impl Recorder {
                 }
             };
             match live {
-                Ok(Some(k)) => {
-                    self.registry_objects += 1;
-                    let kind = KINDS
-                        .iter()
-                        .find(|(_, prefix)| k.key.starts_with(prefix.as_bytes()));
-                    if let (Some(&(kind, prefix)), Some(found)) = (kind, &self.found) {
-                        let key = String::from_utf8_lossy(&k.key).into_owned();
-                        // The thread only ends when dropped: sending cannot fail before `finish`.
-                        let _ = found.send((kind, prefix, key, k.value.to_vec(), k.mod_revision));
-                    }
-                }
+                Ok(Some(_)) => self.registry_objects += 1,
                 Ok(None) => {}
                 Err(_) => self.unreadable = true,
             }
         }
     }
 
-    /// The record of the whole snapshot `data` (its trailing sha256 already checked).
-    pub fn finish(mut self, data: &[u8]) -> Result<Recorded, StoreSnapshotError> {
-        self.found = None;
-        let objects = self
-            .recording
-            .take()
-            .map(|t| t.join().expect("the recording thread does not panic"))
-            .unwrap_or_default();
+    /// The count of the whole snapshot `data` (its trailing sha256 already checked).
+    pub fn finish(self, data: &[u8]) -> Result<Counted, StoreSnapshotError> {
         // Everything was read as it arrived (framing checked up to the end marker, which lies before the
         // digest), each key's newest version decided: right when none is newer than the snapshot.
-        let revision = self.revision;
         let whole = self.scanner.ended_before(data.len().saturating_sub(32));
-        if self.unreadable || !whole || self.live.newest() > revision {
-            return from_snapshot(data);
+        if self.unreadable || !whole || self.live.newest() > self.revision {
+            return count_snapshot(data);
         }
-        Ok(Recorded {
-            revision,
+        Ok(Counted {
+            revision: self.revision,
             registry_objects: self.registry_objects,
-            objects,
         })
     }
 }
@@ -315,16 +298,17 @@ mod tests {
         ];
         let data = encode_kv(&kv, 8);
         let r = from_snapshot(&data).unwrap();
-        // Recorded while arriving, in pieces: the same.
-        let mut early = Recorder::default();
+        // Counted while arriving, in pieces: the same.
+        let mut early = Counter::default();
         for upto in (0..data.len()).step_by(100).chain([data.len()]) {
             early.feed(&data[..upto]);
         }
         let e = early.finish(&data).unwrap();
         assert_eq!(
-            (e.revision, e.registry_objects, &e.objects),
-            (r.revision, r.registry_objects, &r.objects)
+            (e.revision, e.registry_objects),
+            (r.revision, r.registry_objects)
         );
+        assert_eq!(count_snapshot(&data).unwrap(), e);
         assert_eq!(r.revision, 8);
         assert_eq!(r.registry_objects, 3, "keepme, the lease and the namespace");
         let ids: Vec<_> = r

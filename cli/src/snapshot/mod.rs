@@ -170,7 +170,7 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
         };
         // Stage timings at debug level (`--log kiln=debug`): what a slow save spends its time on.
         let t = std::time::Instant::now();
-        let mut recorder = manifest::Recorder::default();
+        let mut counter = manifest::Counter::default();
         // Written to the bundle a MiB at a time, not one syscall per 32 KiB message.
         let mut written = 0;
         let fetched = store
@@ -181,7 +181,7 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
                         written = data.len();
                     }
                 }
-                recorder.feed(data);
+                counter.feed(data);
                 Ok(())
             })
             .await;
@@ -201,11 +201,10 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
             b.write_snapshot(&snap.data[written..])?;
             b.start_writeback();
         }
-        // The revision, the object count and the object record come from the snapshot's own bytes (read
-        // as they arrived): the same answers as reads at its revision, without asking the store again or
-        // reading the file back.
+        // The revision and the object count come from the snapshot's own bytes (read as they arrived): the
+        // same answers as reads at its revision, without asking the store again or reading the file back.
         let t = std::time::Instant::now();
-        let recorded = match recorder.finish(&snap.data) {
+        let counted = match counter.finish(&snap.data) {
             Ok(r) => r,
             Err(e) => {
                 last_err = Some(SnapshotError::Corrupt {
@@ -217,12 +216,17 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
         };
         tracing::debug!(
             seconds = t.elapsed().as_secs_f64(),
-            revision = recorded.revision,
-            objects = recorded.objects.len(),
-            "revision read, objects counted and recorded"
+            revision = counted.revision,
+            objects = counted.registry_objects,
+            "revision read and objects counted"
         );
-        let (count, objects) = (recorded.registry_objects, recorded.objects);
-        let mut info = BundleInfo::new(&src.cluster, name, recorded.revision, count, &snap.sha256);
+        let mut info = BundleInfo::new(
+            &src.cluster,
+            name,
+            counted.revision,
+            counted.registry_objects,
+            &snap.sha256,
+        );
         info.state_from = src.state_from.into();
         let path = match out {
             Some(p) if !p.is_dir() => p.to_path_buf(),
@@ -232,7 +236,6 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
             snapshot: &snap.data,
             cluster_yaml: &src.cluster_yaml,
             state: src.state.clone(),
-            objects: &objects,
         };
         let t = std::time::Instant::now();
         let streamed = match incoming {

@@ -548,7 +548,6 @@ mod tests {
             snapshot: b"snapshot",
             cluster_yaml: &cy,
             state: super::super::bundle::state_files(&old),
-            objects: &[],
         };
         super::super::bundle::write(&info, &contents, None, &tar).unwrap();
         let b = Bundle::open(&tar, None).unwrap();
