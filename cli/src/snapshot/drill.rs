@@ -212,7 +212,8 @@ pub fn run(opts: &DrillOptions) -> DrillReport {
     r.objects_recorded = recorded.len();
     if recorded.is_empty() {
         r.problems.push(
-            "the bundle's snapshot holds no namespace, deployment, service, configmap or secret".into(),
+            "the bundle's snapshot holds no namespace, deployment, service, configmap or secret"
+                .into(),
         );
         return r;
     }
