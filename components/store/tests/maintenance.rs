@@ -45,6 +45,25 @@ async fn hashkv_agrees_across_members_and_move_leader_moves_it() {
     for i in 0..3 {
         cluster.wait_revision(i, rev).await;
     }
+    // `--cluster` dials the client URLs members publish after they start: wait for all three
+    // (writes can be done before the last one published).
+    retry("all members published", || {
+        let mut c = c.clone();
+        async move {
+            let list = c.member_list().await.map_err(|e| e.to_string())?;
+            let published = list
+                .members()
+                .iter()
+                .filter(|m| !m.client_urls().is_empty())
+                .count();
+            if published == 3 {
+                Ok(())
+            } else {
+                Err(format!("{published} of 3 published"))
+            }
+        }
+    })
+    .await;
 
     // Every member reports the same hash of the key space, through etcdctl: `--cluster` dials
     // every advertised http:// client URL, which also proves the `:authority` shim
