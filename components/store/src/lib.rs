@@ -14,6 +14,7 @@ pub mod http;
 pub mod identity;
 pub mod join;
 pub mod leader;
+pub mod mapped;
 pub mod lease;
 pub mod mvcc;
 pub mod offline;

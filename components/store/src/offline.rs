@@ -1,7 +1,8 @@
 //! Offline tools, like etcdutl's: `kiln-store snapshot restore FILE ...` turns a snapshot saved
 //! with `etcdctl snapshot save` (against kiln-store) into the data dir of a member of a new
 //! cluster; `kiln-store snapshot status FILE` describes a snapshot. Both verify the trailing
-//! sha256 first, so a corrupt or truncated file is refused before anything is written.
+//! sha256 before they use a byte of it: a corrupt or truncated file is refused before any data is
+//! written, and the empty database a restore creates meanwhile is removed again.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -14,6 +15,7 @@ use rocksdb::{
 use crate::config::Config;
 use crate::db::{self, CF_KV, CF_SM_META, STATE_MACHINE_CFS};
 use crate::identity::{self, Identity};
+use crate::mapped::Mapped;
 use crate::mvcc::{META_ALARMS, META_REVISION};
 use crate::raft::snapshot::{self, SnapshotError};
 use crate::raft::state_machine::{META_BATCH_PROGRESS, META_LAST_APPLIED, META_MEMBERSHIP};
@@ -100,9 +102,9 @@ pub struct SnapshotStatus {
     pub total_size: usize,
 }
 
-/// The snapshot file's bytes, read once.
-fn read(path: &Path) -> Result<Vec<u8>, OfflineError> {
-    std::fs::read(path).map_err(|source| OfflineError::Read {
+/// The snapshot file's bytes, mapped (not copied: the copy costs more than the hashing).
+fn read(path: &Path) -> Result<Mapped, OfflineError> {
+    Mapped::open(path).map_err(|source| OfflineError::Read {
         path: path.display().to_string(),
         source,
     })
@@ -139,23 +141,16 @@ pub fn status(path: &Path) -> Result<SnapshotStatus, OfflineError> {
 /// Restores `args.file` into a fresh data dir; returns the new member's identity.
 pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
     // Stage timings at debug level (RUST_LOG=kiln_store=debug): what a slow restore spends its time on.
-    let t = Instant::now();
-    let data = read(&args.file)?;
-    let records = parse(&args.file, &data)?;
-    tracing::debug!(
-        seconds = t.elapsed().as_secs_f64(),
-        bytes = data.len(),
-        records = records.len(),
-        "snapshot read and verified"
-    );
     let data_dir = args
         .data_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.etcd", args.name)));
+    let existed = data_dir.exists();
     let non_empty = std::fs::read_dir(&data_dir).is_ok_and(|mut d| d.next().is_some());
     if non_empty {
         return Err(OfflineError::DataDirExists(data_dir.display().to_string()));
     }
+    // The flags first: nothing is made for a restore they would refuse.
     let mut config = Config::for_test(&data_dir);
     config.name = args.name.clone();
     config.initial_cluster = args.initial_cluster.clone();
@@ -163,25 +158,46 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
     config.initial_advertise_peer_urls = args.initial_advertise_peer_urls.clone();
     config.initial_members()?;
     let mut ident = identity::for_new_cluster(&config)?;
-    // A new cluster ID, also distinct from a cluster formed with the same flags from scratch: salted
-    // with the snapshot's own sha256 (its last 32 bytes, verified above), the same on every member.
-    let digest = &data[data.len() - 32..];
-    let mut salt = [0u8; 8];
-    salt.copy_from_slice(&digest[..8]);
-    ident.cluster_id = identity::cluster_id(
-        &[ident.cluster_id, u64::from_be_bytes(salt)],
-        &args.initial_cluster_token,
-    );
 
     let t = Instant::now();
-    let database = db::open(&data_dir.join("member"))?;
-    tracing::debug!(seconds = t.elapsed().as_secs_f64(), "data dir created");
-    let t = Instant::now();
-    write_records(&database, &data_dir, records)?;
-    // The identity last, synced (and with it what write_records left in the WAL): a data dir with an
-    // identity holds the whole snapshot.
-    identity::save(&database, &ident)?;
-    tracing::debug!(seconds = t.elapsed().as_secs_f64(), "restored data written");
+    let data = read(&args.file)?;
+    // The new, empty database is created while the snapshot is verified and parsed; whatever a refused
+    // snapshot or a failed write made is removed again, leaving the data dir as it was.
+    let member = data_dir.join("member");
+    let (opened, parsed) = std::thread::scope(|s| {
+        let opened = s.spawn(|| db::open(&member));
+        let parsed = parse(&args.file, &data);
+        (opened.join().expect("opening does not panic"), parsed)
+    });
+    let restored = opened.map_err(OfflineError::from).and_then(|database| {
+        let records = parsed?;
+        tracing::debug!(
+            seconds = t.elapsed().as_secs_f64(),
+            bytes = data.len(),
+            records = records.len(),
+            "snapshot read and verified, database created"
+        );
+        // A new cluster ID, also distinct from a cluster formed with the same flags from scratch: salted
+        // with the snapshot's own sha256 (its last 32 bytes, verified above), the same on every member.
+        let digest = &data[data.len() - 32..];
+        let mut salt = [0u8; 8];
+        salt.copy_from_slice(&digest[..8]);
+        ident.cluster_id = identity::cluster_id(
+            &[ident.cluster_id, u64::from_be_bytes(salt)],
+            &args.initial_cluster_token,
+        );
+        let t = Instant::now();
+        write_records(&database, &data_dir, records)?;
+        // The identity last, synced (and with it what write_records left in the WAL): a data dir with
+        // an identity holds the whole snapshot.
+        identity::save(&database, &ident)?;
+        tracing::debug!(seconds = t.elapsed().as_secs_f64(), "restored data written");
+        Ok(())
+    });
+    if let Err(e) = restored {
+        discard(&data_dir, existed);
+        return Err(e);
+    }
     tracing::info!(
         data_dir = %data_dir.display(),
         member = %format!("{:x}", ident.member_id),
@@ -189,6 +205,23 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
         "restored snapshot"
     );
     Ok(ident)
+}
+
+/// Removes what a refused or failed restore made in `dir`: the whole directory when it did not exist
+/// before, its contents when it was given empty.
+fn discard(dir: &Path, existed: bool) {
+    if !existed {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        let _ = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+    }
 }
 
 /// A family with at least this many bytes of records goes into its own table file (below it, a table

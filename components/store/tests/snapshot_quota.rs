@@ -178,6 +178,18 @@ async fn etcdctl_snapshot_save_then_restore_into_a_new_cluster() {
         assert!(s(&out.stderr).contains(what), "{}", s(&out.stderr));
         assert!(!target.exists(), "nothing written for a bad snapshot");
     }
+    // Into an empty data dir given beforehand: left empty.
+    let empty = dir.path().join("given-empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = kiln_store(&[
+        "snapshot",
+        "restore",
+        bad.to_str().unwrap(),
+        &format!("--data-dir={}", empty.display()),
+    ]);
+    assert!(!out.status.success());
+    assert!(s(&out.stderr).contains("checksum"), "{}", s(&out.stderr));
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
