@@ -6,33 +6,23 @@
 //! without this the store does one fsync per write however many clients write at once. The
 //! state machine applies a batch's commands in order, each in its own revision, exactly as if
 //! each had been an entry of its own; a lone command is proposed as it is.
-//!
-//! A batch's answer comes straight from the state machine once it is applied (see
-//! `waiters`), not through openraft's core, which may be blocked in the next batch's fsync.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt as _, Shared};
 use openraft::error::RaftError;
 use prost::Message as _;
-use std::collections::VecDeque;
-
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::etcd_error::EtcdError;
 use crate::leader::{self, ForwardError};
 use crate::raft::types::{
     store_request::Op, store_response, KilnRaft, StoreBatch, StoreRequest, StoreResponse,
 };
-use crate::waiters::{Answer, Waiters};
 
-/// Batches proposed but not yet in the log on disk. While one is being appended (openraft 0.9
-/// appends one at a time, each with its fsync), new commands queue up here and form the next
-/// batch, so one fsync carries everything that arrived during the previous one. A batch
-/// leaves this count once its log append is synced, not once it is answered: its apply and
-/// answers overlap the next batch's append.
-const MAX_UNFLUSHED: usize = 1;
+/// Batches on their way through Raft at once. While they are, new commands queue up and form
+/// the next batch; more than one in flight lets the next append overlap the previous apply.
+const MAX_IN_FLIGHT: usize = 2;
 /// Commands per batch, and the encoded size a batch grows to before it is cut (a command
 /// bigger than that still goes, alone). Keeps append-entries messages moderate: openraft
 /// sends up to `max_payload_entries` entries in one.
@@ -53,11 +43,13 @@ struct Proposal {
 }
 
 /// What a caller waits on once its command is proposed: the batch's outcome (every waiter
-/// wakes straight from the state machine's answer) and its place in the batch.
+/// wakes straight from Raft's answer) and its place in the batch. The batch keeps its
+/// in-flight slot until every ticket is gone.
 struct Ticket {
     outcome: SharedOutcome,
     /// None: the command went alone, not as a batch.
     position: Option<usize>,
+    _slot: Arc<OwnedSemaphorePermit>,
 }
 
 /// Handle to the proposer task; cheap to share.
@@ -67,9 +59,9 @@ pub struct Proposer {
 
 impl Proposer {
     /// Starts the proposer task; it ends when the server shuts down.
-    pub fn start(raft: KilnRaft, waiters: Arc<Waiters>, shutdown: watch::Receiver<bool>) -> Self {
+    pub fn start(raft: KilnRaft, shutdown: watch::Receiver<bool>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, waiters, rx, shutdown));
+        tokio::spawn(run(raft, rx, shutdown));
         Self { tx }
     }
 
@@ -112,52 +104,12 @@ fn not_a_batch() -> ForwardError {
     )
 }
 
-/// Unregisters a proposal when its outcome is dropped, answered or not.
-struct Forget(Arc<Waiters>, u64);
-
-impl Drop for Forget {
-    fn drop(&mut self) {
-        self.0.forget(self.1);
-    }
-}
-
-/// The state machine's direct answer, or openraft's if that comes first: an error (nothing
-/// applied here), or — if the state machine did not find the waiter — the response itself.
-async fn first_answer(
-    mut direct: oneshot::Receiver<Answer>,
-    raft: impl Future<Output = Result<Answer, ForwardError>> + Send + 'static,
-) -> Result<Answer, ForwardError> {
-    let mut raft = Box::pin(raft);
-    tokio::select! {
-        biased;
-        answer = &mut direct => match answer {
-            Ok(a) => {
-                // openraft still sends its (empty) copy; it logs a warning for every answer
-                // nobody receives, so someone stays to receive it.
-                tokio::spawn(async move {
-                    let _ = raft.await;
-                });
-                Ok(a)
-            }
-            // The state machine dropped it (failed applying): openraft reports why.
-            Err(_) => raft.await,
-        },
-        answer = &mut raft => match answer {
-            // The state machine sends its answer before openraft hears of the apply.
-            Ok(fallback) => Ok(direct.try_recv().unwrap_or(fallback)),
-            Err(e) => Err(e),
-        },
-    }
-}
-
 async fn run(
     raft: KilnRaft,
-    waiters: Arc<Waiters>,
     mut rx: mpsc::UnboundedReceiver<Proposal>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // Per unflushed batch: done once it is synced in the log or has its outcome (failed).
-    let mut unflushed: VecDeque<BoxFuture<'static, ()>> = VecDeque::new();
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut carried: Option<Proposal> = None;
     loop {
         let first = match carried.take() {
@@ -170,12 +122,10 @@ async fn run(
                 _ = shutdown.wait_for(|s| *s) => return,
             },
         };
-        // Waiting here for the batch being appended is what lets the next one grow.
-        while unflushed.len() >= MAX_UNFLUSHED {
-            if let Some(flushed) = unflushed.pop_front() {
-                flushed.await;
-            }
-        }
+        // Waiting here for a batch to finish is what lets the next one grow.
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
         let mut bytes = first.size;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_COMMANDS {
@@ -188,52 +138,36 @@ async fn run(
             batch.push(p);
         }
         let lone = batch.len() == 1;
-        let (mut request, tickets) = pack(batch);
-        let (proposal, direct, flushed) = waiters.register();
-        request.proposal = proposal;
-        let forget = Forget(waiters.clone(), proposal);
+        let (request, tickets) = pack(batch);
         // Submitted here, in arrival order.
         let outcome: BoxFuture<'static, Outcome> = match raft.client_write_ff(request).await {
             Ok(answer) => async move {
-                let _forget = forget;
                 // Bounded like every leader request, so a batch that never gets an answer
                 // (leadership lost on the way) cannot hold its slot for good.
-                let from_raft = async move {
-                    match tokio::time::timeout(leader::REQUEST_TIMEOUT, answer).await {
-                        Ok(Ok(Ok(r))) => Ok((r.log_id.index, r.data)),
-                        Ok(Ok(Err(e))) => Err(leader::write_err(RaftError::APIError(e))),
-                        Ok(Err(_)) => Err(ForwardError::etcd(EtcdError::Stopped)),
-                        Err(_) => Err(ForwardError::etcd(EtcdError::Timeout)),
-                    }
-                };
-                Arc::new(first_answer(direct, from_raft).await)
+                let answer = tokio::time::timeout(leader::REQUEST_TIMEOUT, answer).await;
+                Arc::new(match answer {
+                    Ok(Ok(Ok(r))) => Ok((r.log_id.index, r.data)),
+                    Ok(Ok(Err(e))) => Err(leader::write_err(RaftError::APIError(e))),
+                    Ok(Err(_)) => Err(ForwardError::etcd(EtcdError::Stopped)),
+                    Err(_) => Err(ForwardError::etcd(EtcdError::Timeout)),
+                })
             }
             .boxed(),
             Err(fatal) => {
-                drop(forget);
                 let e = leader::write_err(RaftError::Fatal(fatal));
                 async move { Arc::new(Err(e)) }.boxed()
             }
         };
         let outcome = outcome.shared();
+        let slot = Arc::new(permit);
         for (i, ticket) in tickets.into_iter().enumerate() {
             // A caller that gave up (client gone, timeout) is fine to miss.
             let _ = ticket.send(Ticket {
                 outcome: outcome.clone(),
                 position: (!lone).then_some(i),
+                _slot: slot.clone(),
             });
         }
-        let answered = outcome.map(|_| ());
-        unflushed.push_back(
-            async move {
-                // Synced (or forgotten: the outcome is in), or failed before that.
-                tokio::select! {
-                    _ = flushed => {}
-                    _ = answered => {}
-                }
-            }
-            .boxed(),
-        );
     }
 }
 

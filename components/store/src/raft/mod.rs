@@ -1,6 +1,5 @@
 //! Consensus: openraft over rocksdb, with kiln-store's commands.
 
-pub mod entry_codec;
 pub mod log_store;
 pub mod network;
 pub mod snapshot;
@@ -16,7 +15,6 @@ use openraft::{Config, SnapshotPolicy};
 use crate::lease::Lessor;
 use crate::mvcc::Mvcc;
 use crate::peer::client::PeerClients;
-use crate::waiters::Waiters;
 use log_store::LogStore;
 use network::PeerNetworkFactory;
 use state_machine::StateMachine;
@@ -49,7 +47,6 @@ pub async fn start(
     lessor: Arc<Lessor>,
     snapshot_dir: std::path::PathBuf,
     peers: Arc<PeerClients>,
-    waiters: Arc<Waiters>,
 ) -> Result<KilnRaft, RaftSetupError> {
     let config = Config {
         cluster_name: "kiln-store".into(),
@@ -67,8 +64,8 @@ pub async fn start(
         ..Default::default()
     }
     .validate()?;
-    let log_store = LogStore::new(mvcc.db().clone(), waiters.clone());
-    let state_machine = StateMachine::new(mvcc, lessor, snapshot_dir, waiters);
+    let log_store = LogStore::new(mvcc.db().clone());
+    let state_machine = StateMachine::new(mvcc, lessor, snapshot_dir);
     let raft = KilnRaft::new(
         id,
         Arc::new(config),

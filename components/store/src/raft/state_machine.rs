@@ -42,7 +42,6 @@ use crate::raft::types::{
     store_response, MemberNode, StoreBatch, StoreBatchResponse, StoreRequest, StoreResponse,
     TypeConfig,
 };
-use crate::waiters::{Answer, Waiters};
 
 pub const META_LAST_APPLIED: &[u8] = b"last_applied";
 pub const META_MEMBERSHIP: &[u8] = b"membership";
@@ -76,24 +75,16 @@ pub struct StateMachine {
     revision: i64,
     compact_revision: i64,
     snapshot_dir: PathBuf,
-    /// Callers on this member waiting for the entries they proposed.
-    waiters: Arc<Waiters>,
 }
 
 impl StateMachine {
-    pub fn new(
-        mvcc: Arc<Mvcc>,
-        lessor: Arc<Lessor>,
-        snapshot_dir: PathBuf,
-        waiters: Arc<Waiters>,
-    ) -> Self {
+    pub fn new(mvcc: Arc<Mvcc>, lessor: Arc<Lessor>, snapshot_dir: PathBuf) -> Self {
         Self {
             revision: mvcc.revision(),
             compact_revision: mvcc.compact_revision(),
             mvcc,
             lessor,
             snapshot_dir,
-            waiters,
         }
     }
 
@@ -304,8 +295,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let db = self.mvcc.db().clone();
         let mut applied = AppliedEffects::default();
         let mut responses = Vec::new();
-        // Answers for callers waiting here; sent once everything below is visible.
-        let mut direct: Vec<(tokio::sync::oneshot::Sender<Answer>, Answer)> = Vec::new();
         let mut last_index = 0;
         for entry in entries {
             last_index = entry.log_id.index;
@@ -314,27 +303,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     self.finish_entry(&db, WriteBatch::default(), entry.log_id)?;
                     StoreResponse::default()
                 }
-                EntryPayload::Normal(req) => {
-                    let response = match &req.op {
-                        Some(Op::Batch(b)) => {
-                            self.apply_batch(&db, entry.log_id, b, &mut applied)?
-                        }
-                        _ => {
-                            let (batch, response) =
-                                self.apply_command(&db, entry.log_id, req, &mut applied)?;
-                            self.finish_entry(&db, batch, entry.log_id)?;
-                            response
-                        }
-                    };
-                    match self.waiters.take(req.proposal) {
-                        // openraft's copy of the answer goes nowhere then.
-                        Some(tx) => {
-                            direct.push((tx, (entry.log_id.index, response)));
-                            StoreResponse::default()
-                        }
-                        None => response,
+                EntryPayload::Normal(req) => match &req.op {
+                    Some(Op::Batch(b)) => self.apply_batch(&db, entry.log_id, b, &mut applied)?,
+                    _ => {
+                        let (batch, response) =
+                            self.apply_command(&db, entry.log_id, req, &mut applied)?;
+                        self.finish_entry(&db, batch, entry.log_id)?;
+                        response
                     }
-                }
+                },
                 EntryPayload::Membership(m) => {
                     let stored = Membership::new(Some(entry.log_id), m.clone());
                     let mut batch = WriteBatch::default();
@@ -361,10 +338,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 LeaseEffect::Granted(r) => self.lessor.granted(r),
                 LeaseEffect::Revoked(id) => self.lessor.revoked(id),
             }
-        }
-        for (tx, answer) in direct {
-            // A caller that stopped waiting is fine to miss.
-            let _ = tx.send(answer);
         }
         Ok(responses)
     }
@@ -445,12 +418,7 @@ mod tests {
     fn machine(dir: &std::path::Path) -> StateMachine {
         let db = crate::db::open(&dir.join("member")).unwrap();
         let mvcc = Arc::new(Mvcc::open(db).unwrap());
-        StateMachine::new(
-            mvcc,
-            Arc::new(Lessor::new(&[])),
-            dir.join("snap"),
-            Arc::new(Waiters::new()),
-        )
+        StateMachine::new(mvcc, Arc::new(Lessor::new(&[])), dir.join("snap"))
     }
 
     fn put_revision(r: &StoreResponse) -> i64 {
