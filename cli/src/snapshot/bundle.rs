@@ -510,12 +510,10 @@ impl Bundle {
         }
         let snap = self.snapshot();
         let data = std::fs::read(&snap).map_err(io("reading", &snap))?;
-        manifest::from_snapshot(&data)
-            .map(|r| r.objects)
-            .map_err(|e| SnapshotError::Bundle {
-                path: snap,
-                message: e.to_string(),
-            })
+        manifest::objects_in(&data).map_err(|e| SnapshotError::Bundle {
+            path: snap,
+            message: e.to_string(),
+        })
     }
 }
 

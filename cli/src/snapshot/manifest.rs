@@ -101,19 +101,9 @@ pub async fn collect(
     Ok(out)
 }
 
-/// What a save records of a snapshot, read from the snapshot itself.
-pub struct Recorded {
-    /// The store revision the snapshot holds.
-    pub revision: i64,
-    /// Keys under /registry/ at that revision.
-    pub registry_objects: i64,
-    /// The objects of [`KINDS`] at that revision, sorted.
-    pub objects: Vec<ObjectRecord>,
-}
-
-/// The revision, the /registry/ count and the objects of [`KINDS`] of a snapshot whose trailing sha256 was
-/// checked as it arrived: the same answers as reads at its revision from the store it came from.
-pub fn from_snapshot(data: &[u8]) -> Result<Recorded, StoreSnapshotError> {
+/// The objects of [`KINDS`] live at the revision of a snapshot whose trailing sha256 was checked, sorted:
+/// the same answers as reads at its revision from the store it came from.
+pub fn objects_in(data: &[u8]) -> Result<Vec<ObjectRecord>, StoreSnapshotError> {
     let records = store_snapshot::records(data)?;
     let revision = store_snapshot::revision(&records);
     let live = store_snapshot::live_keys(&records, REGISTRY_PREFIX.as_bytes(), revision)?;
@@ -128,11 +118,7 @@ pub fn from_snapshot(data: &[u8]) -> Result<Recorded, StoreSnapshotError> {
         }
     }
     objects.sort_by_cached_key(|a| a.id());
-    Ok(Recorded {
-        revision,
-        registry_objects: live.len() as i64,
-        objects,
-    })
+    Ok(objects)
 }
 
 /// The revision and the /registry/ count of a snapshot whose trailing sha256 was checked.
@@ -297,7 +283,7 @@ mod tests {
             kv_record(b"/unrelated", 2, Some(b"x")),
         ];
         let data = encode_kv(&kv, 8);
-        let r = from_snapshot(&data).unwrap();
+        let r = count_snapshot(&data).unwrap();
         // Counted while arriving, in pieces: the same.
         let mut early = Counter::default();
         for upto in (0..data.len()).step_by(100).chain([data.len()]) {
@@ -308,11 +294,10 @@ mod tests {
             (e.revision, e.registry_objects),
             (r.revision, r.registry_objects)
         );
-        assert_eq!(count_snapshot(&data).unwrap(), e);
         assert_eq!(r.revision, 8);
         assert_eq!(r.registry_objects, 3, "keepme, the lease and the namespace");
-        let ids: Vec<_> = r
-            .objects
+        let objects = objects_in(&data).unwrap();
+        let ids: Vec<_> = objects
             .iter()
             .map(|o| (o.id(), o.uid.as_str(), o.resource_version.as_str()))
             .collect();
@@ -323,7 +308,7 @@ mod tests {
                 ("Namespace/precious".to_string(), "u-1", "3"),
             ]
         );
-        assert_eq!(r.objects[0].sha256, hex::encode(Sha256::digest(cm)));
+        assert_eq!(objects[0].sha256, hex::encode(Sha256::digest(cm)));
     }
 
     #[test]
