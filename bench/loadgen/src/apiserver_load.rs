@@ -261,18 +261,45 @@ async fn measure(
     let client = client_from_kubeconfig(&kubeconfig).await;
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let t = Instant::now();
+    // The slowest create and every failure, so a stall or a lost answer shows as one.
+    let slowest: Arc<Mutex<(Duration, String)>> = Arc::default();
+    let failed: Arc<Mutex<Vec<String>>> = Arc::default();
     futures::stream::iter(0..pods)
         .for_each_concurrent(32, |i| {
-            let api = api.clone();
+            let (api, slowest, failed) = (api.clone(), slowest.clone(), failed.clone());
             async move {
-                let _ = api
-                    .create(&PostParams::default(), &pod(&format!("p-{i:05}")))
-                    .await;
+                let name = format!("p-{i:05}");
+                let started = Instant::now();
+                let created = api.create(&PostParams::default(), &pod(&name)).await;
+                let took = started.elapsed();
+                let mut s = slowest.lock().unwrap_or_else(|p| p.into_inner());
+                if took > s.0 {
+                    *s = (took, name.clone());
+                }
+                if let Err(e) = created {
+                    let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                    f.push(format!("{name} after {} ms: {e}", took.as_millis()));
+                }
             }
         })
         .await;
     let create_all_seconds = t.elapsed().as_secs_f64();
     eprintln!("kiln-bench apiserver: {pods} pods created in {create_all_seconds:.1} s");
+    {
+        let s = slowest.lock().unwrap_or_else(|p| p.into_inner());
+        eprintln!(
+            "kiln-bench apiserver: slowest create {} ms ({})",
+            s.0.as_millis(),
+            s.1
+        );
+        let f = failed.lock().unwrap_or_else(|p| p.into_inner());
+        for e in f.iter().take(5) {
+            eprintln!("kiln-bench apiserver: create failed: {e}");
+        }
+        if !f.is_empty() {
+            eprintln!("kiln-bench apiserver: {} creates failed", f.len());
+        }
+    }
     let kubectl_get_pods_ms = ms(kubectl_get_pods(&kubeconfig, &[]).await?);
     eprintln!("kiln-bench apiserver: kubectl get pods -A took {kubectl_get_pods_ms:.0} ms");
     let kubectl_get_pods_unpaged_ms = ms(kubectl_get_pods(&kubeconfig, &["--chunk-size=0"]).await?);

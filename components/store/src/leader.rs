@@ -416,7 +416,14 @@ pub async fn wait_applied(ctx: &StoreContext, index: u64) -> Result<(), Status> 
         .applied_index_at_least(Some(index), "catching up with the leader")
         .await
         .map(|_| ())
-        .map_err(|_| EtcdError::Timeout.to_status())
+        .map_err(|_| {
+            tracing::warn!(
+                index,
+                applied = ctx.mvcc.applied_index(),
+                "gave up waiting for this member to apply a read's index"
+            );
+            EtcdError::Timeout.to_status()
+        })
 }
 
 /// etcd's "publish": once the cluster knows this member, record its name and client URLs in

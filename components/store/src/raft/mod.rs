@@ -1,5 +1,6 @@
 //! Consensus: openraft over rocksdb, with kiln-store's commands.
 
+pub mod entry_codec;
 pub mod log_store;
 pub mod network;
 pub mod snapshot;
