@@ -24,6 +24,7 @@ pub mod raft;
 pub mod server;
 pub mod tls;
 pub mod transfer;
+pub mod waiters;
 
 pub use config::Config;
 pub use server::{run, start, ServerError, StoreHandle};

@@ -6,50 +6,39 @@
 //! without this the store does one fsync per write however many clients write at once. The
 //! state machine applies a batch's commands in order, each in its own revision, exactly as if
 //! each had been an entry of its own; a lone command is proposed as it is.
+//!
+//! Each caller's answer comes straight from the state machine once the entry is applied (see
+//! `waiters`), not through openraft's core, which may be blocked in the next batch's fsync.
+//! openraft's own answer still settles a proposal that fails or is never applied here.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use futures::future::{BoxFuture, FutureExt as _, Shared};
 use openraft::error::RaftError;
 use prost::Message as _;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::etcd_error::EtcdError;
 use crate::leader::{self, ForwardError};
-use crate::raft::types::{
-    store_request::Op, store_response, KilnRaft, StoreBatch, StoreRequest, StoreResponse,
-};
+use crate::raft::types::{store_request::Op, KilnRaft, StoreBatch, StoreRequest};
+use crate::waiters::{Answer, Callers, Waiters};
 
-/// Batches on their way through Raft at once. While they are, new commands queue up and form
-/// the next batch; more than one in flight lets the next append overlap the previous apply.
-const MAX_IN_FLIGHT: usize = 2;
 /// Commands per batch, and the encoded size a batch grows to before it is cut (a command
 /// bigger than that still goes, alone). Keeps append-entries messages moderate: openraft
 /// sends up to `max_payload_entries` entries in one.
 const MAX_BATCH_COMMANDS: usize = 256;
 const MAX_BATCH_BYTES: usize = 64 * 1024;
+/// Waiting longer than this for the previous batch's log sync is worth a warning: the disk
+/// holds every write up.
+const SLOW_FLUSH: Duration = Duration::from_secs(1);
 
 /// Applied at Raft log `index`, with the command's own response.
-pub type Proposed = Result<(u64, StoreResponse), ForwardError>;
-
-/// A batch's outcome as Raft reports it, shared by everyone waiting on the batch.
-type Outcome = Arc<Result<(u64, StoreResponse), ForwardError>>;
-type SharedOutcome = Shared<BoxFuture<'static, Outcome>>;
+pub type Proposed = Answer;
 
 struct Proposal {
     request: StoreRequest,
     size: usize,
-    ticket: oneshot::Sender<Ticket>,
-}
-
-/// What a caller waits on once its command is proposed: the batch's outcome (every waiter
-/// wakes straight from Raft's answer) and its place in the batch. The batch keeps its
-/// in-flight slot until every ticket is gone.
-struct Ticket {
-    outcome: SharedOutcome,
-    /// None: the command went alone, not as a batch.
-    position: Option<usize>,
-    _slot: Arc<OwnedSemaphorePermit>,
+    answer: oneshot::Sender<Answer>,
 }
 
 /// Handle to the proposer task; cheap to share.
@@ -59,9 +48,9 @@ pub struct Proposer {
 
 impl Proposer {
     /// Starts the proposer task; it ends when the server shuts down.
-    pub fn start(raft: KilnRaft, shutdown: watch::Receiver<bool>) -> Self {
+    pub fn start(raft: KilnRaft, waiters: Arc<Waiters>, shutdown: watch::Receiver<bool>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, rx, shutdown));
+        tokio::spawn(run(raft, waiters, rx, shutdown));
         Self { tx }
     }
 
@@ -69,47 +58,27 @@ impl Proposer {
     /// this member, if it leads; otherwise fails with "not leader" and nothing was proposed.
     pub async fn propose(&self, request: StoreRequest) -> Proposed {
         let stopped = || ForwardError::etcd(EtcdError::Stopped);
-        let (ticket, issued) = oneshot::channel();
+        let (answer, answered) = oneshot::channel();
         let size = request.encoded_len();
         self.tx
             .send(Proposal {
                 request,
                 size,
-                ticket,
+                answer,
             })
             .map_err(|_| stopped())?;
-        let ticket = issued.await.map_err(|_| stopped())?;
-        let outcome = ticket.outcome.clone().await;
-        let (index, response) = match outcome.as_ref() {
-            Ok(r) => r,
-            Err(e) => return Err(e.clone()),
-        };
-        let Some(i) = ticket.position else {
-            return Ok((*index, response.clone()));
-        };
-        match &response.result {
-            Some(store_response::Result::Batch(b)) => match b.responses.get(i) {
-                Some(mine) => Ok((*index, mine.clone())),
-                None => Err(not_a_batch()),
-            },
-            _ => Err(not_a_batch()),
-        }
+        answered.await.map_err(|_| stopped())?
     }
-}
-
-fn not_a_batch() -> ForwardError {
-    ForwardError::status(
-        tonic::Code::Internal,
-        "state machine answered a command batch with something else",
-    )
 }
 
 async fn run(
     raft: KilnRaft,
+    waiters: Arc<Waiters>,
     mut rx: mpsc::UnboundedReceiver<Proposal>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    // The batch being appended: closes once its log append is synced or it is answered.
+    let mut unflushed: Option<oneshot::Receiver<()>> = None;
     let mut carried: Option<Proposal> = None;
     loop {
         let first = match carried.take() {
@@ -122,10 +91,21 @@ async fn run(
                 _ = shutdown.wait_for(|s| *s) => return,
             },
         };
-        // Waiting here for a batch to finish is what lets the next one grow.
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            return;
-        };
+        // Waiting here for the batch being appended (openraft 0.9 appends one at a time, each
+        // with its fsync) is what lets the next one grow: one fsync carries everything that
+        // arrived during the previous one. Its apply and answers overlap the next append.
+        if let Some(previous) = unflushed.take() {
+            let started = Instant::now();
+            // Synced, or answered (failed) before that: the sender is gone either way.
+            let _ = previous.await;
+            let took = started.elapsed();
+            if took > SLOW_FLUSH {
+                tracing::warn!(
+                    took_ms = took.as_millis() as u64,
+                    "writes waited for a slow Raft log sync"
+                );
+            }
+        }
         let mut bytes = first.size;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_COMMANDS {
@@ -137,49 +117,49 @@ async fn run(
             bytes += p.size;
             batch.push(p);
         }
-        let lone = batch.len() == 1;
-        let (request, tickets) = pack(batch);
+        let (mut request, callers) = pack(batch);
+        let (id, flushed) = waiters.register(callers);
+        request.proposal = id;
+        unflushed = Some(flushed);
         // Submitted here, in arrival order.
-        let outcome: BoxFuture<'static, Outcome> = match raft.client_write_ff(request).await {
-            Ok(answer) => async move {
-                // Bounded like every leader request, so a batch that never gets an answer
-                // (leadership lost on the way) cannot hold its slot for good.
-                let answer = tokio::time::timeout(leader::REQUEST_TIMEOUT, answer).await;
-                Arc::new(match answer {
-                    Ok(Ok(Ok(r))) => Ok((r.log_id.index, r.data)),
-                    Ok(Ok(Err(e))) => Err(leader::write_err(RaftError::APIError(e))),
-                    Ok(Err(_)) => Err(ForwardError::etcd(EtcdError::Stopped)),
-                    Err(_) => Err(ForwardError::etcd(EtcdError::Timeout)),
-                })
+        match raft.client_write_ff(request).await {
+            Ok(from_raft) => {
+                let waiters = waiters.clone();
+                tokio::spawn(async move {
+                    // Bounded like every leader request, so a proposal that never gets an
+                    // answer (leadership lost on the way) cannot keep its callers for good.
+                    let answer: Answer =
+                        match tokio::time::timeout(leader::REQUEST_TIMEOUT, from_raft).await {
+                            Ok(Ok(Ok(r))) => Ok((r.log_id.index, r.data)),
+                            Ok(Ok(Err(e))) => Err(leader::write_err(RaftError::APIError(e))),
+                            Ok(Err(_)) => Err(ForwardError::etcd(EtcdError::Stopped)),
+                            Err(_) => Err(ForwardError::etcd(EtcdError::Timeout)),
+                        };
+                    // Still here: not applied on this member (it failed, or the entry came
+                    // from before a restart), so openraft's word is the answer.
+                    if let Some(callers) = waiters.take(id) {
+                        callers.answer(answer);
+                    }
+                });
             }
-            .boxed(),
             Err(fatal) => {
-                let e = leader::write_err(RaftError::Fatal(fatal));
-                async move { Arc::new(Err(e)) }.boxed()
+                if let Some(callers) = waiters.take(id) {
+                    callers.answer(Err(leader::write_err(RaftError::Fatal(fatal))));
+                }
             }
-        };
-        let outcome = outcome.shared();
-        let slot = Arc::new(permit);
-        for (i, ticket) in tickets.into_iter().enumerate() {
-            // A caller that gave up (client gone, timeout) is fine to miss.
-            let _ = ticket.send(Ticket {
-                outcome: outcome.clone(),
-                position: (!lone).then_some(i),
-                _slot: slot.clone(),
-            });
         }
     }
 }
 
 /// One command as it is; several as a batch entry.
-fn pack(mut batch: Vec<Proposal>) -> (StoreRequest, Vec<oneshot::Sender<Ticket>>) {
+fn pack(mut batch: Vec<Proposal>) -> (StoreRequest, Callers) {
     if batch.len() == 1 {
         let p = batch.pop().expect("one proposal");
-        return (p.request, vec![p.ticket]);
+        return (p.request, Callers::new(true, vec![p.answer]));
     }
-    let (requests, tickets) = batch.into_iter().map(|p| (p.request, p.ticket)).unzip();
+    let (requests, answers) = batch.into_iter().map(|p| (p.request, p.answer)).unzip();
     (
         StoreRequest::new(Op::Batch(StoreBatch { requests })),
-        tickets,
+        Callers::new(false, answers),
     )
 }

@@ -24,6 +24,7 @@ use crate::proposer::Proposer;
 use crate::raft::types::KilnRaft;
 use crate::raft::{self, RaftSetupError, RaftTiming};
 use crate::tls::{self, TlsError};
+use crate::waiters::Waiters;
 use crate::{db, http};
 
 /// How long shutdown waits for connections and tasks before dropping them.
@@ -250,6 +251,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         election_ms: config.election_timeout,
         snapshot_count: config.snapshot_count,
     };
+    let waiters = Arc::new(Waiters::new());
     // Peers may call in as soon as Raft runs: serve the peer port first thing after.
     let raft_handle = raft::start(
         ident.member_id,
@@ -258,6 +260,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         lessor.clone(),
         config.data_dir.join("member").join("snap"),
         peers.clone(),
+        waiters.clone(),
     )
     .await?;
     raft::bootstrap(&raft_handle, ident.member_id, members).await?;
@@ -275,7 +278,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         quota_backend_bytes: config.quota_backend_bytes,
         max_request_bytes: config.max_request_bytes,
         peers,
-        proposer: Proposer::start(raft_handle.clone(), shutdown_rx.clone()),
+        proposer: Proposer::start(raft_handle.clone(), waiters, shutdown_rx.clone()),
         shutdown: shutdown_rx.clone(),
     });
 

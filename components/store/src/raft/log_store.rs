@@ -14,12 +14,13 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{Entry, LogId, OptionalSend, StorageError, StorageIOError, Vote};
+use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, StorageIOError, Vote};
 use rocksdb::{Direction, IteratorMode, WriteBatch, DB};
 
 use crate::db::{self, CF_RAFT_LOG, CF_RAFT_META};
 use crate::raft::entry_codec;
 use crate::raft::types::TypeConfig;
+use crate::waiters::Waiters;
 
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -116,6 +117,8 @@ impl Tail {
 pub struct LogStore {
     db: Arc<DB>,
     tail: Arc<Mutex<Tail>>,
+    /// Told which proposals are synced, so the proposer can cut the next batch.
+    waiters: Arc<Waiters>,
 }
 
 fn decode_err(e: entry_codec::EntryCodecError) -> StorageError<u64> {
@@ -135,10 +138,11 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError<u64> {
 }
 
 impl LogStore {
-    pub fn new(db: Arc<DB>) -> Self {
+    pub fn new(db: Arc<DB>, waiters: Arc<Waiters>) -> Self {
         Self {
             db,
             tail: Arc::new(Mutex::new(Tail::default())),
+            waiters,
         }
     }
 
@@ -267,6 +271,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
         let db = self.db.clone();
         let tail = self.tail.clone();
+        let waiters = self.waiters.clone();
         // Encoding and the synced write (an fsync) run on a blocking thread: done inline they
         // would hold a runtime worker for the whole fsync, and with it the task that worker
         // woke last (tokio's LIFO slot cannot be stolen) — typically a client's response.
@@ -302,6 +307,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
             match written {
                 Ok(()) => {
+                    waiters.flushed(entries.iter().filter_map(|e| match &e.payload {
+                        EntryPayload::Normal(req) if req.proposal != 0 => Some(req.proposal),
+                        _ => None,
+                    }));
                     {
                         let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
                         for (entry, size) in entries.into_iter().zip(sizes) {

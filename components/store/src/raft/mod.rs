@@ -16,6 +16,7 @@ use openraft::{Config, SnapshotPolicy};
 use crate::lease::Lessor;
 use crate::mvcc::Mvcc;
 use crate::peer::client::PeerClients;
+use crate::waiters::Waiters;
 use log_store::LogStore;
 use network::PeerNetworkFactory;
 use state_machine::StateMachine;
@@ -48,6 +49,7 @@ pub async fn start(
     lessor: Arc<Lessor>,
     snapshot_dir: std::path::PathBuf,
     peers: Arc<PeerClients>,
+    waiters: Arc<Waiters>,
 ) -> Result<KilnRaft, RaftSetupError> {
     let config = Config {
         cluster_name: "kiln-store".into(),
@@ -65,8 +67,8 @@ pub async fn start(
         ..Default::default()
     }
     .validate()?;
-    let log_store = LogStore::new(mvcc.db().clone());
-    let state_machine = StateMachine::new(mvcc, lessor, snapshot_dir);
+    let log_store = LogStore::new(mvcc.db().clone(), waiters.clone());
+    let state_machine = StateMachine::new(mvcc, lessor, snapshot_dir, waiters);
     let raft = KilnRaft::new(
         id,
         Arc::new(config),

@@ -42,6 +42,7 @@ use crate::raft::types::{
     store_response, MemberNode, StoreBatch, StoreBatchResponse, StoreRequest, StoreResponse,
     TypeConfig,
 };
+use crate::waiters::{Callers, Waiters};
 
 pub const META_LAST_APPLIED: &[u8] = b"last_applied";
 pub const META_MEMBERSHIP: &[u8] = b"membership";
@@ -75,16 +76,24 @@ pub struct StateMachine {
     revision: i64,
     compact_revision: i64,
     snapshot_dir: PathBuf,
+    /// Callers on this member waiting for the entries they proposed.
+    waiters: Arc<Waiters>,
 }
 
 impl StateMachine {
-    pub fn new(mvcc: Arc<Mvcc>, lessor: Arc<Lessor>, snapshot_dir: PathBuf) -> Self {
+    pub fn new(
+        mvcc: Arc<Mvcc>,
+        lessor: Arc<Lessor>,
+        snapshot_dir: PathBuf,
+        waiters: Arc<Waiters>,
+    ) -> Self {
         Self {
             revision: mvcc.revision(),
             compact_revision: mvcc.compact_revision(),
             mvcc,
             lessor,
             snapshot_dir,
+            waiters,
         }
     }
 
@@ -295,6 +304,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let db = self.mvcc.db().clone();
         let mut applied = AppliedEffects::default();
         let mut responses = Vec::new();
+        // Answers for callers waiting here; sent once everything below is visible.
+        let mut direct: Vec<(Callers, (u64, StoreResponse))> = Vec::new();
         let mut last_index = 0;
         for entry in entries {
             last_index = entry.log_id.index;
@@ -303,15 +314,27 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     self.finish_entry(&db, WriteBatch::default(), entry.log_id)?;
                     StoreResponse::default()
                 }
-                EntryPayload::Normal(req) => match &req.op {
-                    Some(Op::Batch(b)) => self.apply_batch(&db, entry.log_id, b, &mut applied)?,
-                    _ => {
-                        let (batch, response) =
-                            self.apply_command(&db, entry.log_id, req, &mut applied)?;
-                        self.finish_entry(&db, batch, entry.log_id)?;
-                        response
+                EntryPayload::Normal(req) => {
+                    let response = match &req.op {
+                        Some(Op::Batch(b)) => {
+                            self.apply_batch(&db, entry.log_id, b, &mut applied)?
+                        }
+                        _ => {
+                            let (batch, response) =
+                                self.apply_command(&db, entry.log_id, req, &mut applied)?;
+                            self.finish_entry(&db, batch, entry.log_id)?;
+                            response
+                        }
+                    };
+                    match self.waiters.take(req.proposal) {
+                        // openraft's copy of the answer goes nowhere then.
+                        Some(callers) => {
+                            direct.push((callers, (entry.log_id.index, response)));
+                            StoreResponse::default()
+                        }
+                        None => response,
                     }
-                },
+                }
                 EntryPayload::Membership(m) => {
                     let stored = Membership::new(Some(entry.log_id), m.clone());
                     let mut batch = WriteBatch::default();
@@ -338,6 +361,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 LeaseEffect::Granted(r) => self.lessor.granted(r),
                 LeaseEffect::Revoked(id) => self.lessor.revoked(id),
             }
+        }
+        for (callers, answer) in direct {
+            callers.answer(Ok(answer));
         }
         Ok(responses)
     }
@@ -418,7 +444,12 @@ mod tests {
     fn machine(dir: &std::path::Path) -> StateMachine {
         let db = crate::db::open(&dir.join("member")).unwrap();
         let mvcc = Arc::new(Mvcc::open(db).unwrap());
-        StateMachine::new(mvcc, Arc::new(Lessor::new(&[])), dir.join("snap"))
+        StateMachine::new(
+            mvcc,
+            Arc::new(Lessor::new(&[])),
+            dir.join("snap"),
+            Arc::new(Waiters::new()),
+        )
     }
 
     fn put_revision(r: &StoreResponse) -> i64 {

@@ -44,6 +44,10 @@ pub type KilnRaft = openraft::Raft<TypeConfig>;
 pub struct StoreRequest {
     #[prost(oneof = "store_request::Op", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
     pub op: Option<store_request::Op>,
+    /// Set by the member that proposed the command (0: nobody waits): its state machine hands
+    /// the response straight to the waiting caller (see `waiters`). Applying ignores it.
+    #[prost(uint64, tag = "9")]
+    pub proposal: u64,
 }
 
 /// Several client commands proposed as one Raft entry (group commit: one log append and one
@@ -126,7 +130,10 @@ pub mod store_response {
 
 impl StoreRequest {
     pub fn new(op: store_request::Op) -> Self {
-        Self { op: Some(op) }
+        Self {
+            op: Some(op),
+            proposal: 0,
+        }
     }
 }
 
