@@ -21,6 +21,7 @@ pub mod offline;
 pub mod peer;
 pub mod proposer;
 pub mod raft;
+pub mod runtime;
 pub mod server;
 pub mod tls;
 pub mod transfer;
