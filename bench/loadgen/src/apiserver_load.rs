@@ -238,11 +238,20 @@ pub async fn run(
     steady_seconds: u64,
     watchers: usize,
 ) -> Result<ApiserverResult, ApiserverBenchError> {
-    let dir = std::env::temp_dir().join(format!("kiln-bench-apiserver-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let result = measure(bin, &dir, pods, rate, steady_seconds, watchers).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    let dir =
+        RunDir(std::env::temp_dir().join(format!("kiln-bench-apiserver-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0)?;
+    measure(bin, &dir.0, pods, rate, steady_seconds, watchers).await
+}
+
+/// The run's directory, removed however the run ends: it holds a CA key, and a run piped into
+/// `head` dies of a failed write to stderr (a panic) before it would reach a removal at its end.
+struct RunDir(std::path::PathBuf);
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 async fn measure(
