@@ -12,7 +12,6 @@
 //! openraft's own answer still settles a proposal that fails or is never applied here.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use openraft::error::RaftError;
 use prost::Message as _;
@@ -28,13 +27,6 @@ use crate::waiters::{Answer, Callers, Waiters};
 /// sends up to `max_payload_entries` entries in one.
 const MAX_BATCH_COMMANDS: usize = 256;
 const MAX_BATCH_BYTES: usize = 64 * 1024;
-/// Waiting longer than this for the previous batch's log sync is worth a warning: the disk
-/// holds every write up.
-const SLOW_FLUSH: Duration = Duration::from_secs(1);
-
-/// Applied at Raft log `index`, with the command's own response.
-pub type Proposed = Answer;
-
 struct Proposal {
     request: StoreRequest,
     size: usize,
@@ -56,7 +48,7 @@ impl Proposer {
 
     /// Proposes `request` (with whatever else is waiting) and returns once it is applied on
     /// this member, if it leads; otherwise fails with "not leader" and nothing was proposed.
-    pub async fn propose(&self, request: StoreRequest) -> Proposed {
+    pub async fn propose(&self, request: StoreRequest) -> Answer {
         let stopped = || ForwardError::etcd(EtcdError::Stopped);
         let (answer, answered) = oneshot::channel();
         let size = request.encoded_len();
@@ -94,17 +86,10 @@ async fn run(
         // Waiting here for the batch being appended (openraft 0.9 appends one at a time, each
         // with its fsync) is what lets the next one grow: one fsync carries everything that
         // arrived during the previous one. Its apply and answers overlap the next append.
+        // A slow sync is the log store's to report ("slow log sync").
         if let Some(previous) = unflushed.take() {
-            let started = Instant::now();
             // Synced, or answered (failed) before that: the sender is gone either way.
             let _ = previous.await;
-            let took = started.elapsed();
-            if took > SLOW_FLUSH {
-                tracing::warn!(
-                    took_ms = took.as_millis() as u64,
-                    "writes waited for a slow Raft log sync"
-                );
-            }
         }
         let mut bytes = first.size;
         let mut batch = vec![first];
