@@ -91,7 +91,6 @@ pub fn status(ctx: &StoreContext) -> PbStatusResponse {
         errors: ctx
             .mvcc
             .alarms()
-            .unwrap_or_default()
             .iter()
             .map(|(member, alarm)| format!("memberID:{member} alarm:{} ", alarm_name(*alarm)))
             .collect(),
@@ -115,7 +114,6 @@ impl PbMaintenanceService for MaintenanceService {
                 .ctx
                 .mvcc
                 .alarms()
-                .map_err(mvcc_status)?
                 .into_iter()
                 .filter(|(m, a)| {
                     (r.member_id == 0 || *m == r.member_id) && (r.alarm == 0 || *a == r.alarm)

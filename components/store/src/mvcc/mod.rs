@@ -13,7 +13,8 @@ pub mod read;
 pub mod txn;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use etcd_client::proto::{PbEvent, PbRangeRequest, PbRangeResponse, PbTxnRequest, PbTxnResponse};
 use rocksdb::{WriteBatch, DB};
@@ -72,7 +73,19 @@ pub struct Mvcc {
     /// apply): lets a write that was applied here skip waiting on Raft's metrics.
     applied_index: AtomicU64,
     events: broadcast::Sender<Arc<RevisionEvents>>,
+    /// Raised alarms, as written: every write checks them, so they are kept here rather than
+    /// read and parsed from rocksdb each time. Reloaded whenever an alarm command is applied
+    /// and when the state machine is replaced.
+    alarms: Mutex<Vec<(u64, i32)>>,
+    /// The backend size and when it was measured (see [`Mvcc::backend_size_recent`]).
+    size: Mutex<Option<(Instant, u64)>>,
 }
+
+/// How old a backend size the quota check may use: measuring it asks rocksdb for ten
+/// properties, which cost more than the rest of a small put's apply. A burst can overshoot
+/// the quota by this much of writes before NOSPACE is raised; etcd's own check is likewise
+/// an estimate (the size plus the request's own bytes).
+const SIZE_MAX_AGE: Duration = Duration::from_millis(50);
 
 impl Mvcc {
     pub fn open(db: Arc<DB>) -> Result<Self, MvccError> {
@@ -83,6 +96,8 @@ impl Mvcc {
             compact_revision: AtomicI64::new(0),
             applied_index: AtomicU64::new(0),
             events,
+            alarms: Mutex::new(Vec::new()),
+            size: Mutex::new(None),
         };
         mvcc.reload()?;
         Ok(mvcc)
@@ -94,6 +109,14 @@ impl Mvcc {
         let compact = read_i64(&self.db, META_COMPACT_REVISION)?.unwrap_or(0);
         self.revision.store(revision, Ordering::SeqCst);
         self.compact_revision.store(compact, Ordering::SeqCst);
+        self.reload_alarms()?;
+        *lock(&self.size) = None;
+        Ok(())
+    }
+
+    /// Re-reads the raised alarms (after an alarm command is written).
+    pub fn reload_alarms(&self) -> Result<(), MvccError> {
+        *lock(&self.alarms) = read_alarms(&self.db)?;
         Ok(())
     }
 
@@ -177,8 +200,22 @@ impl Mvcc {
     }
 
     /// Raised alarms as (member id, alarm type).
-    pub fn alarms(&self) -> Result<Vec<(u64, i32)>, MvccError> {
-        read_alarms(&self.db)
+    pub fn alarms(&self) -> Vec<(u64, i32)> {
+        lock(&self.alarms).clone()
+    }
+
+    /// [`Mvcc::backend_size`], measured at most [`SIZE_MAX_AGE`] ago: for the quota check on
+    /// every write. Status and the alarm itself use the exact figure.
+    pub fn backend_size_recent(&self) -> u64 {
+        let mut cached = lock(&self.size);
+        match *cached {
+            Some((at, size)) if at.elapsed() < SIZE_MAX_AGE => size,
+            _ => {
+                let size = self.backend_size();
+                *cached = Some((Instant::now(), size));
+                size
+            }
+        }
     }
 
     /// Bytes the state machine occupies (live SST files plus memtables of its column
@@ -242,6 +279,11 @@ pub fn read_i64(db: &DB, key: &[u8]) -> Result<Option<i64>, MvccError> {
 
 pub fn write_i64(db: &DB, batch: &mut WriteBatch, key: &[u8], value: i64) {
     batch.put_cf(db::cf(db, CF_SM_META), key, value.to_be_bytes());
+}
+
+/// The cached values behind these locks are whole after any panic (each is one assignment).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub fn read_alarms(db: &DB) -> Result<Vec<(u64, i32)>, MvccError> {

@@ -214,6 +214,15 @@ impl StateMachine {
     }
 }
 
+/// Whether applying `req` may change the raised alarms (which [`Mvcc`] keeps in memory).
+fn touches_alarms(req: &StoreRequest) -> bool {
+    match &req.op {
+        Some(Op::Alarm(_)) => true,
+        Some(Op::Batch(b)) => b.requests.iter().any(touches_alarms),
+        _ => false,
+    }
+}
+
 /// Writes the snapshot files atomically (temp file + fsync + rename + directory fsync): once
 /// openraft hears of a snapshot it may purge the log behind it, and the snapshot is then what
 /// a lagging follower needs.
@@ -307,6 +316,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // Answers for callers waiting here; sent once everything below is visible.
         let mut direct: Vec<(Callers, (u64, StoreResponse))> = Vec::new();
         let mut last_index = 0;
+        let mut alarms_touched = false;
         for entry in entries {
             last_index = entry.log_id.index;
             let response = match &entry.payload {
@@ -315,6 +325,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     StoreResponse::default()
                 }
                 EntryPayload::Normal(req) => {
+                    alarms_touched |= touches_alarms(req);
                     let response = match &req.op {
                         Some(Op::Batch(b)) => {
                             self.apply_batch(&db, entry.log_id, b, &mut applied)?
@@ -348,6 +359,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             };
             responses.push(response);
+        }
+        if alarms_touched {
+            self.mvcc.reload_alarms().map_err(sm_read_err)?;
         }
         // Let readers and watchers see it (the entries are durable in the Raft log).
         self.mvcc.publish(
