@@ -258,7 +258,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         timing,
         mvcc.clone(),
         lessor.clone(),
-        config.data_dir.join("member").join("snap"),
+        &config.data_dir.join("member"),
         peers.clone(),
         waiters.clone(),
     )

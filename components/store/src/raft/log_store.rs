@@ -1,9 +1,15 @@
-//! Raft log and hard state in rocksdb (openraft `RaftLogStorage`).
+//! Raft log (openraft `RaftLogStorage`): entries in the log's own files ([`LogFile`]), hard
+//! state (vote, commit hint, purge point) in rocksdb.
 //!
-//! Every mutation is written with a synced WriteBatch before openraft is told it is durable.
-//! Entries are stored in [`entry_codec`]'s binary record. The newest entries are also kept in
-//! memory ([`Tail`]): openraft reads each entry back right after appending it, to apply it
-//! once committed, and serving that from memory saves a rocksdb read and a decode per entry.
+//! Every mutation is synced before openraft is told it is durable. Entries are stored in
+//! [`entry_codec`]'s binary record. The newest entries are also kept in memory ([`Tail`]):
+//! openraft reads each entry back right after appending it, to apply it once committed, and
+//! serving that from memory saves a file read and a decode per entry.
+//!
+//! The state machine's rocksdb writes are not synced on the write path: after a power loss
+//! rocksdb comes back at an earlier consistent point (data and last-applied id move
+//! together) and openraft applies the rest again from this log. So entries are only purged
+//! once a synced rocksdb write has made everything applied before them durable.
 
 // openraft's traits fix StorageError as the error type; it is large, and that is theirs to keep.
 #![allow(clippy::result_large_err)]
@@ -11,14 +17,16 @@
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, StorageIOError, Vote};
-use rocksdb::{Direction, IteratorMode, WriteBatch, DB};
+use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use crate::db::{self, CF_RAFT_LOG, CF_RAFT_META};
 use crate::raft::entry_codec;
+use crate::raft::log_file::{LogFile, LogFileError};
 use crate::raft::types::TypeConfig;
 use crate::waiters::Waiters;
 
@@ -119,6 +127,9 @@ impl Tail {
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    /// The entries. Held across an append's write and sync: openraft makes one log change at a
+    /// time, and reads mostly come from the tail.
+    file: Arc<Mutex<LogFile>>,
     tail: Arc<Mutex<Tail>>,
     /// Told which proposals are synced, so the proposer can cut the next batch.
     waiters: Arc<Waiters>,
@@ -143,13 +154,26 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError<u64> {
 }
 
 impl LogStore {
-    pub fn new(db: Arc<DB>, waiters: Arc<Waiters>) -> Self {
-        Self {
+    /// Opens the log in `dir`, moving entries an older kiln-store kept in rocksdb into it.
+    pub fn open(db: Arc<DB>, dir: &Path, waiters: Arc<Waiters>) -> Result<Self, LogFileError> {
+        let purged: Option<LogId<u64>> =
+            read_meta(&db, KEY_LAST_PURGED).map_err(|e| LogFileError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::other(format!("reading the purge point: {e}")),
+            })?;
+        let mut file = LogFile::open(dir, purged.map(|p| p.index))?;
+        migrate_from_rocksdb(&db, &mut file, dir)?;
+        Ok(Self {
             db,
+            file: Arc::new(Mutex::new(file)),
             tail: Arc::new(Mutex::new(Tail::default())),
             waiters,
             committed_saved: Arc::new(Mutex::new(None)),
-        }
+        })
+    }
+
+    fn file(&self) -> std::sync::MutexGuard<'_, LogFile> {
+        lock_file(&self.file)
     }
 
     fn tail(&self) -> std::sync::MutexGuard<'_, Tail> {
@@ -159,11 +183,7 @@ impl LogStore {
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
-        let cf = db::cf(&self.db, CF_RAFT_META);
-        match self.db.get_cf(cf, key).map_err(read_err)? {
-            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(read_err)?)),
-            None => Ok(None),
-        }
+        read_meta(&self.db, key)
     }
 
     fn put_meta<T: serde::Serialize>(
@@ -185,15 +205,62 @@ impl LogStore {
     }
 
     fn last_entry_log_id(&self) -> StorageResult<Option<LogId<u64>>> {
-        let cf = db::cf(&self.db, CF_RAFT_LOG);
-        match self.db.iterator_cf(cf, IteratorMode::End).next() {
-            Some(item) => {
-                let (_, value) = item.map_err(read_err)?;
-                Ok(Some(entry_codec::log_id(&value).map_err(decode_err)?))
-            }
+        let file = self.file();
+        let Some(last) = file.last_index() else {
+            return Ok(None);
+        };
+        match file.read(last).map_err(read_err)? {
+            Some(bytes) => Ok(Some(entry_codec::log_id(&bytes).map_err(decode_err)?)),
             None => Ok(None),
         }
     }
+}
+
+fn lock_file(file: &Mutex<LogFile>) -> std::sync::MutexGuard<'_, LogFile> {
+    // A panic while holding it happened before or after a whole file operation, each of
+    // which leaves the files consistent; its in-memory view is only ever updated after.
+    file.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read_meta<T: serde::de::DeserializeOwned>(db: &DB, key: &[u8]) -> StorageResult<Option<T>> {
+    let cf = db::cf(db, CF_RAFT_META);
+    match db.get_cf(cf, key).map_err(read_err)? {
+        Some(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(read_err)?)),
+        None => Ok(None),
+    }
+}
+
+/// Entries kept in rocksdb's `raft_log` family by kiln-store before the log had files of its
+/// own: copied into the file log (as stored; the codec reads both formats), synced, then
+/// deleted from rocksdb. A crash in between copies them again into an empty log.
+fn migrate_from_rocksdb(db: &DB, file: &mut LogFile, dir: &Path) -> Result<(), LogFileError> {
+    let cf = db::cf(db, CF_RAFT_LOG);
+    let failed = |e: rocksdb::Error| LogFileError::Io {
+        path: dir.display().to_string(),
+        source: std::io::Error::other(format!("moving the log out of rocksdb: {e}")),
+    };
+    let mut entries: Vec<(u64, Vec<u8>)> = Vec::new();
+    for item in db.iterator_cf(cf, IteratorMode::Start) {
+        let (key, value) = item.map_err(failed)?;
+        let mut idx = [0u8; 8];
+        idx.copy_from_slice(&key[..8]);
+        entries.push((u64::from_be_bytes(idx), value.to_vec()));
+    }
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if file.last_index().is_none() {
+        let records: Vec<(u64, &[u8])> = entries.iter().map(|(i, v)| (*i, v.as_slice())).collect();
+        file.append(&records)?;
+        tracing::info!(
+            entries = records.len(),
+            "raft log moved out of rocksdb into its own files"
+        );
+    }
+    let mut batch = WriteBatch::default();
+    batch.delete_range_cf(cf, index_key(0), index_key(u64::MAX));
+    batch.delete_cf(cf, index_key(u64::MAX));
+    db.write_opt(batch, &db::sync_write()).map_err(failed)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -214,20 +281,19 @@ impl RaftLogReader<TypeConfig> for LogStore {
         if let Some(entries) = end.and_then(|end| self.tail().get(start, end)) {
             return Ok(entries);
         }
-        let cf = db::cf(&self.db, CF_RAFT_LOG);
+        let file = self.file();
+        let Some(last) = file.last_index() else {
+            return Ok(Vec::new());
+        };
+        let from = start.max(file.first_index().unwrap_or(start));
+        // Exclusive: openraft's first entry has index 0, so [0, 0) must stay empty.
+        let until = end.map_or(last + 1, |e| e.min(last + 1));
         let mut entries = Vec::new();
-        let from = index_key(start);
-        for item in self
-            .db
-            .iterator_cf(cf, IteratorMode::From(&from, Direction::Forward))
-        {
-            let (key, value) = item.map_err(read_err)?;
-            let mut idx = [0u8; 8];
-            idx.copy_from_slice(&key[..8]);
-            if !range.contains(&u64::from_be_bytes(idx)) {
-                break;
+        for index in from..until {
+            match file.read(index).map_err(read_err)? {
+                Some(bytes) => entries.push(entry_codec::decode(&bytes).map_err(decode_err)?),
+                None => break,
             }
-            entries.push(entry_codec::decode(&value).map_err(decode_err)?);
         }
         Ok(entries)
     }
@@ -289,39 +355,33 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
-        let db = self.db.clone();
+        let file = self.file.clone();
         let tail = self.tail.clone();
         let waiters = self.waiters.clone();
-        // Encoding and the synced write (an fsync) run on a blocking thread: done inline they
-        // would hold a runtime worker for the whole fsync, and with it the task that worker
+        // Encoding, the write and its fdatasync run on a blocking thread: done inline they
+        // would hold a runtime worker for the whole sync, and with it the task that worker
         // woke last (tokio's LIFO slot cannot be stolen) — typically a client's response.
         // openraft 0.9 waits for the callback before it appends again, so appends stay in
-        // order. This one synced write is the only fsync on a write's way to its answer: the
-        // commit index and the state machine ride along unsynced (see state_machine).
+        // order. This sync is the only one on a write's way to its answer: the commit index
+        // and the state machine ride along unsynced (see the module's comment).
         let written = tokio::task::spawn_blocking(move || -> StorageResult<()> {
-            let cf = db::cf(&db, CF_RAFT_LOG);
-            let mut batch = WriteBatch::default();
-            let mut sizes = Vec::with_capacity(entries.len());
+            let mut encoded = Vec::with_capacity(entries.len());
             for entry in &entries {
-                let bytes = entry_codec::encode(entry).map_err(write_err)?;
-                sizes.push(bytes.len());
-                batch.put_cf(cf, index_key(entry.log_id.index), bytes);
+                encoded.push(entry_codec::encode(entry).map_err(write_err)?);
             }
-            // Written, then the WAL synced on its own rather than one synced write: rocksdb
-            // lets no other write start while a synced write's fsync runs, and the state
-            // machine applying the previous batch would wait out this batch's fsync. The
-            // sync covers everything written before it; openraft hears of the entries only
-            // after it.
+            let records: Vec<(u64, &[u8])> = entries
+                .iter()
+                .zip(&encoded)
+                .map(|(e, b)| (e.log_id.index, b.as_slice()))
+                .collect();
             let started = std::time::Instant::now();
-            let written = db
-                .write_opt(batch, &db::buffered_write())
-                .and_then(|()| db.flush_wal(true));
+            let written = lock_file(&file).append(&records);
             let took = started.elapsed();
             if took > SLOW_SYNC {
                 // As etcd's "slow fdatasync": the disk, not the store, holds writes up.
                 tracing::warn!(
                     took_ms = took.as_millis() as u64,
-                    entries = sizes.len(),
+                    entries = records.len(),
                     "slow log sync"
                 );
             }
@@ -333,8 +393,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     }));
                     {
                         let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
-                        for (entry, size) in entries.into_iter().zip(sizes) {
-                            tail.push(entry, size);
+                        for (entry, bytes) in entries.into_iter().zip(&encoded) {
+                            tail.push(entry, bytes.len());
                         }
                     }
                     callback.log_io_completed(Ok(()));
@@ -353,24 +413,67 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
         // Removes conflicting entries [log_id.index, ∞).
         self.tail().drop_from(log_id.index);
-        let cf = db::cf(&self.db, CF_RAFT_LOG);
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(cf, index_key(log_id.index), index_key(u64::MAX));
-        batch.delete_cf(cf, index_key(u64::MAX));
-        self.db
-            .write_opt(batch, &db::sync_write())
-            .map_err(write_err)
+        self.file().truncate(log_id.index).map_err(write_err)
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
-        // Record the purge point first, so a crash in between never loses it.
+        // Record the purge point first, so a crash in between never loses it. The write is
+        // synced, and with it everything rocksdb holds before it: the state machine's writes
+        // of the entries purged here are durable before the entries go.
         self.put_meta(KEY_LAST_PURGED, &log_id, true)?;
         self.tail().drop_through(log_id.index);
-        let cf = db::cf(&self.db, CF_RAFT_LOG);
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(cf, index_key(0), index_key(log_id.index + 1));
-        self.db
-            .write_opt(batch, &db::sync_write())
-            .map_err(write_err)
+        self.file().purge(log_id.index).map_err(write_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::types::{store_request::Op, StoreRequest};
+    use etcd_client::proto::PbPutRequest;
+    use openraft::CommittedLeaderId;
+
+    fn entry(index: u64) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), index),
+            payload: EntryPayload::Normal(StoreRequest::new(Op::Put(PbPutRequest {
+                key: format!("/k/{index}").into_bytes(),
+                value: b"v".to_vec(),
+                ..Default::default()
+            }))),
+        }
+    }
+
+    #[tokio::test]
+    async fn entries_an_older_store_kept_in_rocksdb_move_to_the_file_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db::open(&dir.path().join("member")).unwrap();
+        // As kiln-store wrote them before: JSON for the oldest, binary after.
+        let cf = db::cf(&db, CF_RAFT_LOG);
+        for i in 0..5u64 {
+            let bytes = if i < 2 {
+                serde_json::to_vec(&entry(i)).unwrap()
+            } else {
+                entry_codec::encode(&entry(i)).unwrap()
+            };
+            db.put_cf(cf, index_key(i), bytes).unwrap();
+        }
+        let wal = dir.path().join("member").join("wal");
+        let mut store = LogStore::open(db.clone(), &wal, Arc::new(Waiters::new())).unwrap();
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(entry(4).log_id));
+        let got = store.try_get_log_entries(0..5).await.unwrap();
+        let keys: Vec<u64> = got.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(keys, vec![0, 1, 2, 3, 4]);
+        assert_eq!(store.try_get_log_entries(0..0).await.unwrap().len(), 0);
+        let cf = db::cf(&db, CF_RAFT_LOG);
+        assert!(
+            db.iterator_cf(cf, IteratorMode::Start).next().is_none(),
+            "rocksdb keeps no entries once they moved"
+        );
+        // Reopened: the entries are served from the files alone.
+        drop(store);
+        let mut store = LogStore::open(db, &wal, Arc::new(Waiters::new())).unwrap();
+        assert_eq!(store.try_get_log_entries(3..=4).await.unwrap().len(), 2);
     }
 }

@@ -1,6 +1,7 @@
 //! Consensus: openraft over rocksdb, with kiln-store's commands.
 
 pub mod entry_codec;
+pub mod log_file;
 pub mod log_store;
 pub mod network;
 pub mod snapshot;
@@ -30,6 +31,8 @@ pub enum RaftSetupError {
     Fatal(#[from] openraft::error::Fatal<u64>),
     #[error("initializing the cluster: {0}")]
     Initialize(String),
+    #[error(transparent)]
+    Log(#[from] log_file::LogFileError),
 }
 
 /// Timing knobs, etcd's flags in milliseconds.
@@ -47,7 +50,7 @@ pub async fn start(
     timing: RaftTiming,
     mvcc: Arc<Mvcc>,
     lessor: Arc<Lessor>,
-    snapshot_dir: std::path::PathBuf,
+    member_dir: &std::path::Path,
     peers: Arc<PeerClients>,
     waiters: Arc<Waiters>,
 ) -> Result<KilnRaft, RaftSetupError> {
@@ -67,8 +70,9 @@ pub async fn start(
         ..Default::default()
     }
     .validate()?;
-    let log_store = LogStore::new(mvcc.db().clone(), waiters.clone());
-    let state_machine = StateMachine::new(mvcc, lessor, snapshot_dir, waiters);
+    // etcd's layout: the WAL in member/wal, snapshots in member/snap.
+    let log_store = LogStore::open(mvcc.db().clone(), &member_dir.join("wal"), waiters.clone())?;
+    let state_machine = StateMachine::new(mvcc, lessor, member_dir.join("snap"), waiters);
     let raft = KilnRaft::new(
         id,
         Arc::new(config),
