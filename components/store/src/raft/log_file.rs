@@ -456,6 +456,10 @@ mod tests {
 
     const SMALL: u64 = 4096;
 
+    fn open(dir: &Path, purged: Option<u64>) -> LogFile {
+        LogFile::open_with(dir, purged, SMALL).unwrap()
+    }
+
     fn payload(i: u64) -> Vec<u8> {
         format!("entry-{i}-")
             .repeat((i % 7 + 1) as usize)
@@ -489,19 +493,19 @@ mod tests {
     #[test]
     fn appends_span_segments_and_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         append_batches(&mut log, 1, 400);
         check(&log, 1, 400);
         assert!(log.segments.len() > 3, "small segments roll over");
         drop(log);
-        let log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let log = open(dir.path(), None);
         check(&log, 1, 400);
     }
 
     #[test]
     fn out_of_order_appends_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         append_range(&mut log, 5, 9);
         let p = payload(11);
         assert!(matches!(
@@ -514,7 +518,7 @@ mod tests {
     #[test]
     fn a_torn_tail_ends_the_log_and_later_segments_go() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         append_batches(&mut log, 1, 300);
         // Tear entry 150: flip a payload byte where it lies.
         let loc = log.locs[149];
@@ -524,44 +528,44 @@ mod tests {
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.write_all_at(b"X", loc.offset + HEADER as u64 + 1)
             .unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         check(&log, 1, 149);
         assert!(log.segments.len() < segments_before);
         // Appends continue right after the end, and survive another reopen.
         append_range(&mut log, 150, 160);
         drop(log);
-        let log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let log = open(dir.path(), None);
         check(&log, 1, 160);
     }
 
     #[test]
     fn truncated_entries_never_come_back() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         append_batches(&mut log, 1, 300);
         log.truncate(120).unwrap();
         check(&log, 1, 119);
         drop(log);
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         check(&log, 1, 119);
         // New entries at the same indexes (another term's) replace them.
         append_range(&mut log, 120, 125);
         drop(log);
-        let log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let log = open(dir.path(), None);
         check(&log, 1, 125);
     }
 
     #[test]
     fn purge_removes_old_segments_and_a_jump_starts_afresh() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         append_batches(&mut log, 1, 300);
         let before = log.segments.len();
         log.purge(200).unwrap();
         check(&log, 201, 300);
         assert!(log.segments.len() < before);
         drop(log);
-        let log = LogFile::open_with(dir.path(), Some(200), SMALL).unwrap();
+        let log = open(dir.path(), Some(200));
         check(&log, 201, 300);
         // Everything purged (a snapshot installed), then the log resumes further on.
         let mut log = log;
@@ -569,14 +573,14 @@ mod tests {
         assert_eq!(log.last_index(), None);
         append_range(&mut log, 1001, 1010);
         drop(log);
-        let log = LogFile::open_with(dir.path(), Some(1000), SMALL).unwrap();
+        let log = open(dir.path(), Some(1000));
         check(&log, 1001, 1010);
     }
 
     #[test]
     fn a_crash_while_creating_a_segment_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let mut log = open(dir.path(), None);
         append_range(&mut log, 1, 10);
         drop(log);
         std::fs::write(
@@ -584,7 +588,7 @@ mod tests {
             b"junk",
         )
         .unwrap();
-        let log = LogFile::open_with(dir.path(), None, SMALL).unwrap();
+        let log = open(dir.path(), None);
         check(&log, 1, 10);
         assert!(!dir
             .path()
