@@ -84,11 +84,13 @@ async fn replicaset_keeps_replicas_and_adopts_orphans() {
     let orphan: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "hand-made", "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "c", "image": "registry.local/app:1"}]}
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "registry.local/app:1"}]}
     }))
     .unwrap();
     pods.create(&PostParams::default(), &orphan).await.unwrap();
-    // Adopted, and the set is back at 3: the extra (a pending, unscheduled one) deleted.
+    // Adopted, and the set is back at 3: the extra deleted is one of the unscheduled pods, which
+    // go before assigned ones. (Were the orphan unscheduled too, it would be the newest and so the
+    // one deleted — upstream's order — whenever it was created in a later second than the rest.)
     eventually("orphan adopted and extra removed", || async {
         let owned = active_owned(&pods, &uid).await;
         let adopted = pods.get("hand-made").await.ok().is_some_and(|p| {
