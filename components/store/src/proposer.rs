@@ -39,10 +39,16 @@ pub struct Proposer {
 }
 
 impl Proposer {
-    /// Starts the proposer task; it ends when the server shuts down.
-    pub fn start(raft: KilnRaft, waiters: Arc<Waiters>, shutdown: watch::Receiver<bool>) -> Self {
+    /// Starts the proposer task on `raft_thread` (beside the Raft core it feeds, so handing
+    /// it a batch wakes no other thread); it ends when the server shuts down.
+    pub fn start(
+        raft: KilnRaft,
+        waiters: Arc<Waiters>,
+        shutdown: watch::Receiver<bool>,
+        raft_thread: &tokio::runtime::Handle,
+    ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, waiters, rx, shutdown));
+        raft_thread.spawn(run(raft, waiters, rx, shutdown));
         Self { tx }
     }
 

@@ -21,6 +21,7 @@ use crate::mvcc::{Mvcc, MvccError};
 use crate::peer::client::PeerClients;
 use crate::peer::service::PeerServer;
 use crate::proposer::Proposer;
+use crate::raft::thread::RaftThread;
 use crate::raft::types::KilnRaft;
 use crate::raft::{self, RaftSetupError, RaftTiming};
 use crate::tls::{self, TlsError};
@@ -59,7 +60,8 @@ pub enum ServerError {
     Signal(std::io::Error),
 }
 
-/// A running member. Drop without `shutdown` leaves tasks running until the runtime ends.
+/// A running member. Drop without `shutdown` stops Raft but leaves the client-side tasks
+/// running until the runtime ends.
 pub struct StoreHandle {
     client_addrs: Vec<SocketAddr>,
     peer_addrs: Vec<SocketAddr>,
@@ -69,6 +71,8 @@ pub struct StoreHandle {
     shutdown_tx: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     raft: KilnRaft,
+    /// Where Raft runs; dropping it stops Raft.
+    raft_thread: RaftThread,
     ctx: Arc<StoreContext>,
 }
 
@@ -115,6 +119,7 @@ impl StoreHandle {
             shutdown_tx,
             tasks,
             raft,
+            raft_thread,
             ctx,
             ..
         } = self;
@@ -133,6 +138,7 @@ impl StoreHandle {
         }
         let db = Arc::downgrade(ctx.mvcc.db());
         drop(raft);
+        drop(raft_thread);
         drop(ctx);
         // openraft's workers drop their storage handles asynchronously; wait (bounded) until
         // the database is really closed.
@@ -253,7 +259,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
     };
     let waiters = Arc::new(Waiters::new());
     // Peers may call in as soon as Raft runs: serve the peer port first thing after.
-    let raft_handle = raft::start(
+    let (raft_handle, raft_thread) = raft::start(
         ident.member_id,
         timing,
         mvcc.clone(),
@@ -278,7 +284,12 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         quota_backend_bytes: config.quota_backend_bytes,
         max_request_bytes: config.max_request_bytes,
         peers,
-        proposer: Proposer::start(raft_handle.clone(), waiters, shutdown_rx.clone()),
+        proposer: Proposer::start(
+            raft_handle.clone(),
+            waiters,
+            shutdown_rx.clone(),
+            raft_thread.handle(),
+        ),
         shutdown: shutdown_rx.clone(),
     });
 
@@ -385,6 +396,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         shutdown_tx,
         tasks,
         raft: raft_handle,
+        raft_thread,
         ctx,
     })
 }

@@ -355,59 +355,48 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
-        let file = self.file.clone();
-        let tail = self.tail.clone();
-        let waiters = self.waiters.clone();
-        // Encoding, the write and its fdatasync run on a blocking thread: done inline they
-        // would hold a runtime worker for the whole sync, and with it the task that worker
-        // woke last (tokio's LIFO slot cannot be stolen) — typically a client's response.
-        // openraft 0.9 waits for the callback before it appends again, so appends stay in
-        // order. This sync is the only one on a write's way to its answer: the commit index
-        // and the state machine ride along unsynced (see the module's comment).
-        let written = tokio::task::spawn_blocking(move || -> StorageResult<()> {
-            let mut encoded = Vec::with_capacity(entries.len());
-            for entry in &entries {
-                encoded.push(entry_codec::encode(entry).map_err(write_err)?);
+        // The write and its fdatasync run right here, on the Raft thread (raft/thread.rs):
+        // openraft 0.9's core waits for the callback before it does anything else anyway, and
+        // a blocking thread would cost a wakeup there and one back per append. This sync is the
+        // only one on a write's way to its answer: the commit index and the state machine ride
+        // along unsynced (see the module's comment).
+        let mut encoded = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            encoded.push(entry_codec::encode(entry).map_err(write_err)?);
+        }
+        let records: Vec<(u64, &[u8])> = entries
+            .iter()
+            .zip(&encoded)
+            .map(|(e, b)| (e.log_id.index, b.as_slice()))
+            .collect();
+        let started = std::time::Instant::now();
+        let written = lock_file(&self.file).append(&records);
+        let took = started.elapsed();
+        if took > SLOW_SYNC {
+            // As etcd's "slow fdatasync": the disk, not the store, holds writes up.
+            tracing::warn!(
+                took_ms = took.as_millis() as u64,
+                entries = records.len(),
+                "slow log sync"
+            );
+        }
+        if let Err(e) = written {
+            callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+            return Err(write_err(e));
+        }
+        self.waiters
+            .flushed(entries.iter().filter_map(|e| match &e.payload {
+                EntryPayload::Normal(req) if req.proposal != 0 => Some(req.proposal),
+                _ => None,
+            }));
+        {
+            let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+            for (entry, bytes) in entries.into_iter().zip(&encoded) {
+                tail.push(entry, bytes.len());
             }
-            let records: Vec<(u64, &[u8])> = entries
-                .iter()
-                .zip(&encoded)
-                .map(|(e, b)| (e.log_id.index, b.as_slice()))
-                .collect();
-            let started = std::time::Instant::now();
-            let written = lock_file(&file).append(&records);
-            let took = started.elapsed();
-            if took > SLOW_SYNC {
-                // As etcd's "slow fdatasync": the disk, not the store, holds writes up.
-                tracing::warn!(
-                    took_ms = took.as_millis() as u64,
-                    entries = records.len(),
-                    "slow log sync"
-                );
-            }
-            match written {
-                Ok(()) => {
-                    waiters.flushed(entries.iter().filter_map(|e| match &e.payload {
-                        EntryPayload::Normal(req) if req.proposal != 0 => Some(req.proposal),
-                        _ => None,
-                    }));
-                    {
-                        let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
-                        for (entry, bytes) in entries.into_iter().zip(&encoded) {
-                            tail.push(entry, bytes.len());
-                        }
-                    }
-                    callback.log_io_completed(Ok(()));
-                    Ok(())
-                }
-                Err(e) => {
-                    callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                    Err(write_err(e))
-                }
-            }
-        })
-        .await;
-        written.map_err(|e| write_err(std::io::Error::other(e.to_string())))?
+        }
+        callback.log_io_completed(Ok(()));
+        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {

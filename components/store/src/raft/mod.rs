@@ -6,6 +6,7 @@ pub mod log_store;
 pub mod network;
 pub mod snapshot;
 pub mod state_machine;
+pub mod thread;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use crate::waiters::Waiters;
 use log_store::LogStore;
 use network::PeerNetworkFactory;
 use state_machine::StateMachine;
+use thread::RaftThread;
 use types::{KilnRaft, MemberNode};
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +35,8 @@ pub enum RaftSetupError {
     Initialize(String),
     #[error(transparent)]
     Log(#[from] log_file::LogFileError),
+    #[error("starting the raft thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// Timing knobs, etcd's flags in milliseconds.
@@ -44,7 +48,8 @@ pub struct RaftTiming {
     pub snapshot_count: u64,
 }
 
-/// Starts the Raft member `id` on the opened stores.
+/// Starts the Raft member `id` on the opened stores, on a thread of its own (see [`thread`]);
+/// Raft stops when the returned thread is dropped.
 pub async fn start(
     id: u64,
     timing: RaftTiming,
@@ -53,7 +58,7 @@ pub async fn start(
     member_dir: &std::path::Path,
     peers: Arc<PeerClients>,
     waiters: Arc<Waiters>,
-) -> Result<KilnRaft, RaftSetupError> {
+) -> Result<(KilnRaft, RaftThread), RaftSetupError> {
     let config = Config {
         cluster_name: "kiln-store".into(),
         heartbeat_interval: timing.heartbeat_ms,
@@ -73,15 +78,21 @@ pub async fn start(
     // etcd's layout: the WAL in member/wal, snapshots in member/snap.
     let log_store = LogStore::open(mvcc.db().clone(), &member_dir.join("wal"), waiters.clone())?;
     let state_machine = StateMachine::new(mvcc, lessor, member_dir.join("snap"), waiters);
-    let raft = KilnRaft::new(
-        id,
-        Arc::new(config),
-        PeerNetworkFactory::new(peers),
-        log_store,
-        state_machine,
-    )
-    .await?;
-    Ok(raft)
+    let thread = RaftThread::spawn().map_err(RaftSetupError::Thread)?;
+    // openraft spawns its core, state machine worker and replication streams where it is
+    // created.
+    let raft = thread
+        .handle()
+        .spawn(KilnRaft::new(
+            id,
+            Arc::new(config),
+            PeerNetworkFactory::new(peers),
+            log_store,
+            state_machine,
+        ))
+        .await
+        .map_err(|e| RaftSetupError::Thread(std::io::Error::other(e.to_string())))??;
+    Ok((raft, thread))
 }
 
 /// Makes sure the cluster is formed. A brand-new member of a new cluster initializes Raft with
