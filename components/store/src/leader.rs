@@ -172,6 +172,11 @@ pub async fn execute_local(ctx: &StoreContext, op: LeaderOp) -> Result<LeaderRep
             .await
         }
         LeaderOp::ReadIndex => {
+            if crate::sole_voter::reads_locally(&ctx.raft.metrics().borrow()) {
+                return Ok(LeaderReply::ReadIndex {
+                    index: ctx.mvcc.applied_index(),
+                });
+            }
             bounded(async {
                 let (read, _) = ctx.raft.get_read_log_id().await.map_err(|e| match e {
                     RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {

@@ -23,6 +23,7 @@ pub mod proposer;
 pub mod raft;
 pub mod runtime;
 pub mod server;
+pub mod sole_voter;
 pub mod tls;
 pub mod transfer;
 pub mod waiters;
