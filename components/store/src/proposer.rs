@@ -91,7 +91,8 @@ async fn run(
         };
         // Waiting here for the batch being appended (openraft 0.9 appends one at a time, each
         // with its fsync) is what lets the next one grow: one fsync carries everything that
-        // arrived during the previous one. Its apply and answers overlap the next append.
+        // arrived during the previous one. On the Raft thread its apply and answers run
+        // while the client side (the async workers) gathers the next batch.
         // A slow sync is the log store's to report ("slow log sync").
         if let Some(previous) = unflushed.take() {
             // Synced, or answered (failed) before that: the sender is gone either way.

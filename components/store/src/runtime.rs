@@ -1,13 +1,14 @@
 //! The async runtime a member runs on.
 //!
 //! Half the CPUs (at least one) serve as async workers, not all of them as tokio's default
-//! would have it. A write's way through the member is a chain of hand-offs (gRPC connection,
-//! proposer, Raft core, state machine), each cheap, and every hand-off to a parked second
-//! worker costs a cross-CPU wakeup; the heavy parts already run on blocking threads beside
-//! the workers (the log fsync, range reads, snapshots). On a 2-CPU host one worker serves
-//! 1.15-1.3x the puts of two at 1 and 16 clients, and as many ranges (bench/store.sh). The
-//! other CPUs are left to those blocking threads and to what shares a control-plane host
-//! with the store. `TOKIO_WORKER_THREADS` still sets the count.
+//! would have it. Raft (its core, state machine worker and the proposer) runs on a thread of
+//! its own beside them (`raft/thread.rs`), with the log sync inline; the workers serve the
+//! client side: gRPC connections, watches, reads. Every hand-off to a parked second worker
+//! costs a cross-CPU wakeup, and range reads and snapshots already run on blocking threads.
+//! On a 2-CPU host one worker serves as many puts as two at 1 and 16 clients (within the
+//! noise; session 8 in bench/README.md), and leaves the other CPU to the Raft thread and to
+//! what shares a control-plane host with the store. `TOKIO_WORKER_THREADS` still sets the
+//! count.
 
 /// Async workers for a host with `cpus` CPUs.
 pub fn workers(cpus: usize) -> usize {
