@@ -173,7 +173,9 @@ impl LogStore {
     }
 
     fn file(&self) -> std::sync::MutexGuard<'_, LogFile> {
-        lock_file(&self.file)
+        // A panic while holding it happened before or after a whole file operation, each of
+        // which leaves the files consistent; its in-memory view is only ever updated after.
+        self.file.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn tail(&self) -> std::sync::MutexGuard<'_, Tail> {
@@ -214,12 +216,6 @@ impl LogStore {
             None => Ok(None),
         }
     }
-}
-
-fn lock_file(file: &Mutex<LogFile>) -> std::sync::MutexGuard<'_, LogFile> {
-    // A panic while holding it happened before or after a whole file operation, each of
-    // which leaves the files consistent; its in-memory view is only ever updated after.
-    file.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn read_meta<T: serde::de::DeserializeOwned>(db: &DB, key: &[u8]) -> StorageResult<Option<T>> {
@@ -370,7 +366,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map(|(e, b)| (e.log_id.index, b.as_slice()))
             .collect();
         let started = std::time::Instant::now();
-        let written = lock_file(&self.file).append(&records);
+        let written = self.file().append(&records);
         let took = started.elapsed();
         if took > SLOW_SYNC {
             // As etcd's "slow fdatasync": the disk, not the store, holds writes up.
@@ -389,12 +385,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 EntryPayload::Normal(req) if req.proposal != 0 => Some(req.proposal),
                 _ => None,
             }));
-        {
-            let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-            for (entry, bytes) in entries.into_iter().zip(&encoded) {
-                tail.push(entry, bytes.len());
-            }
+        let mut tail = self.tail();
+        for (entry, bytes) in entries.into_iter().zip(&encoded) {
+            tail.push(entry, bytes.len());
         }
+        drop(tail);
         callback.log_io_completed(Ok(()));
         Ok(())
     }
