@@ -184,10 +184,6 @@ impl LogStore {
         self.tail.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
-        read_meta(&self.db, key)
-    }
-
     fn put_meta<T: serde::Serialize>(
         &self,
         key: &[u8],
@@ -299,7 +295,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
-        let last_purged: Option<LogId<u64>> = self.get_meta(KEY_LAST_PURGED)?;
+        let last_purged: Option<LogId<u64>> = read_meta(&self.db, KEY_LAST_PURGED)?;
         let last = self.last_entry_log_id()?.or(last_purged);
         Ok(LogState {
             last_purged_log_id: last_purged,
@@ -316,7 +312,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> StorageResult<Option<Vote<u64>>> {
-        self.get_meta(KEY_VOTE)
+        read_meta(&self.db, KEY_VOTE)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> StorageResult<()> {
@@ -340,9 +336,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> StorageResult<Option<LogId<u64>>> {
-        Ok(self
-            .get_meta::<Option<LogId<u64>>>(KEY_COMMITTED)?
-            .flatten())
+        Ok(read_meta::<Option<LogId<u64>>>(&self.db, KEY_COMMITTED)?.flatten())
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
