@@ -221,6 +221,33 @@ fn restore_a_bundle_onto_fresh_hosts_with_new_addresses() {
     ]);
     assert_eq!(ready, "True");
 
+    // The bundle may predate namespace keep's default ServiceAccount, which admission requires of
+    // a pod. The new controller-manager creates it, but only once the lease held by the old
+    // host's controller-manager, restored with everything else, has expired: wait for it, as an
+    // operator would.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let got = run(&mut b.in_lab(&[
+            "kubectl",
+            "--kubeconfig",
+            &moved,
+            "--request-timeout=10s",
+            "-n",
+            "keep",
+            "get",
+            "serviceaccount",
+            "default",
+        ]));
+        if got.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no ServiceAccount keep/default 120s after the restore"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     // A pod runs on the new worker, and the restored Deployment's pod runs.
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"on-worker","namespace":"keep"},"spec":{"nodeName":"host3","containers":[{"name":"c","image":"10.250.0.1:5000/kiln/busybox:1","command":["sleep","3600"]}]}}"#;
     let mut create = b.in_lab(&["kubectl", "--kubeconfig", &moved, "create", "-f", "-"]);
