@@ -7,15 +7,14 @@
 //! wrote — and each of those writes records how far into the entry it got, so a crash in the
 //! middle resumes the entry where it stopped instead of applying a command twice.
 //!
-//! Applying does not fsync. The state machine shares one rocksdb (one WAL) with the Raft log,
-//! and only committed entries are applied, each of which was in a synced log append before
-//! it was committed — so every acknowledged write is durable in the log before it is applied
-//! here. A crash may lose the newest state-machine writes (a suffix of the WAL, never a hole);
-//! the persisted last_applied then goes back with them, and openraft re-applies the entries
-//! after it from the log on restart. That needs those entries to still be in the log: openraft
-//! purges only up to a snapshot, and building a snapshot syncs the WAL first, so the purged
-//! prefix is always covered by durable state-machine writes (purge itself is a synced write
-//! too). Every later synced log append also syncs the state-machine writes queued before it.
+//! Applying does not fsync. Only committed entries are applied, each of which was in a synced
+//! append to the Raft log's own files (`log_file`) before it was committed — so every
+//! acknowledged write is durable in the log before it is applied here. A crash may lose the
+//! newest state-machine writes (a suffix of rocksdb's WAL, never a hole); the persisted
+//! last_applied then goes back with them, and openraft re-applies the entries after it from
+//! the log on restart. That needs those entries to still be in the log: openraft purges only
+//! up to a snapshot, and building a snapshot syncs rocksdb's WAL first, so the purged prefix is
+//! always covered by durable state-machine writes (purge itself is a synced write too).
 
 // openraft's traits fix StorageError as the error type; it is large, and that is theirs to keep.
 #![allow(clippy::result_large_err)]
