@@ -109,7 +109,7 @@ impl StoreContext {
             return Ok(());
         }
         // Over by the recent figure; the alarm is raised on the exact one.
-        let size = self.mvcc.backend_size();
+        let size = self.mvcc.backend_size_fresh();
         if size as i64 <= self.quota_bytes() {
             return Ok(());
         }

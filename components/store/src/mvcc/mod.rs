@@ -218,6 +218,14 @@ impl Mvcc {
         }
     }
 
+    /// [`Mvcc::backend_size`] measured now, and kept as the recent figure: a write that found
+    /// the store over quota by a stale figure then lets the writes after it go by the fresh one.
+    pub fn backend_size_fresh(&self) -> u64 {
+        let size = self.backend_size();
+        *lock(&self.size) = Some((Instant::now(), size));
+        size
+    }
+
     /// Bytes the state machine occupies (live SST files plus memtables of its column
     /// families): what --quota-backend-bytes limits. Shrinks after compaction + defragment.
     pub fn backend_size(&self) -> u64 {
@@ -313,4 +321,21 @@ pub fn lease_keys(db: &DB, id: i64) -> Result<Vec<Vec<u8>>, MvccError> {
         out.push(k[8..].to_vec());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_size_replaces_the_recent_figure() {
+        let dir = tempfile::tempdir().unwrap();
+        let mvcc = Mvcc::open(crate::db::open(dir.path()).unwrap()).unwrap();
+        // A stale figure far over any quota, as if measured just before a defragment.
+        *lock(&mvcc.size) = Some((Instant::now(), u64::MAX));
+        assert_eq!(mvcc.backend_size_recent(), u64::MAX);
+        let fresh = mvcc.backend_size_fresh();
+        assert!(fresh < u64::MAX);
+        assert_eq!(mvcc.backend_size_recent(), fresh);
+    }
 }
