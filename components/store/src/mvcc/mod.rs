@@ -207,22 +207,23 @@ impl Mvcc {
     /// [`Mvcc::backend_size`], measured at most [`SIZE_MAX_AGE`] ago: for the quota check on
     /// every write. Status and the alarm itself use the exact figure.
     pub fn backend_size_recent(&self) -> u64 {
+        // Measured under the lock, so writers that find the figure stale do not all measure.
         let mut cached = lock(&self.size);
         match *cached {
             Some((at, size)) if at.elapsed() < SIZE_MAX_AGE => size,
-            _ => {
-                let size = self.backend_size();
-                *cached = Some((Instant::now(), size));
-                size
-            }
+            _ => self.remeasure(&mut cached),
         }
     }
 
     /// [`Mvcc::backend_size`] measured now, and kept as the recent figure: a write that found
     /// the store over quota by a stale figure then lets the writes after it go by the fresh one.
     pub fn backend_size_fresh(&self) -> u64 {
+        self.remeasure(&mut lock(&self.size))
+    }
+
+    fn remeasure(&self, cached: &mut Option<(Instant, u64)>) -> u64 {
         let size = self.backend_size();
-        *lock(&self.size) = Some((Instant::now(), size));
+        *cached = Some((Instant::now(), size));
         size
     }
 
