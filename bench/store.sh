@@ -79,7 +79,25 @@ run_system() { # system
   rm -rf "$WORK/$s-data" "$WORK/$s-restored" "$WORK/$s.db"
 }
 
+# The floor under a 1-client put on this machine (kiln-bench store-floor, store_floor.rs): the same
+# client and HTTP/2 stack, a Put that only appends, fdatasyncs and answers on the handler's thread.
+# No store does less per put, so floor/etcd is the most any store can reach at 1 client here.
+run_floor() {
+  "$R/kiln-bench" store-floor --listen "127.0.0.1:$CLIENT_PORT" --log "$WORK/floor.log" >"$WORK/floor.out" 2>&1 &
+  PID=$!
+  local up=""
+  for _ in $(seq 200); do
+    etcdctl --endpoints "$EP" endpoint health >/dev/null 2>&1 && { up=1; break; }
+    sleep 0.05
+  done
+  [ -n "$up" ] || { echo "the store floor did not come up; log:" >&2; tail -20 "$WORK/floor.out" >&2; exit 1; }
+  RES[floor,put1,tput]=$(field "$(load put --clients 1 --total "$(n 5000)" --value-size 256)" per_second)
+  stop
+  rm -f "$WORK/floor.log"
+}
+
 run_system etcd
+run_floor
 run_system kiln
 
 ratio() { awk -v k="$1" -v e="$2" 'BEGIN { if (e > 0) printf "%.2f", k / e; else print "-" }'; }
@@ -100,3 +118,9 @@ row "snapshot restore s" "${RES[kiln,restore]}" "${RES[etcd,restore]}" ""
 row "save+restore s" "$(add "${RES[kiln,save]}" "${RES[kiln,restore]}")" \
   "$(add "${RES[etcd,save]}" "${RES[etcd,restore]}")" "<= 0.5"
 row "RSS MiB after load" "${RES[kiln,rss]}" "${RES[etcd,rss]}" "<= 1"
+echo
+echo "the floor under a 1-client put here (append + fdatasync + answer; no Raft, no state machine):"
+printf '%-22s %12.2f\n' "floor put/s 1 client" "${RES[floor,put1,tput]}"
+printf '%-22s %12s   %s\n' "floor / etcd" "$(ratio "${RES[floor,put1,tput]}" "${RES[etcd,put1,tput]}")" \
+  "the most any store can reach at 1 client on this machine"
+printf '%-22s %12s\n' "kiln / floor" "$(ratio "${RES[kiln,put1,tput]}" "${RES[floor,put1,tput]}")"

@@ -8,3 +8,4 @@ pub mod etcd_load;
 pub mod pod_start;
 pub mod proxy_sync;
 pub mod stats;
+pub mod store_floor;

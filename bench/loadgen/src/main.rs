@@ -82,6 +82,15 @@ enum Cmd {
         #[arg(long, default_value_t = 100)]
         watchers: usize,
     },
+    /// The floor under a durable put here: an etcd KV server whose Put only appends, fdatasyncs
+    /// and answers (store_floor.rs). Serves until killed.
+    StoreFloor {
+        #[arg(long, default_value = "127.0.0.1:23790")]
+        listen: std::net::SocketAddr,
+        /// The log file to create (it must not exist).
+        #[arg(long)]
+        log: std::path::PathBuf,
+    },
     /// Controller reaction: a ReplicaSet pod deleted → its replacement created.
     Reaction {
         #[arg(long, default_value_t = 50)]
@@ -205,6 +214,13 @@ async fn main() {
                     eprintln!("kiln-bench: {e}");
                     std::process::exit(1);
                 }
+            }
+            return;
+        }
+        Cmd::StoreFloor { listen, log } => {
+            if let Err(e) = kiln_bench::store_floor::serve(listen, &log).await {
+                eprintln!("kiln-bench: {e}");
+                std::process::exit(1);
             }
             return;
         }
