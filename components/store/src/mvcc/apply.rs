@@ -9,6 +9,7 @@ use rocksdb::{WriteBatch, DB};
 
 use crate::db::{self, CF_LEASES, CF_SM_META};
 use crate::etcd_error::EtcdError;
+use crate::mvcc::index::KeyIndex;
 use crate::mvcc::txn::TxnWriter;
 use crate::mvcc::{
     compact, get_lease, lease_keys, read_alarms, write_i64, LeaseRecord, MvccError, RevisionEvents,
@@ -46,11 +47,12 @@ fn header(revision: i64) -> Option<PbResponseHeader> {
     })
 }
 
-/// Applies `req` on top of `revision` / `compact_revision`. Client-visible failures (a missing
-/// lease, a compacted revision) become error responses with an empty batch; only storage
-/// failures are errors.
+/// Applies `req` on top of `revision` / `compact_revision`, which `index` shows.
+/// Client-visible failures (a missing lease, a compacted revision) become error responses
+/// with an empty batch; only storage failures are errors.
 pub fn apply(
     db: &DB,
+    index: &KeyIndex,
     revision: i64,
     compact_revision: i64,
     req: &StoreRequest,
@@ -70,7 +72,7 @@ pub fn apply(
             "kiln-store: nested command batch",
         )));
     }
-    let result = apply_op(db, revision, compact_revision, req);
+    let result = apply_op(db, index, revision, compact_revision, req);
     match result {
         Ok(applied) => Ok(applied),
         Err(MvccError::Etcd(e)) => Ok(unchanged(StoreResponse::error(e.code(), e.to_string()))),
@@ -80,11 +82,12 @@ pub fn apply(
 
 fn apply_op(
     db: &DB,
+    index: &KeyIndex,
     revision: i64,
     compact_revision: i64,
     req: &StoreRequest,
 ) -> Result<Applied, MvccError> {
-    let mut w = TxnWriter::new(db, revision, compact_revision);
+    let mut w = TxnWriter::applying(db, index, revision, compact_revision);
     let mut new_compact = compact_revision;
     let mut lease_effect = None;
     let response = match &req.op {

@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod compact;
 pub mod hash;
+pub mod index;
 pub mod keys;
 pub mod range;
 pub mod read;
@@ -23,6 +24,7 @@ use tokio::sync::broadcast;
 
 use crate::db::{self, CF_LEASES, CF_LEASE_KEYS, CF_SM_META};
 use crate::etcd_error::EtcdError;
+use index::KeyIndex;
 use read::{RangeEnd, ReadView};
 use txn::TxnWriter;
 
@@ -79,6 +81,8 @@ pub struct Mvcc {
     alarms: Mutex<Vec<(u64, i32)>>,
     /// The backend size and when it was measured (see [`Mvcc::backend_size_recent`]).
     size: Mutex<Option<(Instant, u64)>>,
+    /// Every live key's latest version, for the apply path (index.rs).
+    index: KeyIndex,
 }
 
 /// How old a backend size the quota check may use: measuring it asks rocksdb for ten
@@ -98,13 +102,16 @@ impl Mvcc {
             events,
             alarms: Mutex::new(Vec::new()),
             size: Mutex::new(None),
+            index: KeyIndex::default(),
         };
         mvcc.reload()?;
         Ok(mvcc)
     }
 
-    /// Re-reads revisions from disk (at open and after a snapshot is installed).
+    /// Re-reads revisions and the key index from disk (at open and after a snapshot is
+    /// installed).
     pub fn reload(&self) -> Result<(), MvccError> {
+        self.index.rebuild(&self.db)?;
         let revision = read_i64(&self.db, META_REVISION)?.unwrap_or(1);
         let compact = read_i64(&self.db, META_COMPACT_REVISION)?.unwrap_or(0);
         self.revision.store(revision, Ordering::SeqCst);
@@ -122,6 +129,11 @@ impl Mvcc {
 
     pub fn db(&self) -> &Arc<DB> {
         &self.db
+    }
+
+    /// The key index; only the state machine's apply path may use it (index.rs).
+    pub fn index(&self) -> &KeyIndex {
+        &self.index
     }
 
     /// The newest revision whose writes are applied (and durable in the Raft log). A fresh

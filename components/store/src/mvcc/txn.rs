@@ -4,6 +4,7 @@
 //! Mirrors etcd 3.4's storeTxnWrite: reads inside the transaction see its earlier writes, all
 //! writes share revision begin+1, and the revision only moves when something changed.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use etcd_client::proto::{
@@ -15,6 +16,7 @@ use rocksdb::{WriteBatch, DB};
 
 use crate::db::{self, CF_EVENTS, CF_KV, CF_LEASE_KEYS};
 use crate::etcd_error::EtcdError;
+use crate::mvcc::index::KeyIndex;
 use crate::mvcc::keys::{self, Version};
 use crate::mvcc::read::{RangeEnd, ReadView, Scan};
 use crate::mvcc::{get_lease, range, MvccError};
@@ -35,7 +37,10 @@ const TARGET_LEASE: i32 = 4;
 
 pub struct TxnWriter<'a> {
     db: &'a DB,
-    view: ReadView<'a>,
+    /// Taken on first use: a put of a key the index knows needs no snapshot at all.
+    view: OnceCell<ReadView<'a>>,
+    /// The apply path's key index (index.rs): where each live key's latest version is.
+    index: Option<&'a KeyIndex>,
     begin_rev: i64,
     compact_rev: i64,
     batch: WriteBatch,
@@ -61,10 +66,27 @@ fn header(revision: i64) -> Option<PbResponseHeader> {
 }
 
 impl<'a> TxnWriter<'a> {
+    /// A transaction that reads the store through a rocksdb snapshot only.
     pub fn new(db: &'a DB, begin_rev: i64, compact_rev: i64) -> Self {
+        Self::with_index(db, None, begin_rev, compact_rev)
+    }
+
+    /// The state machine's transaction at the current revision: `index` must show the store
+    /// as of `begin_rev`, which holds on the apply path (it follows every write).
+    pub fn applying(db: &'a DB, index: &'a KeyIndex, begin_rev: i64, compact_rev: i64) -> Self {
+        Self::with_index(db, Some(index), begin_rev, compact_rev)
+    }
+
+    fn with_index(
+        db: &'a DB,
+        index: Option<&'a KeyIndex>,
+        begin_rev: i64,
+        compact_rev: i64,
+    ) -> Self {
         Self {
             db,
-            view: ReadView::new(db),
+            view: OnceCell::new(),
+            index,
             begin_rev,
             compact_rev,
             batch: WriteBatch::default(),
@@ -96,16 +118,36 @@ impl<'a> TxnWriter<'a> {
         &mut self.batch
     }
 
+    fn view(&self) -> &ReadView<'a> {
+        self.view.get_or_init(|| ReadView::new(self.db))
+    }
+
     fn latest(&self, key: &[u8]) -> Result<Option<PbKeyValue>, MvccError> {
-        match self.overlay.get(key) {
-            Some(v) => Ok(v.clone()),
-            None => self.view.get(key, self.begin_rev),
+        if let Some(v) = self.overlay.get(key) {
+            return Ok(v.clone());
+        }
+        let Some(index) = self.index else {
+            return self.view().get(key, self.begin_rev);
+        };
+        let Some(revision) = index.latest(key) else {
+            return Ok(None);
+        };
+        // Versions never change once written, so the exact one is read without a snapshot.
+        let stored = self
+            .db
+            .get_pinned_cf(db::cf(self.db, CF_KV), keys::kv_key(key, revision))?;
+        match stored.as_deref().map(Version::decode).transpose()? {
+            Some(Version::Put(kv)) => Ok(Some(kv)),
+            _ => Err(MvccError::Corrupt(format!(
+                "the key index has {} at revision {revision}, where kv holds no put of it",
+                String::from_utf8_lossy(key)
+            ))),
         }
     }
 
     /// Live keys in the range at the transaction's own revision (snapshot + pending writes).
     fn live_keys(&self, key: &[u8], end: &RangeEnd) -> Result<Vec<PbKeyValue>, MvccError> {
-        let scan = self.view.scan(key, end, self.begin_rev, None)?;
+        let scan = self.view().scan(key, end, self.begin_rev, None)?;
         if self.overlay.is_empty() {
             return Ok(scan.kvs);
         }
@@ -146,7 +188,8 @@ impl<'a> TxnWriter<'a> {
                 kvs,
             }
         } else {
-            self.view.scan(&req.key, &end, at, range::scan_limit(req))?
+            self.view()
+                .scan(&req.key, &end, at, range::scan_limit(req))?
         };
         Ok(range::build_response(req, scan, cur))
     }
@@ -253,7 +296,7 @@ impl<'a> TxnWriter<'a> {
     /// Evaluates one compare against the state before the transaction, like etcd.
     fn compare(&self, c: &PbCompare) -> Result<bool, MvccError> {
         let end = RangeEnd::from_request(&c.range_end);
-        let kvs = self.view.scan(&c.key, &end, self.begin_rev, None)?.kvs;
+        let kvs = self.view().scan(&c.key, &end, self.begin_rev, None)?.kvs;
         if kvs.is_empty() {
             // A missing key has no value to compare; every other target compares as zero.
             if c.target == TARGET_VALUE {
