@@ -37,7 +37,8 @@ const TARGET_LEASE: i32 = 4;
 
 pub struct TxnWriter<'a> {
     db: &'a DB,
-    /// Taken on first use: a put of a key the index knows needs no snapshot at all.
+    /// On the apply path taken on first use (a put of a key the index knows needs no snapshot
+    /// at all); for other readers taken at once.
     view: OnceCell<ReadView<'a>>,
     /// The apply path's key index (index.rs): where each live key's latest version is.
     index: Option<&'a KeyIndex>,
@@ -83,9 +84,15 @@ impl<'a> TxnWriter<'a> {
         begin_rev: i64,
         compact_rev: i64,
     ) -> Self {
+        let view = OnceCell::new();
+        if index.is_none() {
+            // A reader beside the apply path takes its snapshot now, with the revisions it
+            // read: one taken later could already miss versions a compaction removed since.
+            let _ = view.set(ReadView::new(db));
+        }
         Self {
             db,
-            view: OnceCell::new(),
+            view,
             index,
             begin_rev,
             compact_rev,

@@ -8,11 +8,11 @@
 //! fsync on a write's way to its answer, so this is the write path's floor.
 //!
 //! Layout: `DIR/<first index, 20 digits>.seg`, each created at its full size (fallocate, then
-//! zeros written through: see [`Spare`]) and filled front to back with records: `len u32 | crc32 u32 | index u64 | payload`, little
-//! endian; the crc covers the index and the payload. Unwritten space reads as zeros, and a
-//! zero length ends a segment. On open the records are read back in order; the log ends at
-//! the first record that is torn (bad crc), out of sequence, or missing, and anything after it
-//! is removed.
+//! zeros written through: see [`Spare`]) and filled front to back with records:
+//! `len u32 | crc32 u32 | index u64 | payload`, little endian; the crc covers the index and the
+//! payload. Space not yet appended to reads as zeros, and a zero length ends a segment. On open
+//! the records are read back in order; the log ends at the first record that is torn (bad
+//! crc), out of sequence, or missing, and anything after it is removed.
 //!
 //! Truncation zeroes the dropped records before removing later segments, so a crash in between
 //! never brings dropped entries back. A jump in the index (a follower that installed a
