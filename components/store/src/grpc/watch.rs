@@ -22,12 +22,12 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::grpc::StoreContext;
+use crate::mvcc::keys::EVENT_PUT;
 use crate::mvcc::read::RangeEnd;
 use crate::mvcc::{MvccError, RevisionEvents};
 
 const FILTER_NOPUT: i32 = 0;
 const FILTER_NODELETE: i32 = 1;
-const EVENT_PUT: i32 = 0;
 /// Events per response when replaying history.
 const HISTORY_CHUNK: usize = 1000;
 /// Field number of `events` in etcd's WatchResponse (for sizing fragments exactly).

@@ -19,11 +19,8 @@ use etcd_client::proto::PbEvent;
 use rocksdb::{IteratorMode, DB};
 
 use crate::db::{self, CF_KV};
-use crate::mvcc::keys::{self, Version};
+use crate::mvcc::keys::{self, Version, EVENT_PUT};
 use crate::mvcc::MvccError;
-
-/// etcd's event type of a put (a delete is 1).
-const EVENT_PUT: i32 = 0;
 
 /// Live key → mod revision of its latest version.
 #[derive(Default)]
@@ -62,8 +59,9 @@ impl KeyIndex {
         let mut last: Option<Vec<u8>> = None;
         for item in db.iterator_cf(db::cf(db, CF_KV), IteratorMode::Start) {
             let (raw_key, value) = item?;
-            let (key, revision) = keys::decode_kv_key(&raw_key)
-                .ok_or_else(|| MvccError::Corrupt(format!("malformed kv key {}", hex(&raw_key))))?;
+            let (key, revision) = keys::decode_kv_key(&raw_key).ok_or_else(|| {
+                MvccError::Corrupt(format!("malformed kv key {}", raw_key.escape_ascii()))
+            })?;
             if last.as_deref() == Some(key.as_slice()) {
                 continue; // an older version of the key just seen
             }
@@ -84,10 +82,6 @@ impl KeyIndex {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-fn hex(raw: &[u8]) -> String {
-    raw.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -124,8 +118,8 @@ mod tests {
 
     #[test]
     fn a_rebuild_finds_each_live_keys_newest_version() {
-        let dir = std::env::temp_dir().join(format!("kiln-index-{}", std::process::id()));
-        let db = crate::db::open(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::db::open(dir.path()).unwrap();
         let kv = db::cf(&db, CF_KV);
         let put = |key: &[u8], rev: i64| {
             Version::Put(PbKeyValue {
@@ -160,7 +154,5 @@ mod tests {
             "a rebuild replaces everything"
         );
         assert_eq!(index.len(), 3);
-        drop(db);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

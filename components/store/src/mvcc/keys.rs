@@ -112,6 +112,10 @@ impl Version {
     }
 }
 
+/// etcd's event types (mvccpb.Event.EventType).
+pub const EVENT_PUT: i32 = 0;
+pub const EVENT_DELETE: i32 = 1;
+
 /// `events` key: revision and position inside the revision's transaction.
 pub fn event_key(revision: i64, sub: u32) -> [u8; 12] {
     let mut out = [0u8; 12];

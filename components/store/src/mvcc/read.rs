@@ -4,10 +4,8 @@ use etcd_client::proto::{PbEvent, PbKeyValue};
 use rocksdb::{DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
 
 use crate::db::{self, CF_EVENTS, CF_KV};
-use crate::mvcc::keys::{self, StoredEvent, Version};
+use crate::mvcc::keys::{self, StoredEvent, Version, EVENT_DELETE};
 
-/// etcd's event type of a deletion.
-const EVENT_DELETE: i32 = 1;
 use crate::mvcc::MvccError;
 
 /// The upper end of a key range, decoded from etcd's `range_end` conventions.

@@ -17,12 +17,9 @@ use rocksdb::{WriteBatch, DB};
 use crate::db::{self, CF_EVENTS, CF_KV, CF_LEASE_KEYS};
 use crate::etcd_error::EtcdError;
 use crate::mvcc::index::KeyIndex;
-use crate::mvcc::keys::{self, Version};
+use crate::mvcc::keys::{self, Version, EVENT_DELETE, EVENT_PUT};
 use crate::mvcc::read::{RangeEnd, ReadView, Scan};
 use crate::mvcc::{get_lease, range, MvccError};
-
-const EVENT_PUT: i32 = 0;
-const EVENT_DELETE: i32 = 1;
 
 // etcd's Compare enum values.
 const CMP_EQUAL: i32 = 0;
