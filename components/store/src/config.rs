@@ -100,6 +100,11 @@ pub struct Config {
     /// Raft election timeout in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub election_timeout: u64,
+    /// Keep the Raft thread and an async worker awake while writes come less than 1 ms
+    /// apart, instead of letting them sleep between writes (`keep_awake`). Turn it off where
+    /// CPU time is metered, such as under a cgroup CPU quota: the time spent awake counts.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
+    pub keep_awake: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod http;
 pub mod identity;
 pub mod join;
+pub mod keep_awake;
 pub mod leader;
 pub mod lease;
 pub mod mapped;

@@ -18,6 +18,7 @@ use prost::Message as _;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::etcd_error::EtcdError;
+use crate::keep_awake::{KeepAwake, Mode};
 use crate::leader::{self, ForwardError};
 use crate::raft::types::{store_request::Op, KilnRaft, StoreBatch, StoreRequest};
 use crate::waiters::{Answer, Callers, Waiters};
@@ -36,20 +37,28 @@ struct Proposal {
 /// Handle to the proposer task; cheap to share.
 pub struct Proposer {
     tx: mpsc::UnboundedSender<Proposal>,
+    /// Keeps an async worker awake while it waits for the answer to a lone write.
+    awake: Arc<KeepAwake>,
 }
 
 impl Proposer {
     /// Starts the proposer task on `raft_thread` (beside the Raft core it feeds, so handing
-    /// it a batch wakes no other thread); it ends when the server shuts down.
+    /// it a batch wakes no other thread); it ends when the server shuts down. Call it on the
+    /// async runtime whose workers propose: with `keep_awake`, one of them and the Raft thread
+    /// stay awake while writes come back to back (see `keep_awake`).
     pub fn start(
         raft: KilnRaft,
         waiters: Arc<Waiters>,
         shutdown: watch::Receiver<bool>,
         raft_thread: &tokio::runtime::Handle,
+        keep_awake: bool,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        raft_thread.spawn(run(raft, waiters, rx, shutdown));
-        Self { tx }
+        let worker = tokio::runtime::Handle::current();
+        let awake = KeepAwake::start(&worker, Mode::LoneWrite, keep_awake, shutdown.clone());
+        let raft_awake = KeepAwake::start(raft_thread, Mode::Stream, keep_awake, shutdown.clone());
+        raft_thread.spawn(run(raft, waiters, rx, shutdown, raft_awake));
+        Self { tx, awake }
     }
 
     /// Proposes `request` (with whatever else is waiting) and returns once it is applied on
@@ -58,6 +67,7 @@ impl Proposer {
         let stopped = || ForwardError::etcd(EtcdError::Stopped);
         let (answer, answered) = oneshot::channel();
         let size = request.encoded_len();
+        let _in_flight = self.awake.in_flight();
         self.tx
             .send(Proposal {
                 request,
@@ -74,6 +84,7 @@ async fn run(
     waiters: Arc<Waiters>,
     mut rx: mpsc::UnboundedReceiver<Proposal>,
     mut shutdown: watch::Receiver<bool>,
+    awake: Arc<KeepAwake>,
 ) {
     // The batch being appended: closes once its log append is synced or it is answered.
     let mut unflushed: Option<oneshot::Receiver<()>> = None;
@@ -89,6 +100,7 @@ async fn run(
                 _ = shutdown.wait_for(|s| *s) => return,
             },
         };
+        awake.arrived();
         // Waiting here for the batch being appended (openraft 0.9 appends one at a time, each
         // with its fsync) is what lets the next one grow: one fsync carries everything that
         // arrived during the previous one. On the Raft thread its apply and answers run

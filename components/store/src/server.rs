@@ -289,6 +289,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
             waiters,
             shutdown_rx.clone(),
             raft_thread.handle(),
+            config.keep_awake,
         ),
         shutdown: shutdown_rx.clone(),
     });
