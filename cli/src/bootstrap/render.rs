@@ -91,16 +91,22 @@ mod tests {
         c.insert("initial_cluster", "host1=https://10.250.0.11:2380");
         c.insert("initial_cluster_state", "new");
         c.insert("quota_backend_bytes", &0);
+        c.insert("keep_awake", &true);
         c.insert("cluster_token", "kiln-t");
-        let y = render("kiln-store.yaml", &c).unwrap();
-        let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
-        assert_eq!(v["kind"], "Pod");
-        assert_eq!(v["spec"]["runtimeClassName"], "kiln-host");
-        let cmd: Vec<String> =
-            serde_json::from_value(v["spec"]["containers"][0]["command"].clone()).unwrap();
+        let command = |c: &tera::Context| -> Vec<String> {
+            let y = render("kiln-store.yaml", c).unwrap();
+            let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
+            assert_eq!(v["kind"], "Pod");
+            assert_eq!(v["spec"]["runtimeClassName"], "kiln-host");
+            serde_json::from_value(v["spec"]["containers"][0]["command"].clone()).unwrap()
+        };
+        let cmd = command(&c);
         assert!(cmd.contains(&"--name=host1".to_string()));
         assert!(cmd.contains(&"--initial-cluster=host1=https://10.250.0.11:2380".to_string()));
         assert!(!cmd.iter().any(|a| a.starts_with("--quota")));
+        assert!(!cmd.iter().any(|a| a.starts_with("--keep-awake")));
+        c.insert("keep_awake", &false);
+        assert!(command(&c).contains(&"--keep-awake=false".to_string()));
     }
 
     #[test]
@@ -132,6 +138,7 @@ mod tests {
             c.insert(k, "x");
         }
         c.insert("quota_backend_bytes", &1024);
+        c.insert("keep_awake", &true);
         for (name, _) in TEMPLATES {
             render(name, &c).unwrap();
         }

@@ -82,6 +82,7 @@ fn full_parses_every_field() {
         ("0 */6 * * *", 14)
     );
     assert_eq!(c.spec.store.quota_backend_bytes, Some(8 << 30));
+    assert_eq!(c.spec.store.keep_awake, Some(false));
     assert_eq!(
         (c.spec.pki.ca_validity_days, c.spec.pki.cert_validity_days),
         (7300, 730)

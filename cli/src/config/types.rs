@@ -169,6 +169,11 @@ pub struct Store {
     pub backup: Option<Backup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_backend_bytes: Option<u64>,
+    /// `false` starts kiln-store with `--keep-awake=false`: its Raft thread and a worker then
+    /// sleep between writes even when they come back to back. For hosts whose CPU time is
+    /// metered (a CPU quota); unset, they stay awake through a steady stream of writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_awake: Option<bool>,
 }
 
 /// Timings of kiln-controller-manager (durations like `40s`, `5m`), shortened in tests and drills.

@@ -316,6 +316,7 @@ pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context 
         "quota_backend_bytes",
         &cfg.spec.store.quota_backend_bytes.unwrap_or(0),
     );
+    c.insert("keep_awake", &cfg.spec.store.keep_awake.unwrap_or(true));
     c.insert(
         "service_cidr",
         &cfg.spec.networking.service_cidr.to_string(),
