@@ -18,7 +18,7 @@ use prost::Message as _;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::etcd_error::EtcdError;
-use crate::keep_awake::{KeepAwake, Mode};
+use crate::keep_awake::KeepAwake;
 use crate::leader::{self, ForwardError};
 use crate::raft::types::{store_request::Op, KilnRaft, StoreBatch, StoreRequest};
 use crate::waiters::{Answer, Callers, Waiters};
@@ -37,7 +37,7 @@ struct Proposal {
 /// Handle to the proposer task; cheap to share.
 pub struct Proposer {
     tx: mpsc::UnboundedSender<Proposal>,
-    /// Keeps an async worker awake while it waits for the answer to a lone write.
+    /// Keeps the Raft thread and a worker awake while writes come back to back.
     awake: Arc<KeepAwake>,
 }
 
@@ -55,9 +55,8 @@ impl Proposer {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let worker = tokio::runtime::Handle::current();
-        let awake = KeepAwake::start(&worker, Mode::LoneWrite, keep_awake, shutdown.clone());
-        let raft_awake = KeepAwake::start(raft_thread, Mode::Stream, keep_awake, shutdown.clone());
-        raft_thread.spawn(run(raft, waiters, rx, shutdown, raft_awake));
+        let awake = KeepAwake::start(raft_thread, &worker, keep_awake, &shutdown);
+        raft_thread.spawn(run(raft, waiters, rx, shutdown));
         Self { tx, awake }
     }
 
@@ -84,7 +83,6 @@ async fn run(
     waiters: Arc<Waiters>,
     mut rx: mpsc::UnboundedReceiver<Proposal>,
     mut shutdown: watch::Receiver<bool>,
-    awake: Arc<KeepAwake>,
 ) {
     // The batch being appended: closes once its log append is synced or it is answered.
     let mut unflushed: Option<oneshot::Receiver<()>> = None;
@@ -100,7 +98,6 @@ async fn run(
                 _ = shutdown.wait_for(|s| *s) => return,
             },
         };
-        awake.arrived();
         // Waiting here for the batch being appended (openraft 0.9 appends one at a time, each
         // with its fsync) is what lets the next one grow: one fsync carries everything that
         // arrived during the previous one. On the Raft thread its apply and answers run
