@@ -40,6 +40,15 @@ pub enum Mode {
 
 const MODES: [Mode; 2] = [Mode::Raft, Mode::Worker];
 
+impl Mode {
+    fn index(self) -> usize {
+        match self {
+            Mode::Raft => 0,
+            Mode::Worker => 1,
+        }
+    }
+}
+
 /// The writes of one member, as its spinners see them; cheap to share.
 #[derive(Debug)]
 pub struct KeepAwake {
@@ -49,7 +58,7 @@ pub struct KeepAwake {
     /// The gap before the latest write, in ns.
     gap_ns: AtomicU64,
     in_flight: AtomicUsize,
-    /// Per [`Mode`], in [`MODES`] order.
+    /// Each [`Mode`]'s spinner waits on its own ([`Mode::index`]).
     wake: [Notify; 2],
 }
 
@@ -107,9 +116,9 @@ impl KeepAwake {
         self.gap_ns.store(gap, Ordering::Release);
         // A spinner already awake takes no wakeup (the permit waits for its next round);
         // one asleep is woken only when this write starts a steady stream.
-        for (mode, wake) in MODES.iter().zip(&self.wake) {
-            if self.worth_spinning(*mode, now) {
-                wake.notify_one();
+        for mode in MODES {
+            if self.worth_spinning(mode, now) {
+                self.wake[mode.index()].notify_one();
             }
         }
         InFlight(self)
@@ -140,10 +149,7 @@ impl KeepAwake {
 }
 
 async fn spin(awake: Arc<KeepAwake>, mode: Mode, mut shutdown: watch::Receiver<bool>) {
-    let wake = match mode {
-        Mode::Raft => &awake.wake[0],
-        Mode::Worker => &awake.wake[1],
-    };
+    let wake = &awake.wake[mode.index()];
     loop {
         tokio::select! {
             _ = wake.notified() => {}
