@@ -40,15 +40,6 @@ pub enum Mode {
 
 const MODES: [Mode; 2] = [Mode::Raft, Mode::Worker];
 
-impl Mode {
-    fn index(self) -> usize {
-        match self {
-            Mode::Raft => 0,
-            Mode::Worker => 1,
-        }
-    }
-}
-
 /// The writes of one member, as its spinners see them; cheap to share.
 #[derive(Debug)]
 pub struct KeepAwake {
@@ -58,8 +49,8 @@ pub struct KeepAwake {
     /// The gap before the latest write, in ns.
     gap_ns: AtomicU64,
     in_flight: AtomicUsize,
-    /// Each [`Mode`]'s spinner waits on its own ([`Mode::index`]).
-    wake: [Notify; 2],
+    raft_wake: Notify,
+    worker_wake: Notify,
 }
 
 /// A write in flight (see [`KeepAwake::in_flight`]).
@@ -72,19 +63,12 @@ impl Drop for InFlight<'_> {
 }
 
 impl KeepAwake {
-    /// Follows a member's writes and, if `enabled`, starts a spinner on each of `raft` (the
-    /// Raft thread's runtime) and `worker` (the async workers'); they end on `shutdown`.
-    pub fn start(
-        raft: &Handle,
-        worker: &Handle,
-        enabled: bool,
-        shutdown: &watch::Receiver<bool>,
-    ) -> Arc<Self> {
+    /// Follows a member's writes and starts a spinner on each of `raft` (the Raft thread's
+    /// runtime) and `worker` (the async workers'); they end on `shutdown`.
+    pub fn start(raft: &Handle, worker: &Handle, shutdown: &watch::Receiver<bool>) -> Arc<Self> {
         let this = Arc::new(Self::new());
-        if enabled {
-            raft.spawn(spin(this.clone(), Mode::Raft, shutdown.clone()));
-            worker.spawn(spin(this.clone(), Mode::Worker, shutdown.clone()));
-        }
+        raft.spawn(spin(this.clone(), Mode::Raft, shutdown.clone()));
+        worker.spawn(spin(this.clone(), Mode::Worker, shutdown.clone()));
         this
     }
 
@@ -94,7 +78,16 @@ impl KeepAwake {
             last_ns: AtomicU64::new(0),
             gap_ns: AtomicU64::new(u64::MAX),
             in_flight: AtomicUsize::new(0),
-            wake: [Notify::new(), Notify::new()],
+            raft_wake: Notify::new(),
+            worker_wake: Notify::new(),
+        }
+    }
+
+    /// What `mode`'s spinner waits on while its thread may park.
+    fn wake(&self, mode: Mode) -> &Notify {
+        match mode {
+            Mode::Raft => &self.raft_wake,
+            Mode::Worker => &self.worker_wake,
         }
     }
 
@@ -118,7 +111,7 @@ impl KeepAwake {
         // one asleep is woken only when this write starts a steady stream.
         for mode in MODES {
             if self.worth_spinning(mode, now) {
-                self.wake[mode.index()].notify_one();
+                self.wake(mode).notify_one();
             }
         }
         InFlight(self)
@@ -149,7 +142,7 @@ impl KeepAwake {
 }
 
 async fn spin(awake: Arc<KeepAwake>, mode: Mode, mut shutdown: watch::Receiver<bool>) {
-    let wake = &awake.wake[mode.index()];
+    let wake = awake.wake(mode);
     loop {
         tokio::select! {
             _ = wake.notified() => {}
@@ -270,7 +263,7 @@ mod tests {
             .build()
             .unwrap();
         let (stop, stopped) = watch::channel(false);
-        let a = KeepAwake::start(raft.handle(), worker.handle(), true, &stopped);
+        let a = KeepAwake::start(raft.handle(), worker.handle(), &stopped);
         drop(a.in_flight());
         let held = a.in_flight();
         assert!(a.worth_spinning(Mode::Worker, a.now_ns()));

@@ -37,8 +37,9 @@ struct Proposal {
 /// Handle to the proposer task; cheap to share.
 pub struct Proposer {
     tx: mpsc::UnboundedSender<Proposal>,
-    /// Keeps the Raft thread and a worker awake while writes come back to back.
-    awake: Arc<KeepAwake>,
+    /// Keeps the Raft thread and a worker awake while writes come back to back; `None` with
+    /// `--keep-awake=false`, so the write path does not follow its writes for nothing.
+    awake: Option<Arc<KeepAwake>>,
 }
 
 impl Proposer {
@@ -54,8 +55,8 @@ impl Proposer {
         keep_awake: bool,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let worker = tokio::runtime::Handle::current();
-        let awake = KeepAwake::start(raft_thread, &worker, keep_awake, &shutdown);
+        let awake = keep_awake
+            .then(|| KeepAwake::start(raft_thread, &tokio::runtime::Handle::current(), &shutdown));
         raft_thread.spawn(run(raft, waiters, rx, shutdown));
         Self { tx, awake }
     }
@@ -66,7 +67,7 @@ impl Proposer {
         let stopped = || ForwardError::etcd(EtcdError::Stopped);
         let (answer, answered) = oneshot::channel();
         let size = request.encoded_len();
-        let _in_flight = self.awake.in_flight();
+        let _in_flight = self.awake.as_deref().map(KeepAwake::in_flight);
         self.tx
             .send(Proposal {
                 request,
