@@ -5,106 +5,16 @@
 //! namespace → restore, a Service without endpoints, a NotReady node whose pods move), and reset back to
 //! clean hosts.
 
-use std::time::{Duration, Instant};
-
-use kiln_tests::{bin, ok, run, stdout, TestLab};
-
-struct Cluster {
-    lab: TestLab,
-    kiln: String,
-    file: String,
-    admin: String,
-}
-
-impl Cluster {
-    fn kubectl(&self, args: &[&str]) -> String {
-        let mut v = vec![
-            "kubectl",
-            "--kubeconfig",
-            &self.admin,
-            "--request-timeout=15s",
-        ];
-        v.extend_from_slice(args);
-        ok(&mut self.lab.in_lab(&v))
-    }
-
-    fn try_kubectl(&self, args: &[&str]) -> Option<String> {
-        let mut v = vec![
-            "kubectl",
-            "--kubeconfig",
-            &self.admin,
-            "--request-timeout=15s",
-        ];
-        v.extend_from_slice(args);
-        let o = run(&mut self.lab.in_lab(&v));
-        o.status.success().then(|| stdout(&o))
-    }
-
-    fn kiln(&self, args: &[&str]) -> String {
-        let mut v = vec![self.kiln.as_str()];
-        v.extend_from_slice(args);
-        v.extend_from_slice(&["-f", &self.file]);
-        ok(&mut self.lab.in_lab(&v))
-    }
-
-    /// Poll `f` until it returns Some, at most `secs` seconds; panics naming `what` and the last value.
-    fn wait<T>(&self, what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
-        let start = Instant::now();
-        loop {
-            let last = match f() {
-                Ok(v) => return v,
-                Err(e) => e,
-            };
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
-                "timed out waiting for {what}: {last}"
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-
-    fn endpoints(&self, svc: &str) -> Vec<String> {
-        self.try_kubectl(&[
-            "get",
-            "endpoints",
-            svc,
-            "-o",
-            "jsonpath={.subsets[*].addresses[*].ip}",
-        ])
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-    }
-
-    fn http(&self, host: &str, url: &str) -> Option<String> {
-        let o = run(&mut self
-            .lab
-            .ssh(host, &format!("timeout 3 busybox wget -qO- {url}")));
-        o.status.success().then(|| stdout(&o))
-    }
-}
+use kiln_tests::{ok, run, stdout, Cluster, TestLab};
 
 #[test]
 fn the_seeds_walkthrough_on_three_hosts() {
     let lab = TestLab::up("t-accept", 3, true);
     // Short node-failure timings, as a DR drill or CI would configure them.
-    let file = lab.dir.join("cluster.yaml");
-    let mut yaml = std::fs::read_to_string(&file).unwrap();
-    yaml.push_str(
+    let c = Cluster::on(
+        lab,
         "  controllerManager:\n    nodeMonitorGracePeriod: 8s\n    podEvictionTimeout: 5s\n",
     );
-    std::fs::write(&file, yaml).unwrap();
-    let c = Cluster {
-        kiln: bin("kiln").to_string_lossy().into_owned(),
-        file: file.to_string_lossy().into_owned(),
-        admin: lab
-            .dir
-            .join("t-accept.kiln/admin.conf")
-            .to_string_lossy()
-            .into_owned(),
-        lab,
-    };
 
     let pre = c.kiln(&["preflight"]);
     assert_eq!(pre.matches("preflight            done").count(), 3, "{pre}");

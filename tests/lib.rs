@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// A workspace binary built next to this test (`cargo build --workspace --bins` puts them there).
 pub fn bin(name: &str) -> PathBuf {
@@ -114,5 +115,101 @@ impl TestLab {
 impl Drop for TestLab {
     fn drop(&mut self) {
         let _ = run(&mut self.kiln(&["lab", "down"]));
+    }
+}
+
+/// A kiln cluster on a test lab, driven as a user drives it: kiln and kubectl run inside the lab network.
+pub struct Cluster {
+    pub lab: TestLab,
+    pub kiln: String,
+    pub file: String,
+    pub admin: String,
+}
+
+impl Cluster {
+    /// The lab's cluster.yaml and admin kubeconfig, with `extra` appended to the file's `spec` first
+    /// (indented two spaces, e.g. "  controllerManager:\n    nodeMonitorGracePeriod: 8s\n").
+    pub fn on(lab: TestLab, extra: &str) -> Cluster {
+        let file = lab.dir.join("cluster.yaml");
+        let mut yaml = std::fs::read_to_string(&file).unwrap();
+        yaml.push_str(extra);
+        std::fs::write(&file, yaml).unwrap();
+        Cluster {
+            kiln: bin("kiln").to_string_lossy().into_owned(),
+            file: file.to_string_lossy().into_owned(),
+            admin: lab
+                .dir
+                .join(format!("{}.kiln/admin.conf", lab.name))
+                .to_string_lossy()
+                .into_owned(),
+            lab,
+        }
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let mut v = vec![
+            "kubectl",
+            "--kubeconfig",
+            &self.admin,
+            "--request-timeout=15s",
+        ];
+        v.extend_from_slice(args);
+        ok(&mut self.lab.in_lab(&v))
+    }
+
+    pub fn try_kubectl(&self, args: &[&str]) -> Option<String> {
+        let mut v = vec![
+            "kubectl",
+            "--kubeconfig",
+            &self.admin,
+            "--request-timeout=15s",
+        ];
+        v.extend_from_slice(args);
+        let o = run(&mut self.lab.in_lab(&v));
+        o.status.success().then(|| stdout(&o))
+    }
+
+    pub fn kiln(&self, args: &[&str]) -> String {
+        let mut v = vec![self.kiln.as_str()];
+        v.extend_from_slice(args);
+        v.extend_from_slice(&["-f", &self.file]);
+        ok(&mut self.lab.in_lab(&v))
+    }
+
+    /// Poll `f` until it returns Some, at most `secs` seconds; panics naming `what` and the last value.
+    pub fn wait<T>(&self, what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
+        let start = Instant::now();
+        loop {
+            let last = match f() {
+                Ok(v) => return v,
+                Err(e) => e,
+            };
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "timed out waiting for {what}: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    pub fn endpoints(&self, svc: &str) -> Vec<String> {
+        self.try_kubectl(&[
+            "get",
+            "endpoints",
+            svc,
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip}",
+        ])
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+    }
+
+    pub fn http(&self, host: &str, url: &str) -> Option<String> {
+        let o = run(&mut self
+            .lab
+            .ssh(host, &format!("timeout 3 busybox wget -qO- {url}")));
+        o.status.success().then(|| stdout(&o))
     }
 }

@@ -211,6 +211,8 @@ pub enum KubeconfigKind {
     ControllerManager,
     /// kiln-proxy on every node (upstream's kube-proxy identity, bound to system:node-proxier).
     Proxy,
+    /// kiln-dns on every node (bound to system:kiln-dns: list/watch Services and EndpointSlices).
+    Dns,
 }
 
 impl KubeconfigKind {
@@ -221,6 +223,7 @@ impl KubeconfigKind {
             KubeconfigKind::Scheduler => "scheduler.conf",
             KubeconfigKind::ControllerManager => "controller-manager.conf",
             KubeconfigKind::Proxy => "proxy.conf",
+            KubeconfigKind::Dns => "dns.conf",
         }
     }
 
@@ -231,6 +234,7 @@ impl KubeconfigKind {
             KubeconfigKind::Scheduler => "system:kube-scheduler".into(),
             KubeconfigKind::ControllerManager => "system:kube-controller-manager".into(),
             KubeconfigKind::Proxy => "system:kube-proxy".into(),
+            KubeconfigKind::Dns => "system:kiln-dns".into(),
         }
     }
 
@@ -240,7 +244,8 @@ impl KubeconfigKind {
             KubeconfigKind::Kubelet { .. } => vec!["system:nodes".into()],
             KubeconfigKind::Scheduler
             | KubeconfigKind::ControllerManager
-            | KubeconfigKind::Proxy => {
+            | KubeconfigKind::Proxy
+            | KubeconfigKind::Dns => {
                 vec![]
             }
         }

@@ -2,6 +2,7 @@
 //! on the host, plus what cluster.yaml says about it).
 
 use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -69,6 +70,10 @@ pub struct Facts {
     pub cri_socket: bool,
     /// TCP ports something listens on.
     pub listening: BTreeSet<u16>,
+    /// TCP listeners by address: a port taken on one address only may still be free on another.
+    pub tcp_listeners: BTreeSet<(IpAddr, u16)>,
+    /// UDP sockets bound and not connected (servers), by address.
+    pub udp_bound: BTreeSet<(IpAddr, u16)>,
     /// Components whose static pod manifest kiln rendered into /etc/kiln/manifests, and kiln binaries
     /// running from /usr/local/bin: their ports are theirs.
     pub kiln_components: BTreeSet<String>,
@@ -86,6 +91,42 @@ pub struct Facts {
     pub nft_ruleset: String,
     /// `iptables -S INPUT`.
     pub iptables_input: String,
+}
+
+/// /proc/net/tcp's state of a listening socket.
+pub const TCP_LISTEN: &str = "0A";
+/// /proc/net/udp's state of a bound, unconnected socket (TCP_CLOSE): how a UDP server looks.
+pub const UDP_UNCONNECTED: &str = "07";
+
+/// (local address, port) of the sockets in `state` from /proc/net/{tcp,udp}[6]. The kernel prints an
+/// address as 32-bit words in host byte order (little-endian on every host kiln supports).
+pub fn parse_sockets(proc_net: &str, state: &str) -> BTreeSet<(IpAddr, u16)> {
+    proc_net
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            if cols.get(3) != Some(&state) {
+                return None;
+            }
+            let (addr, port) = cols.get(1)?.split_once(':')?;
+            let port = u16::from_str_radix(port, 16).ok()?;
+            let words: Vec<u32> = (0..addr.len() / 8)
+                .map(|i| u32::from_str_radix(&addr[i * 8..i * 8 + 8], 16).map(u32::swap_bytes))
+                .collect::<Result<_, _>>()
+                .ok()?;
+            let ip = match words[..] {
+                [a] => IpAddr::V4(Ipv4Addr::from(a)),
+                [a, b, c, d] => IpAddr::V6(Ipv6Addr::from(
+                    (u128::from(a) << 96)
+                        | (u128::from(b) << 64)
+                        | (u128::from(c) << 32)
+                        | u128::from(d),
+                )),
+                _ => return None,
+            };
+            Some((ip, port))
+        })
+        .collect()
 }
 
 /// Listening ports from /proc/net/tcp or /proc/net/tcp6 (state 0A = LISTEN).
@@ -107,6 +148,32 @@ pub fn parse_listening_ports(proc_net_tcp: &str) -> BTreeSet<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sockets_carry_their_addresses_v4_and_v6() {
+        let tcp = "  sl  local_address rem_address   st\n\
+                   0: 3500007F:0035 00000000:0000 0A 0\n\
+                   1: 0B00FA0A:0016 0100FA0A:D2B2 01 0\n\
+                   0: 00000000000000000000000000000000:0035 00000000000000000000000000000000:0000 0A 0\n";
+        assert_eq!(
+            parse_sockets(tcp, TCP_LISTEN),
+            BTreeSet::from([
+                ("127.0.0.53".parse().unwrap(), 53),
+                ("::".parse().unwrap(), 53),
+            ])
+        );
+        let udp = "  sl  local_address rem_address   st\n\
+                   0: 0B00FA0A:0035 00000000:0000 07 0\n\
+                   1: 0B00FA0A:A000 0100FA0A:0035 01 0\n\
+                   2: 000080FE00000000FF005450B6AF4BFE:0035 00000000000000000000000000000000:0000 07 0\n";
+        assert_eq!(
+            parse_sockets(udp, UDP_UNCONNECTED),
+            BTreeSet::from([
+                ("10.250.0.11".parse().unwrap(), 53),
+                ("fe80::5054:ff:fe4b:afb6".parse().unwrap(), 53),
+            ])
+        );
+    }
 
     #[test]
     fn listening_ports_come_from_listen_state_only() {

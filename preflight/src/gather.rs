@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::facts::{parse_listening_ports, Facts};
+use crate::facts::{parse_listening_ports, parse_sockets, Facts, TCP_LISTEN, UDP_UNCONNECTED};
 
 /// Programs kiln looks for on a host's PATH (`FileExisting-*`, and containerd for `CRI`).
 pub const EXECUTABLES: &[&str] = &["ip", "mount", "nsenter", "nft", "containerd", "runc"];
@@ -34,6 +34,7 @@ f addresses; ip -o addr show 2>/dev/null | awk '{print $4}' | cut -d/ -f1
 f executables; for p in ip mount nsenter nft containerd runc; do command -v $p >/dev/null 2>&1 && echo $p; done
 f cri; [ -S /run/containerd/containerd.sock ] && echo yes
 f tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null
+f udp; cat /proc/net/udp /proc/net/udp6 2>/dev/null
 f manifests; for m in /etc/kiln/manifests/*.yaml; do [ -e "$m" ] || continue; if head -3 "$m" | grep -q 'Rendered by .kiln'; then echo "kiln ${m##*/}"; else echo "other ${m##*/}"; fi; done
 f running; for p in /proc/[0-9]*; do readlink $p/exe 2>/dev/null; done | sed -n 's|^/usr/local/bin/\(kiln-[a-z-]*\)\( (deleted)\)\{0,1\}$|\1|p' | sort -u
 f dirs; for d in /var/lib/kiln/store; do [ -n "$(ls -A $d 2>/dev/null)" ] && echo $d; done
@@ -112,6 +113,8 @@ pub fn parse_gathered(out: &str) -> Facts {
         cri_socket: trimmed("cri") == "yes",
         // Two files concatenated: the parser skips one header line, and skips the other as not LISTEN.
         listening: parse_listening_ports(&text("tcp")),
+        tcp_listeners: parse_sockets(&text("tcp"), TCP_LISTEN),
+        udp_bound: parse_sockets(&text("udp"), UDP_UNCONNECTED),
         kiln_components,
         foreign_manifests,
         non_empty_dirs: text("dirs").lines().map(str::to_string).collect(),

@@ -17,6 +17,7 @@ pub const API_PHASES: &[&str] = &[
     "wait-static-pods",
     "wait-node-ready",
     "upload-config",
+    "dns-service",
     "mark-control-plane",
     "bootstrap-token",
     "leave-cluster",

@@ -52,12 +52,19 @@ fn check(name: &str, rendered: &str) {
     );
 }
 
-#[test]
-fn rendered_files_match_the_golden_copies() {
+/// A context over the golden cluster.yaml (host1 controller, host2 worker) in a temp dir that lives as
+/// long as the returned guard.
+pub(crate) fn golden_context() -> (tempfile::TempDir, Context) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, CLUSTER).unwrap();
     let ctx = Context::new(crate::config::load(&file).unwrap(), Options::default()).unwrap();
+    (dir, ctx)
+}
+
+#[test]
+fn rendered_files_match_the_golden_copies() {
+    let (_dir, ctx) = golden_context();
     let cp = control_plane_context(&ctx, "host1");
     for m in super::phases::CONTROL_PLANE_MANIFESTS {
         check(m, &render(m, &cp).unwrap());
@@ -65,6 +72,14 @@ fn rendered_files_match_the_golden_copies() {
     check(
         "kiln-proxy.yaml",
         &render("kiln-proxy.yaml", &proxy_context(&ctx, "host2")).unwrap(),
+    );
+    check(
+        "kiln-dns.yaml",
+        &render(
+            "kiln-dns.yaml",
+            &super::phases::dns::dns_context(&ctx, "host2"),
+        )
+        .unwrap(),
     );
     check(
         "containerd.toml",

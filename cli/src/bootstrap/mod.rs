@@ -6,7 +6,7 @@ mod context;
 pub mod dry_run;
 mod error;
 #[cfg(test)]
-mod golden_tests;
+pub(crate) mod golden_tests;
 pub(crate) mod phases;
 mod playbook;
 pub mod progress;

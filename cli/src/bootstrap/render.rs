@@ -34,6 +34,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../templates/kiln-proxy.yaml"),
     ),
     (
+        "kiln-dns.yaml",
+        include_str!("../../../templates/kiln-dns.yaml"),
+    ),
+    (
         "kubelet-supervisor.sh",
         include_str!("../../../templates/kubelet-supervisor.sh"),
     ),
@@ -134,11 +138,15 @@ mod tests {
             "save_command",
             "every",
             "every_secs",
+            // kiln-dns
+            "cluster_dns",
+            "cluster_domain",
         ] {
             c.insert(k, "x");
         }
         c.insert("quota_backend_bytes", &1024);
         c.insert("keep_awake", &true);
+        c.insert("upstream", &["10.250.0.1"]);
         for (name, _) in TEMPLATES {
             render(name, &c).unwrap();
         }

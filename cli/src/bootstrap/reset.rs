@@ -25,6 +25,7 @@ const PATHS: &[&str] = &[
     "/usr/local/bin/kiln-scheduler",
     "/usr/local/bin/kiln-controller-manager",
     "/usr/local/bin/kiln-proxy",
+    "/usr/local/bin/kiln-dns",
 ];
 
 /// Where uploads land outside the directories reset removes whole; an upload cut off hard (sshd killed,

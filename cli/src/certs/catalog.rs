@@ -56,6 +56,13 @@ const KUBECONFIGS: &[Renewable] = &[
             all_hosts: true,
         },
     },
+    Renewable {
+        name: "dns.conf",
+        kind: Kind::ClusterKubeconfig {
+            file: "dns.conf",
+            all_hosts: true,
+        },
+    },
 ];
 
 /// Every renewable name, in the order renewals run: tree leaves, then kubeconfigs. CAs are not renewable.
@@ -148,6 +155,7 @@ pub const POD_INPUTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("kiln-proxy.yaml", &["proxy.conf"]),
+    ("kiln-dns.yaml", &["dns.conf"]),
 ];
 
 /// The template variable holding a manifest's hash: `pki_hash_store` for kiln-store.yaml, ….
@@ -225,6 +233,7 @@ mod tests {
             "scheduler.conf",
             "controller-manager.conf",
             "proxy.conf",
+            "dns.conf",
         ] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }

@@ -60,7 +60,7 @@ pub fn rows(ctx: &Context) -> Result<Vec<Row>, CertsError> {
             }
         }
     }
-    for conf in ["admin.conf", "proxy.conf"] {
+    for conf in ["admin.conf", "proxy.conf", "dns.conf"] {
         if let Some(info) = read_conf(&ctx.state_dir.join(conf))? {
             out.push(Row {
                 host: "all".into(),

@@ -2,6 +2,7 @@
 //! library. `main.rs` only calls [`main`].
 
 mod cluster;
+mod dns_probe;
 mod drill;
 mod join_control_plane;
 mod lab;

@@ -24,7 +24,7 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
     runtime()?.block_on(async {
         let client = admin_client(&ctx).await?;
         let nodes: kube::Api<Node> = kube::Api::all(client.clone());
-        let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "kube-system");
         println!(
             "{:<10} {:<9} {:<15} {:<16} VERSION",
             "NODE", "STATUS", "ADDRESS", "POD CIDR"
@@ -74,6 +74,8 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
             );
         }
         println!();
+        dns(&ctx, &client).await;
+        println!();
         for h in ctx.cluster.config.controllers() {
             match crate::snapshot::store_status(&ctx, h).await {
                 Ok((rev, objects)) => println!(
@@ -99,6 +101,49 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(0)
+}
+
+/// Cluster DNS: the kube-dns Service and its ready endpoints, then every node's kiln-dns asked directly
+/// (in parallel, 2 s each), so one node's silence shows even while the Service still answers.
+async fn dns(ctx: &crate::bootstrap::Context, client: &kube::Client) {
+    use super::dns_probe;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let net = &ctx.cluster.config.spec.networking;
+    let slices: kube::Api<EndpointSlice> = kube::Api::namespaced(client.clone(), "kube-system");
+    let lp = ListParams::default().labels("kubernetes.io/service-name=kube-dns");
+    match slices.list(&lp).await {
+        Ok(list) => {
+            let ready = list
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+                .count();
+            println!(
+                "dns service kube-system/kube-dns {}: {ready} ready endpoints",
+                net.cluster_dns_ip()
+            );
+        }
+        Err(e) => println!("dns service kube-system/kube-dns: cannot read its endpoints: {e}"),
+    }
+    let hosts = &ctx.cluster.config.spec.hosts;
+    let probes = hosts.iter().map(|h| async move {
+        let r = match h.node_address().parse() {
+            Ok(ip) => {
+                dns_probe::kubernetes_service(
+                    ip,
+                    &net.cluster_domain,
+                    std::time::Duration::from_secs(2),
+                )
+                .await
+            }
+            Err(_) => Err(dns_probe::ProbeError::NotAnIp(h.node_address())),
+        };
+        dns_probe::line(&h.name, &net.cluster_domain, &r)
+    });
+    for l in futures::future::join_all(probes).await {
+        println!("{l}");
+    }
 }
 
 /// Per controller: the last scheduled snapshot run and its result (`snapshot schedule --status`'s reader)

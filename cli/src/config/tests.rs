@@ -12,6 +12,8 @@ fn fixture(name: &str) -> (String, &'static str) {
         "bad-unknown-field.yaml" => include_str!("fixtures/bad-unknown-field.yaml"),
         "bad-cidr.yaml" => include_str!("fixtures/bad-cidr.yaml"),
         "bad-semantic.yaml" => include_str!("fixtures/bad-semantic.yaml"),
+        "bad-cluster-dns.yaml" => include_str!("fixtures/bad-cluster-dns.yaml"),
+        "bad-cluster-dns-range.yaml" => include_str!("fixtures/bad-cluster-dns-range.yaml"),
         other => panic!("no fixture {other}"),
     };
     (name.to_string(), text)
@@ -76,6 +78,15 @@ fn full_parses_every_field() {
     assert_eq!(c.workers().count(), 1);
     assert_eq!(c.control_plane_endpoint(), "api.example.com:6443");
     assert_eq!(c.spec.networking.node_cidr_mask_size, 26);
+    assert_eq!(
+        c.spec.networking.cluster_dns_ip().to_string(),
+        "10.100.0.53"
+    );
+    assert_eq!(c.spec.networking.cluster_domain, "prod.internal");
+    assert_eq!(
+        c.spec.networking.dns.upstream,
+        ["192.0.2.53", "192.0.2.54:5353"]
+    );
     let backup = c.spec.store.backup.as_ref().unwrap();
     assert_eq!(
         (backup.schedule.as_str(), backup.retention),
@@ -143,6 +154,45 @@ fn bad_cidr_is_located() {
         error_lines("bad-cidr.yaml"),
         ["bad-cidr.yaml:11: networking.podCIDR: invalid CIDR '10.244.0.0/33': prefix /33 is longer than 32 bits"]
     );
+}
+
+#[test]
+fn bad_cluster_dns_is_located() {
+    let lines = error_lines("bad-cluster-dns.yaml");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("bad-cluster-dns.yaml:11: networking.clusterDNS: "),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn cluster_dns_outside_the_service_range_and_bad_dns_settings_are_located() {
+    let lines = error_lines("bad-cluster-dns-range.yaml");
+    let expected = [
+        "bad-cluster-dns-range.yaml:12: networking.clusterDNS: 10.200.0.10 is outside serviceCIDR 10.96.0.0/12",
+        "bad-cluster-dns-range.yaml:15: networking.dns.upstream[1]: invalid resolver 'resolver.example': expected an IP address or IP:port",
+    ];
+    for e in expected {
+        assert!(lines.iter().any(|l| l == e), "missing {e:?} in {lines:#?}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("bad-cluster-dns-range.yaml:13: networking.clusterDomain: invalid cluster domain 'Cluster_Local'")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn cluster_dns_defaults_to_the_tenth_service_address() {
+    let (file, text) = fixture("minimal.yaml");
+    let c = parse(text, &file).unwrap();
+    let net = &c.spec.networking;
+    assert_eq!(net.cluster_dns_ip().to_string(), "10.96.0.10");
+    assert_eq!(net.kubernetes_service_ip().to_string(), "10.96.0.1");
+    assert_eq!(net.cluster_domain, "cluster.local");
+    assert!(net.dns.upstream.is_empty());
 }
 
 #[test]

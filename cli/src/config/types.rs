@@ -143,6 +143,19 @@ pub struct Networking {
     pub service_cidr: Cidr,
     #[serde(rename = "nodeCIDRMaskSize", default = "default_node_mask")]
     pub node_cidr_mask_size: u8,
+    /// The cluster DNS Service's address (`kube-system/kube-dns`); unset: the 10th address of
+    /// serviceCIDR (10.96.0.10), as kubeadm picks it.
+    #[serde(
+        rename = "clusterDNS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cluster_dns: Option<IpAddr>,
+    /// The cluster's DNS zone (kubelet `--cluster-domain`, kiln-dns `--cluster-domain`).
+    #[serde(rename = "clusterDomain", default = "default_cluster_domain")]
+    pub cluster_domain: String,
+    #[serde(default, skip_serializing_if = "Dns::is_default")]
+    pub dns: Dns,
 }
 
 impl Default for Networking {
@@ -151,7 +164,39 @@ impl Default for Networking {
             pod_cidr: default_pod_cidr(),
             service_cidr: default_service_cidr(),
             node_cidr_mask_size: default_node_mask(),
+            cluster_dns: None,
+            cluster_domain: default_cluster_domain(),
+            dns: Dns::default(),
         }
+    }
+}
+
+impl Networking {
+    /// The `kubernetes` Service's address: the first of serviceCIDR (10.96.0.1).
+    pub fn kubernetes_service_ip(&self) -> IpAddr {
+        self.service_cidr.nth(1)
+    }
+
+    /// The cluster DNS address: `clusterDNS`, or the 10th address of serviceCIDR (10.96.0.10).
+    pub fn cluster_dns_ip(&self) -> IpAddr {
+        self.cluster_dns
+            .unwrap_or_else(|| self.service_cidr.nth(10))
+    }
+}
+
+/// kiln-dns settings.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dns {
+    /// Resolvers for names outside the cluster zone (`IP` or `IP:port`); empty: each node's own
+    /// /etc/resolv.conf.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream: Vec<String>,
+}
+
+impl Dns {
+    fn is_default(&self) -> bool {
+        self == &Dns::default()
     }
 }
 
@@ -271,6 +316,9 @@ fn default_service_cidr() -> Cidr {
 }
 fn default_node_mask() -> u8 {
     24
+}
+fn default_cluster_domain() -> String {
+    "cluster.local".into()
 }
 fn default_retention() -> u32 {
     7
@@ -408,6 +456,17 @@ impl Cidr {
 
     pub fn is_ipv4(&self) -> bool {
         self.addr.is_ipv4()
+    }
+
+    /// The `n`-th address after the network's base address (wrapping is the caller's problem:
+    /// validation checks that it stays inside).
+    pub fn nth(&self, n: u32) -> IpAddr {
+        match self.addr {
+            IpAddr::V4(a) => IpAddr::V4(std::net::Ipv4Addr::from(u32::from(a).wrapping_add(n))),
+            IpAddr::V6(a) => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(a).wrapping_add(n as u128),
+            )),
+        }
     }
 
     /// Whether `ip` lies inside this network.

@@ -251,6 +251,55 @@ fn networking(c: &ClusterConfig, out: &mut Vec<Problem>) {
             format!("/{m} leaves no room for pods on a node"),
         ));
     }
+    cluster_dns(c, out);
+}
+
+/// The DNS Service's address must be a service address the `kubernetes` Service does not hold, and
+/// the zone a DNS name.
+fn cluster_dns(c: &ClusterConfig, out: &mut Vec<Problem>) {
+    let net = &c.spec.networking;
+    if let Some(ip) = net.cluster_dns {
+        let field = "spec.networking.clusterDNS";
+        if !net.service_cidr.contains(ip) {
+            out.push(problem(
+                field,
+                format!("{ip} is outside serviceCIDR {}", net.service_cidr),
+            ));
+        } else if ip == net.service_cidr.addr {
+            out.push(problem(
+                field,
+                format!("{ip} is serviceCIDR's network address"),
+            ));
+        } else if ip == net.kubernetes_service_ip() {
+            out.push(problem(
+                field,
+                format!("{ip} is the kubernetes Service's address"),
+            ));
+        }
+    } else if !net.service_cidr.contains(net.cluster_dns_ip()) {
+        out.push(problem(
+            "spec.networking.serviceCIDR",
+            format!(
+                "{} is too small for the cluster DNS address (its 10th); set spec.networking.clusterDNS",
+                net.service_cidr
+            ),
+        ));
+    }
+    if let Err(why) = check_dns_subdomain(&net.cluster_domain) {
+        out.push(problem(
+            "spec.networking.clusterDomain",
+            format!("invalid cluster domain '{}': {why}", net.cluster_domain),
+        ));
+    }
+    for (i, u) in net.dns.upstream.iter().enumerate() {
+        let ok = u.parse::<IpAddr>().is_ok() || u.parse::<std::net::SocketAddr>().is_ok();
+        if !ok {
+            out.push(problem(
+                format!("spec.networking.dns.upstream[{i}]"),
+                format!("invalid resolver '{u}': expected an IP address or IP:port"),
+            ));
+        }
+    }
 }
 
 /// Splits `host:port` (or `[v6]:port`); the port is required.

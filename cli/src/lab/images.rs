@@ -48,6 +48,8 @@ pub fn ensure_images() -> Result<Vec<BuiltImage>, LabError> {
     for build in [
         pause_spec as fn(&Path) -> Result<ImageSpec, LabError>,
         busybox_spec,
+        dnsutils_spec,
+        kubectl_spec,
     ] {
         // Specs are cheap except the pause compile, which is cached beside the archives.
         let spec = build(dir)?;
@@ -97,9 +99,129 @@ fn pause_spec(cache: &Path) -> Result<ImageSpec, LabError> {
 
 /// busybox (static) with every applet, and httpd serving /www: the lab's general-purpose workload image.
 fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
+    Ok(ImageSpec {
+        name: "busybox",
+        tag: "1",
+        entries: busybox_entries("busybox")?,
+        cmd: vec!["/bin/httpd", "-f", "-p", "80", "-h", "/www"],
+    })
+}
+
+/// busybox plus the machine's real `dig` (bind9-dnsutils) with the shared libraries it links: DNS
+/// tests query with the client operators use, not only busybox's nslookup.
+fn dnsutils_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
+    let mut entries = busybox_entries("dnsutils")?;
+    entries.extend(binary_with_libraries(
+        "dnsutils",
+        "/usr/bin/dig",
+        "bind9-dnsutils",
+    )?);
+    Ok(ImageSpec {
+        name: "dnsutils",
+        tag: "1",
+        entries,
+        cmd: vec!["/bin/sleep", "3600"],
+    })
+}
+
+/// busybox plus the real kubectl (the one on the machine's PATH): a pod runs it with only its
+/// ServiceAccount, which is client-go's in-cluster configuration.
+fn kubectl_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
+    let path = which("kubectl").ok_or_else(|| LabError::Image {
+        image: "kubectl".into(),
+        reason: "kubectl is not on the PATH".into(),
+    })?;
+    let mut entries = busybox_entries("kubectl")?;
+    entries.extend(binary_with_libraries("kubectl", &path, "kubectl")?);
+    Ok(ImageSpec {
+        name: "kubectl",
+        tag: "1",
+        entries,
+        cmd: vec!["/bin/sleep", "3600"],
+    })
+}
+
+fn which(program: &str) -> Option<String> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .map(|p| p.to_string_lossy().into_owned())
+    })
+}
+
+/// `binary` at /usr/bin/<its name>, and every shared library `ldd` names (with the dynamic loader) at
+/// its own path, symlinks resolved. A static binary (kubectl) brings only itself.
+fn binary_with_libraries(image: &str, binary: &str, package: &str) -> Result<Vec<Entry>, LabError> {
+    let fail = |reason: String| LabError::Image {
+        image: image.into(),
+        reason,
+    };
+    let read = |p: &str| {
+        std::fs::read(p).map_err(|e| fail(format!("{p}: {e} (apt-get install {package})")))
+    };
+    let name = Path::new(binary)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut entries = vec![Entry::File(format!("usr/bin/{name}"), read(binary)?, 0o755)];
+    let ldd = std::process::Command::new("ldd")
+        .arg(binary)
+        .output()
+        .map_err(|e| fail(format!("ldd {binary}: {e}")))?;
+    // "not a dynamic executable" (exit 1) means a static binary: nothing else to bring.
+    let text = String::from_utf8_lossy(&ldd.stdout);
+    let mut libs: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = match l.split_once("=>") {
+                Some((_, rest)) => rest.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| path.to_string())
+        })
+        .collect();
+    libs.sort();
+    libs.dedup();
+    let mut dirs = std::collections::BTreeSet::new();
+    for lib in &libs {
+        let mut d = Path::new(lib).parent();
+        while let Some(p) = d.filter(|p| *p != Path::new("/")) {
+            dirs.insert(p.to_string_lossy().trim_start_matches('/').to_string());
+            d = p.parent();
+        }
+    }
+    for d in dirs {
+        // busybox_entries already has some of these; a repeated directory entry is harmless in a layer
+        // but keep the tar tidy.
+        if ![
+            "bin", "dev", "etc", "proc", "run", "sys", "tmp", "www", "usr", "usr/bin",
+        ]
+        .contains(&d.as_str())
+        {
+            entries.push(Entry::Dir(d, 0o755));
+        }
+    }
+    for lib in libs {
+        let real = std::fs::canonicalize(&lib).map_err(|e| fail(format!("{lib}: {e}")))?;
+        let data = std::fs::read(&real).map_err(|e| fail(format!("{}: {e}", real.display())))?;
+        entries.push(Entry::File(
+            lib.trim_start_matches('/').to_string(),
+            data,
+            0o755,
+        ));
+    }
+    Ok(entries)
+}
+
+/// The busybox layer every workload image starts from: /bin with every applet, /etc/passwd and group,
+/// and /www/index.html for httpd.
+fn busybox_entries(image: &str) -> Result<Vec<Entry>, LabError> {
     let bb = Path::new("/bin/busybox");
     let data = std::fs::read(bb).map_err(|e| LabError::Image {
-        image: "busybox".into(),
+        image: image.into(),
         reason: format!("{}: {e} (apt-get install busybox-static)", bb.display()),
     })?;
     let list = run(&mut cmd("/bin/busybox", &["--list"]))?;
@@ -119,6 +241,8 @@ fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         ("run", 0o755),
         ("sys", 0o755),
         ("tmp", 0o1777),
+        ("usr", 0o755),
+        ("usr/bin", 0o755),
         ("www", 0o755),
     ] {
         entries.push(Entry::Dir(d.into(), mode));
@@ -142,12 +266,7 @@ fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         b"hello from kiln\n".to_vec(),
         0o644,
     ));
-    Ok(ImageSpec {
-        name: "busybox",
-        tag: "1",
-        entries,
-        cmd: vec!["/bin/httpd", "-f", "-p", "80", "-h", "/www"],
-    })
+    Ok(entries)
 }
 
 fn header(path: &str, size: u64, mode: u32, kind: tar::EntryType) -> tar::Header {

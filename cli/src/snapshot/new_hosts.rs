@@ -308,24 +308,20 @@ fn stale_serving_certs(ctx: &Context, h: &crate::config::Host) -> Vec<&'static s
 }
 
 fn first_service_ip(cfg: &ClusterConfig) -> std::net::IpAddr {
-    use std::net::IpAddr;
-    match cfg.spec.networking.service_cidr.addr {
-        IpAddr::V4(a) => IpAddr::V4(std::net::Ipv4Addr::from(u32::from(a) + 1)),
-        IpAddr::V6(a) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) + 1)),
-    }
+    cfg.spec.networking.kubernetes_service_ip()
 }
 
 /// Kubeconfigs in the state directory whose server is not the one the kubeconfigs phase would write now.
 fn stale_kubeconfigs(ctx: &Context) -> Vec<PathBuf> {
     let cfg = &ctx.cluster.config;
     let node_server = crate::bootstrap::phases::push::node_api_server(ctx);
-    let mut want = vec![
-        (
-            ctx.admin_conf(),
-            format!("https://{}", cfg.control_plane_endpoint()),
-        ),
-        (ctx.state_dir.join("proxy.conf"), node_server.clone()),
-    ];
+    let mut want = vec![(
+        ctx.admin_conf(),
+        format!("https://{}", cfg.control_plane_endpoint()),
+    )];
+    for kind in crate::bootstrap::phases::NODE_KUBECONFIGS {
+        want.push((ctx.state_dir.join(kind.file_name()), node_server.clone()));
+    }
     for h in cfg.controllers() {
         let dir = ctx.state_dir.join("kubeconfigs").join(&h.name);
         let local = format!("https://{}:6443", h.node_address());

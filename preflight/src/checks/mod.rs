@@ -73,6 +73,13 @@ pub const CHECKS: &[Check] = &[
     check("Port-2380", CONTROLLER, |f, _| {
         network::port_check(f, 2380, "kiln-store")
     }),
+    // kiln-dns: DNS on the node address (UDP and TCP) and its health/metrics port.
+    check("Port-53", BOTH, |f, _| {
+        network::address_port_check(f, 53, true, "kiln-dns")
+    }),
+    check("Port-9153", BOTH, |f, _| {
+        network::address_port_check(f, 9153, false, "kiln-dns")
+    }),
     check("Port-10259", CONTROLLER, |f, _| {
         network::port_check(f, 10259, "kiln-scheduler")
     }),

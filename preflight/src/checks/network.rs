@@ -15,6 +15,37 @@ pub(super) fn port_check(f: &Facts, port: u16, owner: &str) -> Outcome {
     Some((Severity::Error, format!("port {port} is in use")))
 }
 
+/// A port kiln binds on the node address only (not on every address): taken only by a socket on that
+/// address or on the wildcard, so systemd-resolved's 127.0.0.53:53 leaves kiln-dns's port free.
+pub(super) fn address_port_check(f: &Facts, port: u16, udp_too: bool, owner: &str) -> Outcome {
+    if f.kiln_components.contains(owner) {
+        return None;
+    }
+    let node: Option<IpAddr> = f.node_address.parse().ok();
+    let clashes =
+        |(ip, p): &(IpAddr, u16)| *p == port && (ip.is_unspecified() || Some(*ip) == node);
+    let mut taken = vec![];
+    if let Some((ip, _)) = f.tcp_listeners.iter().find(|s| clashes(s)) {
+        taken.push(format!("TCP on {ip}"));
+    }
+    if udp_too {
+        if let Some((ip, _)) = f.udp_bound.iter().find(|s| clashes(s)) {
+            taken.push(format!("UDP on {ip}"));
+        }
+    }
+    if taken.is_empty() {
+        return None;
+    }
+    Some((
+        Severity::Error,
+        format!(
+            "port {port} is in use ({}); {owner} listens on {}:{port}",
+            taken.join(", "),
+            f.node_address
+        ),
+    ))
+}
+
 /// A lowercase RFC 1123 subdomain, as Kubernetes requires of node names.
 pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty()
@@ -153,6 +184,34 @@ mod tests {
     use super::*;
 
     const R: Role = Role::Controller;
+
+    #[test]
+    fn dns_port_is_taken_only_on_the_node_address_or_the_wildcard() {
+        let mut f = good_facts();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // systemd-resolved's stub listener is on loopback: no clash with kiln-dns on the node address.
+        f.udp_bound.insert((ip("127.0.0.53"), 53));
+        f.tcp_listeners.insert((ip("127.0.0.53"), 53));
+        assert_eq!(address_port_check(&f, 53, true, "kiln-dns"), None);
+        f.udp_bound.insert((ip(&f.node_address.clone()), 53));
+        let (s, m) = address_port_check(&f, 53, true, "kiln-dns").unwrap();
+        assert_eq!(s, Severity::Error);
+        assert!(
+            m.contains("UDP on 10.250.0.11") && !m.contains("TCP"),
+            "{m}"
+        );
+        // TCP-only ports ignore UDP sockets; a wildcard TCP listener clashes.
+        f.udp_bound.insert((ip("0.0.0.0"), 9153));
+        assert_eq!(address_port_check(&f, 9153, false, "kiln-dns"), None);
+        f.tcp_listeners.insert((ip("::"), 9153));
+        assert!(address_port_check(&f, 9153, false, "kiln-dns")
+            .unwrap()
+            .1
+            .contains("TCP on ::"));
+        // kiln's own kiln-dns holds its ports.
+        f.kiln_components.insert("kiln-dns".into());
+        assert_eq!(address_port_check(&f, 53, true, "kiln-dns"), None);
+    }
 
     #[test]
     fn hostname_must_be_a_dns_name_that_resolves() {

@@ -413,11 +413,7 @@ async fn lease_renewed(api: &kube::Api<Lease>, host: &str) -> Option<String> {
 async fn rewire_node(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let t = ctx.transport(host).await?;
     let controller = ctx.host(host).is_controller();
-    let mut files = vec![Install {
-        local: ctx.state_dir.join("proxy.conf"),
-        remote: format!("{KILN_ETC}/proxy.conf"),
-        mode: 0o600,
-    }];
+    let mut files: Vec<Install> = super::push::node_kubeconfigs(ctx).collect();
     if controller {
         files.push(Install {
             local: super::pki::kubeconfig_dir(ctx, host).join("kubelet.conf"),

@@ -2,6 +2,7 @@
 //! the current state first and skips what is already done.
 
 pub(crate) mod cp_join;
+pub(crate) mod dns;
 pub(crate) mod join_token;
 mod leave;
 pub(crate) mod member_client;
@@ -22,6 +23,8 @@ pub const PHASES: &[&str] = &[
     "push",
     "control-plane",
     "proxy",
+    "dns",
+    "dns-service",
     "container-runtime",
     "kubelet-start",
     "wait-control-plane",
@@ -50,6 +53,7 @@ pub const CONTROL_PLANE_BINARIES: &[&str] = &[
     "kiln-controller-manager",
     "kiln-kubelet",
     "kiln-proxy",
+    "kiln-dns",
 ];
 /// The control plane's static pods, in the order they are written.
 pub const CONTROL_PLANE_MANIFESTS: &[&str] = &[
@@ -58,7 +62,13 @@ pub const CONTROL_PLANE_MANIFESTS: &[&str] = &[
     "kiln-scheduler.yaml",
     "kiln-controller-manager.yaml",
 ];
-pub const NODE_BINARIES: &[&str] = &["kiln-kubelet", "kiln-proxy"];
+pub const NODE_BINARIES: &[&str] = &["kiln-kubelet", "kiln-proxy", "kiln-dns"];
+/// The node components' shared identities, made in the state directory and installed on every host
+/// (`/etc/kiln/<file>`), pointed at the node API server (the balancer when highly available).
+pub const NODE_KUBECONFIGS: &[kiln_pki::KubeconfigKind] = &[
+    kiln_pki::KubeconfigKind::Proxy,
+    kiln_pki::KubeconfigKind::Dns,
+];
 pub const REMOTE_BIN: &str = "/usr/local/bin";
 pub const KILN_ETC: &str = "/etc/kiln";
 pub const MANIFESTS: &str = "/etc/kiln/manifests";
@@ -108,6 +118,8 @@ pub async fn run_phase(
         "push" => push::push(ctx, &need_host(host)?).await,
         "control-plane" => push::control_plane(ctx, &need_host(host)?).await,
         "proxy" => push::proxy(ctx, &need_host(host)?).await,
+        "dns" => dns::dns(ctx, &need_host(host)?).await,
+        "dns-service" => dns::dns_service(ctx).await,
         "container-runtime" => runtime::container_runtime(ctx, &need_host(host)?).await,
         "kubelet-start" => push::kubelet_start(ctx, &need_host(host)?).await,
         "wait-control-plane" => wait::wait_control_plane(ctx).await,

@@ -7,11 +7,7 @@ use super::Outcome;
 use crate::bootstrap::{BootstrapError, Context};
 
 fn service_ip(ctx: &Context) -> IpAddr {
-    let cidr = &ctx.cluster.config.spec.networking.service_cidr;
-    match cidr.addr {
-        IpAddr::V4(a) => IpAddr::V4(std::net::Ipv4Addr::from(u32::from(a) + 1)),
-        IpAddr::V6(a) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) + 1)),
-    }
+    ctx.cluster.config.spec.networking.kubernetes_service_ip()
 }
 
 pub(super) fn pki_err(e: impl std::fmt::Display) -> BootstrapError {
@@ -136,7 +132,12 @@ pub(super) fn kubeconfig_dir(ctx: &Context, node: &str) -> PathBuf {
 /// by the cluster CA that only the operator's state directory holds.
 pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     if ctx.plan.is_some() {
-        let mut files = vec![PathBuf::from("admin.conf"), PathBuf::from("proxy.conf")];
+        let mut files = vec![PathBuf::from("admin.conf")];
+        files.extend(
+            super::NODE_KUBECONFIGS
+                .iter()
+                .map(|k| PathBuf::from(k.file_name())),
+        );
         for h in ctx.cluster.config.controllers() {
             for f in ["kubelet.conf", "scheduler.conf", "controller-manager.conf"] {
                 files.push(PathBuf::from("kubeconfigs").join(&h.name).join(f));
@@ -154,18 +155,20 @@ pub(super) fn kubeconfigs(ctx: &Context) -> Result<Outcome, BootstrapError> {
     // Node components (kubelets, kiln-proxy) reach the API through the node-local load balancer when
     // there are several control planes; the operator through controlPlaneEndpoint.
     let node_server = super::push::node_api_server(ctx);
-    for (kind, server) in [
-        (kiln_pki::KubeconfigKind::Admin, &server),
-        (kiln_pki::KubeconfigKind::Proxy, &node_server),
-    ] {
-        if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, &kind, name, server, &v)
+    let kinds = std::iter::once((&kiln_pki::KubeconfigKind::Admin, &server))
+        .chain(super::NODE_KUBECONFIGS.iter().map(|k| (k, &node_server)));
+    for (kind, server) in kinds {
+        if kiln_pki::ensure_kubeconfig(&ctx.state_dir, &ca, kind, name, server, &v)
             .map_err(pki_err)?
         {
             made.push(kind.file_name().to_string());
         }
     }
-    if point_at(&ctx.state_dir.join("proxy.conf"), &node_server)? {
-        made.push(format!("proxy.conf (server {node_server})"));
+    for kind in super::NODE_KUBECONFIGS {
+        let file = kind.file_name();
+        if point_at(&ctx.state_dir.join(file), &node_server)? {
+            made.push(format!("{file} (server {node_server})"));
+        }
     }
     for h in &ctx.cluster.config.spec.hosts {
         let dir = kubeconfig_dir(ctx, &h.name);

@@ -162,7 +162,7 @@ async fn plan_files(
 /// Binaries, PKI and kubeconfigs onto a controller.
 pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let controller = ctx.host(host).is_controller();
-    // Workers get only the node binaries, the cluster CA certificate and proxy.conf; their kubelets
+    // Workers get only the node binaries, the cluster CA certificate and the node kubeconfigs; their kubelets
     // obtain their own certificates (TLS bootstrap, see kubelet-start).
     let binaries: &[&str] = if controller {
         CONTROL_PLANE_BINARIES
@@ -232,11 +232,7 @@ pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
             });
         }
     }
-    files.push(Install {
-        local: ctx.state_dir.join("proxy.conf"),
-        remote: format!("{KILN_ETC}/proxy.conf"),
-        mode: 0o600,
-    });
+    files.extend(node_kubeconfigs(ctx));
     let changed = install_files(ctx, host, &files).await?;
     Ok(if changed.is_empty() {
         Outcome::Skipped(format!("{} files up to date", files.len()))
@@ -249,7 +245,16 @@ pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
     })
 }
 
-fn version() -> &'static str {
+/// The node components' kubeconfigs (kiln-proxy, kiln-dns), from the state directory to /etc/kiln.
+pub(super) fn node_kubeconfigs(ctx: &Context) -> impl Iterator<Item = Install> + '_ {
+    super::NODE_KUBECONFIGS.iter().map(|k| Install {
+        local: ctx.state_dir.join(k.file_name()),
+        remote: format!("{KILN_ETC}/{}", k.file_name()),
+        mode: 0o600,
+    })
+}
+
+pub(super) fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
@@ -354,7 +359,7 @@ pub(crate) fn proxy_context(ctx: &Context, host: &str) -> tera::Context {
 }
 
 /// Render one manifest and install it into /etc/kiln/manifests if it changed.
-async fn install_manifest(
+pub(super) async fn install_manifest(
     ctx: &Context,
     host: &str,
     template: &str,
@@ -446,6 +451,7 @@ pub fn node_api_server(ctx: &Context) -> String {
 
 pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
+    let net = &ctx.cluster.config.spec.networking;
     let mut bootstrap = if h.is_controller() {
         String::new()
     } else {
@@ -465,11 +471,14 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
         "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf{bootstrap} \
          --pod-manifest-path={MANIFESTS} \
          --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={} \
-         --pod-cidr={} --pod-infra-container-image={}",
+         --pod-cidr={} --pod-infra-container-image={} \
+         --cluster-dns={} --cluster-domain={}",
         h.name,
         h.node_address(),
         node_pod_cidr(ctx, host)?,
         ctx.cluster.config.spec.images.pause,
+        net.cluster_dns_ip(),
+        net.cluster_domain,
     ))
 }
 

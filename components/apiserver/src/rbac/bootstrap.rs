@@ -401,6 +401,19 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
             ],
         ),
+        // kiln-dns answers from Services and EndpointSlices only (upstream's system:coredns also
+        // reads pods and namespaces, for options kiln-dns does not have).
+        role(
+            "system:kiln-dns",
+            vec![
+                rule(&[""], &["services"], &["list", "watch"]),
+                rule(
+                    &["discovery.k8s.io"],
+                    &["endpointslices"],
+                    &["list", "watch"],
+                ),
+            ],
+        ),
     ]
 }
 
@@ -446,6 +459,11 @@ pub fn cluster_role_bindings() -> Vec<Value> {
                 ("User", "system:kube-proxy"),
                 ("ServiceAccount", "kube-system:kube-proxy"),
             ],
+        ),
+        binding(
+            "system:kiln-dns",
+            "system:kiln-dns",
+            &[("User", "system:kiln-dns")],
         ),
         // kubeadm's join bindings: bootstrap tokens may ask for (auto-approved) kubelet client
         // certificates; nodes may renew their own.
