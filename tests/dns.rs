@@ -109,7 +109,7 @@ impl Dns<'_> {
 
 #[test]
 fn cluster_dns_service_env_and_in_cluster_clients() {
-    let lab = TestLab::up("t-dns", 3, true);
+    let lab = TestLab::up_with_images("t-dns", 3, true, &["dnsutils", "kubectl"]);
     let _upstream = Upstream::start(&lab);
     let c = Cluster::on(
         lab,

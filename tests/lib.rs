@@ -60,6 +60,11 @@ pub struct TestLab {
 
 impl TestLab {
     pub fn up(name: &str, hosts: u32, registry: bool) -> TestLab {
+        Self::up_with_images(name, hosts, registry, &[])
+    }
+
+    /// A lab whose registry also holds the named extra images (`kiln lab up --image NAME`).
+    pub fn up_with_images(name: &str, hosts: u32, registry: bool, images: &[&str]) -> TestLab {
         require_root();
         let lab = TestLab {
             name: name.to_string(),
@@ -71,6 +76,9 @@ impl TestLab {
         let mut args = vec!["lab", "up"];
         let hosts_s = hosts.to_string();
         args.extend(["--hosts", &hosts_s]);
+        for i in images {
+            args.extend(["--image", i]);
+        }
         if !registry {
             args.push("--no-registry");
         }

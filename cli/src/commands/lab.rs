@@ -23,6 +23,10 @@ pub enum LabCommand {
         /// Do not start the lab registry (faster; no images can be pulled).
         #[arg(long)]
         no_registry: bool,
+        /// Also push this image to the lab registry (repeatable): `dnsutils` (busybox + the real dig),
+        /// `kubectl` (busybox + the real kubectl).
+        #[arg(long = "image", value_parser = crate::lab::images::EXTRA_NAMES.to_vec())]
+        images: Vec<String>,
     },
     /// Remove everything of the lab: processes, mounts, links, cgroups, files.
     Down {
@@ -105,11 +109,13 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
             name,
             hosts,
             no_registry,
+            images,
         } => {
             let r = Lab::up(&UpOptions {
                 name: name.name,
                 hosts,
                 registry: !no_registry,
+                extra_images: images,
             })?;
             println!(
                 "lab {} is up in {:.1}s (network namespace {})",

@@ -41,28 +41,37 @@ struct ImageSpec {
     cmd: Vec<&'static str>,
 }
 
-pub fn ensure_images() -> Result<Vec<BuiltImage>, LabError> {
+type Build = fn(&Path) -> Result<ImageSpec, LabError>;
+
+/// Every lab's images.
+const DEFAULT: &[(&str, &str, Build)] =
+    &[("pause", "1", pause_spec), ("busybox", "1", busybox_spec)];
+/// Images a lab gets only when asked (`kiln lab up --image NAME`): each carries tens of MB.
+const EXTRA: &[(&str, &str, Build)] = &[
+    ("dnsutils", "1", dnsutils_spec),
+    ("kubectl", "1", kubectl_spec),
+];
+pub const EXTRA_NAMES: &[&str] = &["dnsutils", "kubectl"];
+
+/// The default images and the named extras, built into the shared cache once (an archive that exists
+/// is not rebuilt, so its inputs are read only the first time).
+pub fn ensure_images(extra: &[String]) -> Result<Vec<BuiltImage>, LabError> {
     let dir = Path::new(IMAGE_CACHE);
     std::fs::create_dir_all(dir).map_err(LabError::io("creating image cache", dir))?;
+    let wanted = DEFAULT.iter().chain(
+        EXTRA
+            .iter()
+            .filter(|(n, _, _)| extra.iter().any(|e| e == n)),
+    );
     let mut out = Vec::new();
-    for build in [
-        pause_spec as fn(&Path) -> Result<ImageSpec, LabError>,
-        busybox_spec,
-        dnsutils_spec,
-        kubectl_spec,
-    ] {
-        // Specs are cheap except the pause compile, which is cached beside the archives.
-        let spec = build(dir)?;
-        let archive = dir.join(format!("{}-{}.oci.tar", spec.name, spec.tag));
+    for (name, tag, build) in wanted {
+        let archive = dir.join(format!("{name}-{tag}.oci.tar"));
         if !archive.exists() {
+            let spec = build(dir)?;
             let bytes = build_archive(&spec)?;
             write_file(&archive, &bytes, 0o644)?;
         }
-        out.push(BuiltImage {
-            name: spec.name,
-            tag: spec.tag,
-            archive,
-        });
+        out.push(BuiltImage { name, tag, archive });
     }
     Ok(out)
 }
@@ -372,6 +381,12 @@ fn build_archive(spec: &ImageSpec) -> Result<Vec<u8>, LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_image_names_are_the_table_s() {
+        let names: Vec<&str> = EXTRA.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(names, EXTRA_NAMES);
+    }
 
     fn spec() -> ImageSpec {
         ImageSpec {

@@ -32,6 +32,9 @@ pub struct UpOptions {
     pub hosts: u32,
     /// Skip the OCI registry and images (faster; for tests that do not pull images).
     pub registry: bool,
+    /// Images besides pause and busybox to push (`images::EXTRA`: dnsutils, kubectl). They are large
+    /// (tens of MB, the machine's dig and kubectl), so a lab has them only when asked.
+    pub extra_images: Vec<String>,
 }
 
 /// What `kiln lab up` made, for the caller to print.
@@ -92,7 +95,7 @@ impl Lab {
         crate::lab::host::ensure_ssh_key(l)?;
         net::ensure_lab_netns(l)?;
         if opts.registry {
-            let imgs = images::ensure_images()?;
+            let imgs = images::ensure_images(&opts.extra_images)?;
             registry::ensure_running(l, &imgs)?;
         }
         // Hosts come up in parallel: each is independent and most of the time is waiting on the kernel.

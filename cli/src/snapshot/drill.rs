@@ -247,6 +247,7 @@ pub fn run(opts: &DrillOptions) -> DrillReport {
             name: name.clone(),
             hosts: (hosts + address_offset(&original)) as u32,
             registry,
+            extra_images: vec![],
         })
     })()
     .map_err(|e| e.to_string());
