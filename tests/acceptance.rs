@@ -8,6 +8,7 @@
 use kiln_tests::{ok, run, stdout, Cluster, TestLab};
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn the_seeds_walkthrough_on_three_hosts() {
     let lab = TestLab::up("t-accept", 3, true);
     // Short node-failure timings, as a DR drill or CI would configure them.

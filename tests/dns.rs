@@ -108,6 +108,7 @@ impl Dns<'_> {
 }
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn cluster_dns_service_env_and_in_cluster_clients() {
     let lab = TestLab::up_with_images("t-dns", 3, true, &["dnsutils", "kubectl"]);
     let _upstream = Upstream::start(&lab);

@@ -51,6 +51,7 @@ fn lab_cgroups(name: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn lab_hosts_are_separate_machines_reachable_only_inside_the_lab() {
     let links_before = root_links();
     let lab = TestLab::up("t-hosts", 3, true);
@@ -151,6 +152,7 @@ fn lab_hosts_are_separate_machines_reachable_only_inside_the_lab() {
 }
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn stop_keeps_the_disk_and_partition_cuts_both_ways() {
     let lab = TestLab::up("t-faults", 2, false);
     lab.ssh_ok(
@@ -244,6 +246,7 @@ fn stop_keeps_the_disk_and_partition_cuts_both_ways() {
 }
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn up_refuses_a_running_name_and_repairs_a_half_made_lab() {
     let lab = TestLab::up("t-repair", 2, false);
     let again = run(&mut lab.kiln(&["lab", "up", "--hosts", "2", "--no-registry"]));

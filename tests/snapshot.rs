@@ -4,6 +4,7 @@
 use kiln_tests::{bin, ok, run, TestLab};
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn a_snapshot_restores_deleted_objects_with_their_uids() {
     let lab = TestLab::up("t-snap", 1, false);
     let cluster = lab.dir.join("cluster.yaml");

@@ -17,6 +17,7 @@ fn snapshot_offset(tar: &[u8]) -> usize {
 }
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn encrypted_bundles_schedules_and_drills() {
     let lab = TestLab::up("t-day2", 1, false);
     let cluster = lab.dir.join("cluster.yaml");

@@ -7,6 +7,7 @@ use std::process::Stdio;
 use kiln_tests::{bin, run, TestLab};
 
 #[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn a_sudo_password_is_asked_once_checked_and_used() {
     let lab = TestLab::up("t-sudo", 1, false);
     // alice: home under /var (private to the lab host), sudo with a password, the lab's SSH key.

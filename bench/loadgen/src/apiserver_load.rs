@@ -12,16 +12,17 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kiln_testkit::{client_from_kubeconfig, free_port, kubeconfig, Etcd, Pki};
+use kiln_testkit::client_from_kubeconfig;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
+use crate::harness::{memory_mib, ms, start_apiserver, RunDir, StartError};
 use crate::stats::percentile;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiserverBenchError {
-    #[error("starting {bin}: {source}")]
-    Spawn { bin: String, source: std::io::Error },
+    #[error(transparent)]
+    Start(#[from] StartError),
     #[error("kiln-apiserver did not become ready: {0}")]
     NotReady(String),
     #[error("API: {0}")]
@@ -73,88 +74,6 @@ fn pod(name: &str) -> Pod {
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
     }))
     .expect("pod JSON")
-}
-
-/// `VmRSS` / `VmHWM` of a process, MiB.
-fn memory_mib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|k| k.parse::<f64>().ok())
-        })
-        .map(|kib| kib / 1024.0)
-        .unwrap_or(0.0)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-struct Server {
-    child: std::process::Child,
-    _etcd: Etcd,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start(bin: &str, dir: &Path) -> Result<(Server, std::path::PathBuf), ApiserverBenchError> {
-    let etcd = Etcd::start().await;
-    let pki = Pki::new();
-    let write = |name: &str, content: &str| -> std::io::Result<String> {
-        let p = dir.join(name);
-        std::fs::write(&p, content)?;
-        Ok(p.to_string_lossy().into_owned())
-    };
-    let serving = pki.serving();
-    let port = free_port();
-    let child = std::process::Command::new(bin)
-        .args([
-            format!("--etcd-servers={}", etcd.endpoint),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={port}"),
-            format!("--tls-cert-file={}", write("apiserver.crt", &serving.cert)?),
-            format!(
-                "--tls-private-key-file={}",
-                write("apiserver.key", &serving.key)?
-            ),
-            format!("--client-ca-file={}", write("ca.crt", &pki.ca.cert)?),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|source| ApiserverBenchError::Spawn {
-            bin: bin.to_string(),
-            source,
-        })?;
-    let server = Server { child, _etcd: etcd };
-    let admin = pki.client("kubernetes-admin", &["system:masters"]);
-    let path = dir.join("admin.conf");
-    std::fs::write(
-        &path,
-        kubeconfig(
-            &format!("https://127.0.0.1:{port}"),
-            &pki.ca.cert,
-            &admin,
-            "kubernetes-admin",
-        ),
-    )?;
-    let client = client_from_kubeconfig(&path).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while let Err(e) = client.apiserver_version().await {
-        if Instant::now() > deadline {
-            return Err(ApiserverBenchError::NotReady(e.to_string()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok((server, path))
 }
 
 async fn kubectl_get_pods(
@@ -238,20 +157,8 @@ pub async fn run(
     steady_seconds: u64,
     watchers: usize,
 ) -> Result<ApiserverResult, ApiserverBenchError> {
-    let dir =
-        RunDir(std::env::temp_dir().join(format!("kiln-bench-apiserver-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0)?;
+    let dir = RunDir::create("apiserver")?;
     measure(bin, &dir.0, pods, rate, steady_seconds, watchers).await
-}
-
-/// The run's directory, removed however the run ends: it holds a CA key, and a run piped into
-/// `head` dies of a failed write to stderr (a panic) before it would reach a removal at its end.
-struct RunDir(std::path::PathBuf);
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 async fn measure(
@@ -262,7 +169,8 @@ async fn measure(
     steady_seconds: u64,
     watchers: usize,
 ) -> Result<ApiserverResult, ApiserverBenchError> {
-    let (server, kubeconfig) = start(bin, dir).await?;
+    let server = start_apiserver(bin, dir).await?;
+    let kubeconfig = server.kubeconfig.clone();
     let pid = server.child.id();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_idle_mib = memory_mib(pid, "VmRSS:");

@@ -76,7 +76,8 @@ async fn start_one(
         "spec": {"containers": [{"name": "c", "image": image, "command": ["sleep", "3600"]}]}
     }))
     .expect("pod JSON");
-    let mut sandbox = spec::sandbox_config(&pod, Path::new("/var/log/pods"), 0)
+    // the kubelet gives a pod (not hostNetwork) its name as hostname
+    let mut sandbox = spec::sandbox_config(&pod, Path::new("/var/log/pods"), 0, &name)
         .map_err(|e| err(e.to_string()))?;
     sandbox.labels.remove(spec::LABEL_MANAGED_BY);
     let c = &pod.spec.as_ref().expect("spec").containers[0];

@@ -4,7 +4,11 @@
 pub mod apiserver_load;
 pub mod control_plane;
 pub mod cri_floor;
+pub mod dns_load;
+pub mod dns_wire;
+pub mod dns_zone;
 pub mod etcd_load;
+pub mod harness;
 pub mod pod_start;
 pub mod proxy_sync;
 pub mod stats;

@@ -28,8 +28,8 @@ use kiln_proxy::render::{build, update_script, Table};
 use kiln_testkit::{free_port, Cluster};
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::harness::metrics;
 use crate::stats::{summarize, Summary};
 
 #[derive(Debug, thiserror::Error)]
@@ -147,27 +147,6 @@ fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u
         .as_deref()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-/// One GET of /metrics over plain HTTP/1.0 (what Prometheus would scrape).
-async fn metrics(addr: SocketAddr) -> Option<BTreeMap<String, f64>> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-    s.set_nodelay(true).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    let body = out.split("\r\n\r\n").nth(1)?;
-    Some(
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect(),
-    )
 }
 
 const SYNCED_RV: &str = "kiln_proxy_rules_synced_resource_version";

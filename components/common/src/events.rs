@@ -1,7 +1,8 @@
 //! core/v1 Events, written the way client-go's recorder does (`<object>.<hex nanos>` names, source
 //! component, first/last timestamps) so `kubectl describe` and `kubectl get events` show them.
 //! Repeats of the same reason and message for the same object bump `count` instead of piling up
-//! new objects, like client-go's event correlator. Shared with kiln-controller-manager.
+//! new objects, like client-go's event correlator. Used by kiln-scheduler and kiln-controller-manager
+//! (the kubelet has its own, queued and rate-limited, in kiln-kubelet's `events`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -2,7 +2,7 @@
 //! `renewTime` every retry period; a candidate takes over only after it has watched the record stay
 //! unchanged for a whole lease duration (measured on its own clock, so clock skew between hosts does
 //! not matter); every write carries the read resourceVersion, so a conflict means another candidate
-//! won the race. Shared with kiln-controller-manager.
+//! won the race. Used by kiln-scheduler and kiln-controller-manager.
 
 use std::time::{Duration, Instant};
 
@@ -250,9 +250,32 @@ fn jittered(base: Duration) -> Duration {
     base.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
 
+/// The `leader_election_master_status` gauge, as client-go's leader election exports it, for a
+/// component's /metrics page (`name` is the upstream component name, e.g. `kube-scheduler`).
+pub fn master_status_metric(name: &str, leader: bool) -> String {
+    format!(
+        "# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n\
+         # TYPE leader_election_master_status gauge\n\
+         leader_election_master_status{{name=\"{name}\"}} {}\n",
+        u8::from(leader)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn master_status_is_a_prometheus_gauge() {
+        assert_eq!(
+            master_status_metric("kube-scheduler", true),
+            "# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n\
+             # TYPE leader_election_master_status gauge\n\
+             leader_election_master_status{name=\"kube-scheduler\"} 1\n"
+        );
+        assert!(master_status_metric("kube-controller-manager", false)
+            .ends_with("{name=\"kube-controller-manager\"} 0\n"));
+    }
 
     #[test]
     fn free_or_own_lease_may_be_taken() {

@@ -1,3 +1,22 @@
-//! Code shared by kiln's components and its CLI that must not pull in their heavy dependencies.
+//! Code kiln's components share, so that no component imports another, and the part of it the CLI needs.
+//!
+//! Always built (light: no kube, no axum): `store_snapshot` (kiln-store snapshots without rocksdb) and
+//! `duration` (Go-style duration flags). The component kit, behind the `kit` feature (see Cargo.toml):
+//! `client` (a kube-rs client from `--kubeconfig`), `leader_election` (a coordination.k8s.io Lease),
+//! `events` (core/v1 Events like client-go's recorder), `serving` (health and metrics endpoints) and
+//! `node_matching` (node selectors and taint tolerations, as the scheduler and the daemonset and
+//! node lifecycle controllers need them).
 
+pub mod duration;
 pub mod store_snapshot;
+
+#[cfg(feature = "kit")]
+pub mod client;
+#[cfg(feature = "kit")]
+pub mod events;
+#[cfg(feature = "kit")]
+pub mod leader_election;
+#[cfg(feature = "kit")]
+pub mod node_matching;
+#[cfg(feature = "kit")]
+pub mod serving;

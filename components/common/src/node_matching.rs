@@ -1,5 +1,7 @@
-//! Label and taint matching shared by filters and scores: node selector terms (matchExpressions on
-//! labels, matchFields on metadata.name) and tolerations against taints, with upstream's rules.
+//! Label and taint matching, with upstream's rules (component-helpers' nodeaffinity and taints): node
+//! selector terms (matchExpressions on labels, matchFields on metadata.name) and tolerations against
+//! taints. The scheduler's filters and scores, the daemonset controller (which node gets a pod) and the
+//! node lifecycle controller (taint-based eviction) must agree on them, so they live here once.
 
 use std::collections::BTreeMap;
 

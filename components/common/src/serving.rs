@@ -1,6 +1,6 @@
 //! `/healthz`, `/livez`, `/readyz` and Prometheus `/metrics` for a control-plane component.
 //! Plain HTTP for now (upstream serves HTTPS with delegated authn on 10259/10257); bind it to
-//! 127.0.0.1 until TLS arrives. Shared with kiln-controller-manager.
+//! 127.0.0.1 until TLS arrives. Used by kiln-scheduler and kiln-controller-manager.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

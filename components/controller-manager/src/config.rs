@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use kiln_scheduler::duration::parse_duration;
+use kiln_common::duration::parse_duration;
 
 #[derive(Debug, Clone, Parser)]
 #[command(

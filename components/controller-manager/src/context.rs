@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
-use kiln_scheduler::events::EventRecorder;
+use kiln_common::events::EventRecorder;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};

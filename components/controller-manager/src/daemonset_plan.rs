@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kiln_scheduler::matching::{any_term_matches, selector_matches, tolerated};
+use kiln_common::node_matching::{any_term_matches, selector_matches, tolerated};
 
 use crate::deployment_plan::template_hash;
 use crate::pods::{is_active, is_available, is_ready};

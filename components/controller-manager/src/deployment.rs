@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::jiff::Timestamp;
-use kiln_scheduler::events::{object_reference, NORMAL};
+use kiln_common::events::{object_reference, NORMAL};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;

@@ -25,6 +25,8 @@ use crate::pods::is_ready;
 
 /// Upstream's annotation on Endpoints that leader election (not this controller) maintains.
 const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
+/// Marks the Endpoints / EndpointSlices of a Service without a ClusterIP.
+pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointsError {
@@ -133,12 +135,28 @@ pub fn target_ref(pod: &Pod) -> ObjectReference {
     }
 }
 
-fn address(pod: &Pod, ip: &str) -> EndpointAddress {
+/// Upstream's ShouldSetHostname: a pod's hostname names its endpoint when the pod's subdomain is the
+/// Service (the StatefulSet / headless-Service DNS pattern: `<hostname>.<service>.<ns>.svc`).
+pub fn should_set_hostname(pod: &Pod, svc: &Service) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    spec.hostname.as_deref().is_some_and(|h| !h.is_empty())
+        && spec.subdomain.is_some()
+        && spec.subdomain == svc.metadata.name
+        && pod.metadata.namespace == svc.metadata.namespace
+}
+
+fn address(pod: &Pod, svc: &Service, ip: &str) -> EndpointAddress {
     EndpointAddress {
         ip: ip.to_string(),
+        hostname: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.hostname.clone())
+            .filter(|_| should_set_hostname(pod, svc)),
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         target_ref: Some(target_ref(pod)),
-        ..Default::default()
     }
 }
 
@@ -179,9 +197,9 @@ pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> 
             .entry(key)
             .or_insert_with(|| (ports, Vec::new(), Vec::new()));
         if tolerate_unready || is_ready(pod) {
-            group.1.push(address(pod, ip));
+            group.1.push(address(pod, svc, ip));
         } else {
-            group.2.push(address(pod, ip));
+            group.2.push(address(pod, svc, ip));
         }
     }
     groups
@@ -203,7 +221,7 @@ pub fn desired_endpoints(svc: &Service, pods: &[Arc<Pod>]) -> Endpoints {
     let mut labels = svc.metadata.labels.clone().unwrap_or_default();
     let headless = svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None");
     if headless {
-        labels.insert("service.kubernetes.io/headless".into(), String::new());
+        labels.insert(HEADLESS_LABEL.into(), String::new());
     }
     let subsets = desired_subsets(svc, pods);
     Endpoints {
@@ -538,5 +556,26 @@ mod tests {
             &[pod("a", Some("10.244.0.2"), true, "web")],
         );
         assert!(!endpoints_up_to_date(&current, &other));
+    }
+
+    #[test]
+    fn hostname_is_published_for_pods_whose_subdomain_is_the_service() {
+        let named = |name: &str, subdomain: Option<&str>| {
+            let mut p: Pod = (*pod(name, Some("10.244.0.2"), true, "web")).clone();
+            let spec = p.spec.as_mut().unwrap();
+            spec.hostname = Some(format!("{name}-host"));
+            spec.subdomain = subdomain.map(String::from);
+            Arc::new(p)
+        };
+        let svc = svc(json!(80));
+        assert!(should_set_hostname(&named("a", Some("web")), &svc));
+        assert!(!should_set_hostname(&named("a", Some("db")), &svc));
+        assert!(!should_set_hostname(&named("a", None), &svc));
+        let mut elsewhere: Pod = (*named("a", Some("web"))).clone();
+        elsewhere.metadata.namespace = Some("other".into());
+        assert!(!should_set_hostname(&elsewhere, &svc), "another namespace");
+        let subsets = desired_subsets(&svc, &[named("a", Some("web"))]);
+        let a = &subsets[0].addresses.as_ref().unwrap()[0];
+        assert_eq!(a.hostname.as_deref(), Some("a-host"));
     }
 }

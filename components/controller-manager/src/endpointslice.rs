@@ -1,30 +1,36 @@
 //! endpointslice: the discovery.k8s.io/v1 view of the same data the endpoint controller writes —
 //! per Service with a selector, IPv4 EndpointSlices labelled `kubernetes.io/service-name`, one per
-//! distinct port list, each endpoint with ready / serving / terminating conditions. Slices are
-//! owned by their Service and deleted with it.
+//! distinct port list. Each endpoint is upstream's podToEndpoint (staging/src/k8s.io/endpointslice):
+//! ready / serving / terminating conditions, nodeName, the node's zone, the pod's hostname for the
+//! headless-Service DNS pattern, and the topology hints `spec.trafficDistribution` asks for
+//! ([`crate::trafficdist`]). Slices are owned by their Service and deleted with it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use crate::context::{spawn_reflector, Context};
 use crate::endpoints::{
     delete_with_services, is_terminal, pod_ip, pod_ports, publishes_not_ready, selected_pods,
-    selects, service_selector, services_for_pod, target_ref,
+    selects, service_selector, services_for_pod, should_set_hostname, target_ref, HEADLESS_LABEL,
 };
 use crate::pods::is_ready;
+use crate::trafficdist::reconcile_hints;
 
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+/// The node label an endpoint's `zone` comes from.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointSliceError {
@@ -54,15 +60,74 @@ fn owner(svc: &Service) -> OwnerReference {
     }
 }
 
+/// Upstream's podToEndpoint. `serving` is the pod's readiness; `ready` is never true for a
+/// terminating pod (for compatibility with Endpoints), unless the Service publishes not-ready
+/// addresses, which makes every endpoint ready.
+pub fn pod_to_endpoint(pod: &Pod, svc: &Service, ip: &str, zone: Option<String>) -> Endpoint {
+    let serving = is_ready(pod);
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let ready = publishes_not_ready(svc) || (serving && !terminating);
+    let spec = pod.spec.as_ref();
+    Endpoint {
+        addresses: vec![ip.to_string()],
+        conditions: Some(EndpointConditions {
+            ready: Some(ready),
+            serving: Some(serving),
+            terminating: Some(terminating),
+        }),
+        hostname: spec
+            .and_then(|s| s.hostname.clone())
+            .filter(|_| should_set_hostname(pod, svc)),
+        node_name: spec
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        zone: zone.filter(|z| !z.is_empty()),
+        target_ref: Some(target_ref(pod)),
+        ..Default::default()
+    }
+}
+
+/// Upstream's setEndpointSliceLabels: the Service's labels except the reserved ones, the headless
+/// marker when the Service has no ClusterIP, then the service-name and managed-by labels.
+fn slice_labels(svc: &Service) -> BTreeMap<String, String> {
+    let reserved = [SERVICE_NAME_LABEL, MANAGED_BY_LABEL, HEADLESS_LABEL];
+    let mut labels: BTreeMap<String, String> = svc
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| !reserved.contains(&k.as_str()))
+        .collect();
+    let cluster_ip = svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref());
+    if matches!(cluster_ip, None | Some("" | "None")) {
+        labels.insert(HEADLESS_LABEL.into(), String::new());
+    }
+    labels.insert(
+        SERVICE_NAME_LABEL.into(),
+        svc.metadata.name.clone().unwrap_or_default(),
+    );
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    labels
+}
+
 /// The slices the service should have, keyed by name. Names are derived from the service name and
 /// the port list, so a retried reconcile finds, rather than duplicates, what it created before.
-pub fn desired_slices(svc: &Service, pods: &[Arc<Pod>]) -> BTreeMap<String, EndpointSlice> {
+/// `zone_of` gives a node's zone label, if the node is known and has one.
+pub fn desired_slices(
+    svc: &Service,
+    pods: &[Arc<Pod>],
+    zone_of: &dyn Fn(&str) -> Option<String>,
+) -> BTreeMap<String, EndpointSlice> {
     let mut out = BTreeMap::new();
     let Some(selector) = service_selector(svc) else {
         return out;
     };
     let svc_name = svc.metadata.name.clone().unwrap_or_default();
-    let tolerate_unready = publishes_not_ready(svc);
+    let traffic_distribution = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.traffic_distribution.as_deref());
     let has_ports = svc
         .spec
         .as_ref()
@@ -90,19 +155,12 @@ pub fn desired_slices(svc: &Service, pods: &[Arc<Pod>]) -> BTreeMap<String, Endp
                 app_protocol: p.app_protocol,
             })
             .collect();
-        let terminating = pod.metadata.deletion_timestamp.is_some();
-        let serving = tolerate_unready || is_ready(pod);
-        let endpoint = Endpoint {
-            addresses: vec![ip.to_string()],
-            conditions: Some(EndpointConditions {
-                ready: Some(serving && !terminating),
-                serving: Some(serving),
-                terminating: Some(terminating),
-            }),
-            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-            target_ref: Some(target_ref(pod)),
-            ..Default::default()
-        };
+        let zone = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .and_then(zone_of);
+        let endpoint = pod_to_endpoint(pod, svc, ip, zone);
         let key = serde_json::to_string(&ports).unwrap_or_default();
         groups
             .entry(key)
@@ -115,11 +173,10 @@ pub fn desired_slices(svc: &Service, pods: &[Arc<Pod>]) -> BTreeMap<String, Endp
         // from "not processed yet".
         groups.insert("[]".into(), (Vec::new(), Vec::new()));
     }
-    let mut labels = svc.metadata.labels.clone().unwrap_or_default();
-    labels.insert(SERVICE_NAME_LABEL.into(), svc_name.clone());
-    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    let labels = slice_labels(svc);
     for (key, (ports, mut endpoints)) in groups {
         endpoints.sort_by(|a, b| a.addresses.cmp(&b.addresses));
+        reconcile_hints(traffic_distribution, &mut endpoints);
         let prefix: String = svc_name.chars().take(200).collect();
         let name = format!("{prefix}-{:08x}", fnv32a(key.as_bytes()));
         out.insert(
@@ -150,6 +207,19 @@ pub fn slice_up_to_date(current: &EndpointSlice, desired: &EndpointSlice) -> boo
 
 struct State {
     ctx: Context,
+    nodes: Store<Node>,
+}
+
+impl State {
+    fn zone_of(&self, node: &str) -> Option<String> {
+        self.nodes
+            .get(&ObjectRef::new(node))?
+            .metadata
+            .labels
+            .as_ref()?
+            .get(ZONE_LABEL)
+            .cloned()
+    }
 }
 
 fn managed_selector(service: &str) -> String {
@@ -172,13 +242,18 @@ pub async fn run(ctx: Context) {
         return;
     }
     let (slices, _slices_task) = spawn_reflector::<EndpointSlice>(&ctx.client);
-    if slices.wait_until_ready().await.is_err() {
+    // Nodes only for endpoint zones: a cache that lags a little writes the zone one resync later.
+    let (nodes, _nodes_task) = spawn_reflector::<Node>(&ctx.client);
+    if slices.wait_until_ready().await.is_err() || nodes.wait_until_ready().await.is_err() {
         return;
     }
     let api: Api<Service> = Api::all(ctx.client.clone());
     let controller = Controller::new(api.clone(), watcher::Config::default());
     let svc_store = controller.store();
-    let state = Arc::new(State { ctx: ctx.clone() });
+    let state = Arc::new(State {
+        ctx: ctx.clone(),
+        nodes,
+    });
     let mapper_slices = slices.clone();
     let managed = |s: &EndpointSlice| {
         let labels = s.metadata.labels.clone().unwrap_or_default();
@@ -250,7 +325,7 @@ async fn reconcile(svc: Arc<Service>, st: Arc<State>) -> Result<Action, Endpoint
     let pods = selected_pods(&st.ctx.client, &svc)
         .await
         .map_err(err("listing pods"))?;
-    let mut desired = desired_slices(&svc, &pods);
+    let mut desired = desired_slices(&svc, &pods, &|node| st.zone_of(node));
     let api: Api<EndpointSlice> = Api::namespaced(st.ctx.client.clone(), &ns);
     let existing = api
         .list(&ListParams::default().labels(&managed_selector(&name)))
@@ -288,85 +363,5 @@ fn error_policy(_svc: Arc<Service>, err: &EndpointSliceError, _st: Arc<State>) -
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn svc() -> Service {
-        serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "default", "uid": "svc-uid"},
-            "spec": {"selector": {"app": "web"},
-                "ports": [{"name": "http", "port": 80, "targetPort": "web", "protocol": "TCP"}]}
-        }))
-        .unwrap()
-    }
-
-    fn pod(name: &str, ip: &str, ready: bool, terminating: bool) -> Arc<Pod> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
-                    "deletionTimestamp": if terminating {json!("2025-01-01T00:00:00Z")} else {json!(null)}},
-                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
-                    "ports": [{"name": "web", "containerPort": 8080}]}]},
-                "status": {"phase": "Running", "podIP": ip,
-                    "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
-            }))
-            .unwrap(),
-        )
-    }
-
-    #[test]
-    fn one_ipv4_slice_with_conditions_and_named_port() {
-        let slices = desired_slices(
-            &svc(),
-            &[
-                pod("a", "10.244.0.2", true, false),
-                pod("b", "10.244.0.3", false, false),
-                pod("c", "10.244.0.4", true, true),
-            ],
-        );
-        assert_eq!(slices.len(), 1);
-        let (name, s) = slices.into_iter().next().unwrap();
-        assert!(name.starts_with("web-"));
-        assert_eq!(s.address_type, "IPv4");
-        let labels = s.metadata.labels.as_ref().unwrap();
-        assert_eq!(labels[SERVICE_NAME_LABEL], "web");
-        assert_eq!(labels[MANAGED_BY_LABEL], MANAGED_BY);
-        assert_eq!(
-            s.metadata.owner_references.as_ref().unwrap()[0].uid,
-            "svc-uid"
-        );
-        assert_eq!(s.ports.as_ref().unwrap()[0].port, Some(8080));
-        let conds: Vec<_> = s
-            .endpoints
-            .iter()
-            .map(|e| {
-                let c = e.conditions.clone().unwrap();
-                (e.addresses[0].as_str(), c.ready, c.serving, c.terminating)
-            })
-            .collect();
-        assert_eq!(
-            conds,
-            [
-                ("10.244.0.2", Some(true), Some(true), Some(false)),
-                ("10.244.0.3", Some(false), Some(false), Some(false)),
-                ("10.244.0.4", Some(false), Some(true), Some(true)),
-            ]
-        );
-    }
-
-    #[test]
-    fn no_pods_gives_a_stable_placeholder() {
-        let a = desired_slices(&svc(), &[]);
-        let b = desired_slices(&svc(), &[]);
-        assert_eq!(a.len(), 1);
-        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
-        assert!(a.values().next().unwrap().endpoints.is_empty());
-        let full = desired_slices(&svc(), &[pod("a", "10.244.0.2", true, false)]);
-        assert!(!slice_up_to_date(
-            a.values().next().unwrap(),
-            full.values().next().unwrap()
-        ));
-        assert_eq!(fnv32a(b"a"), 0xe40c292c);
-    }
-}
+#[path = "endpointslice_tests.rs"]
+mod tests;

@@ -28,14 +28,16 @@ pub mod root_ca;
 pub mod selector;
 pub mod serviceaccount;
 pub mod token_cleaner;
+pub mod trafficdist;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use kiln_scheduler::events::EventRecorder;
-use kiln_scheduler::leader_election::{LeaderElectionConfig, LeaderElector};
+use kiln_common::events::EventRecorder;
+use kiln_common::leader_election::{master_status_metric, LeaderElectionConfig, LeaderElector};
+use kiln_common::{client, serving};
 
 pub use config::Options;
 use context::Context;
@@ -43,9 +45,9 @@ use context::Context;
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
     #[error(transparent)]
-    Client(#[from] kiln_scheduler::client::ClientError),
+    Client(#[from] client::ClientError),
     #[error(transparent)]
-    Serving(#[from] kiln_scheduler::serving::ServingError),
+    Serving(#[from] serving::ServingError),
     #[error("leader election lost")]
     LeadershipLost,
     #[error("every controller stopped")]
@@ -138,7 +140,7 @@ struct Status {
 }
 
 pub struct RunningManager {
-    health: kiln_scheduler::serving::HealthServer,
+    health: serving::HealthServer,
     task: tokio::task::JoinHandle<Result<(), ManagerError>>,
     status: Arc<Status>,
 }
@@ -169,18 +171,20 @@ impl Drop for RunningManager {
 }
 
 pub async fn start(options: Options) -> Result<RunningManager, ManagerError> {
-    let client = kiln_scheduler::client::client(options.kubeconfig.as_deref()).await?;
-    let identity = kiln_scheduler::client::process_identity();
+    let client = client::client(options.kubeconfig.as_deref()).await?;
+    let identity = client::process_identity();
     let status = Arc::new(Status {
         leader: Default::default(),
     });
     let render_status = status.clone();
-    let health = kiln_scheduler::serving::serve(
+    let health = serving::serve(
         SocketAddr::new(options.bind_address, options.secure_port),
         Arc::new(move || {
-            format!(
-                "# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n# TYPE leader_election_master_status gauge\nleader_election_master_status{{name=\"kube-controller-manager\"}} {}\n",
-                u8::from(render_status.leader.load(std::sync::atomic::Ordering::Relaxed))
+            master_status_metric(
+                "kube-controller-manager",
+                render_status
+                    .leader
+                    .load(std::sync::atomic::Ordering::Relaxed),
             )
         }),
     )

@@ -1,19 +1,22 @@
 //! node lifecycle: a node whose kubelet stops renewing its Lease (and posting Ready heartbeats) for
 //! --node-monitor-grace-period becomes Ready=Unknown and is tainted `node.kubernetes.io/unreachable`
-//! (NoExecute + NoSchedule; `not-ready` for Ready=False); pods on NoExecute-tainted nodes are deleted
-//! once their toleration runs out, so their controllers recreate them elsewhere. Staleness is judged
-//! on this controller's own clock (when it last saw the heartbeat change), like upstream's, so clock
-//! skew between hosts does not matter.
+//! (NoExecute + NoSchedule; `not-ready` for Ready=False); the pods on it that still say Ready are
+//! marked Ready=False (upstream's MarkPodsNotReady: their kubelet can no longer say otherwise), so
+//! Endpoints and EndpointSlices drop them within the grace period instead of at eviction; pods on
+//! NoExecute-tainted nodes are deleted once their toleration runs out, so their controllers recreate
+//! them elsewhere. Staleness is judged on this controller's own clock (when it last saw the heartbeat
+//! change), like upstream's, so clock skew between hosts does not matter.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, PodCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kiln_scheduler::events::{object_reference, NORMAL};
-use kiln_scheduler::matching::tolerates;
+use kiln_common::events::{object_reference, NORMAL, WARNING};
+use kiln_common::node_matching::tolerates;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -165,6 +168,29 @@ pub fn eviction_time(
     earliest
 }
 
+/// Upstream's MarkPodsNotReady as data: the pods on `node` whose Ready condition is not False yet,
+/// each with its conditions after Ready became False (lastTransitionTime `now`, the rest untouched).
+/// Pods without a Ready condition are left alone, as upstream does.
+pub fn pods_to_mark_not_ready(
+    pods: &[Arc<Pod>],
+    node: &str,
+    now: Timestamp,
+) -> Vec<(Arc<Pod>, Vec<PodCondition>)> {
+    pods.iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter_map(|p| {
+            let mut conditions = p.status.as_ref()?.conditions.clone()?;
+            let ready = conditions.iter_mut().find(|c| c.type_ == "Ready")?;
+            if ready.status == "False" {
+                return None;
+            }
+            ready.status = "False".into();
+            ready.last_transition_time = Some(Time(now));
+            Some((p.clone(), conditions))
+        })
+        .collect()
+}
+
 /// What the controller last saw of a node's heartbeats, and when it saw them change.
 struct Health {
     record: (Option<Timestamp>, Option<Timestamp>),
@@ -245,6 +271,11 @@ pub async fn run(ctx: Context) {
                     }
                 }
             }
+            // Only while the controller itself judges the kubelet silent: a kubelet that reports
+            // NotReady still reports its pods' readiness.
+            if stale && ready == "Unknown" {
+                mark_pods_not_ready(&ctx, &pods.state(), &name, now).await;
+            }
             if let Some(taints) = desired_taints(node, &ready, now) {
                 let patch = json!({
                     "metadata": {"resourceVersion": node.metadata.resource_version},
@@ -269,9 +300,44 @@ pub async fn run(ctx: Context) {
     }
 }
 
+async fn mark_pods_not_ready(ctx: &Context, pods: &[Arc<Pod>], node: &str, now: Timestamp) {
+    for (pod, conditions) in pods_to_mark_not_ready(pods, node, now) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        // The resourceVersion makes it a compare-and-swap, like upstream's UpdateStatus: a pod that
+        // changed meanwhile is looked at again on the next pass.
+        let patch = json!({
+            "metadata": {"resourceVersion": pod.metadata.resource_version},
+            "status": {"conditions": conditions}
+        });
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(pod = %format!("{ns}/{name}"), %node, "node not ready: pod marked not ready");
+                let _ = ctx
+                    .recorder
+                    .record(
+                        &object_reference(pod.as_ref()),
+                        WARNING,
+                        "NodeNotReady",
+                        "Node is not ready",
+                    )
+                    .await;
+            }
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => {
+                tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "marking pod not ready failed")
+            }
+        }
+    }
+}
+
 async fn evict_due_pods(
     ctx: &Context,
-    pods: &[std::sync::Arc<Pod>],
+    pods: &[Arc<Pod>],
     node: &str,
     taints: &[Taint],
     now: Timestamp,
@@ -427,5 +493,45 @@ mod tests {
             Some(added),
             "untolerated: at once"
         );
+    }
+
+    #[test]
+    fn pods_on_a_silent_node_are_marked_not_ready() {
+        let pod = |name: &str, node: &str, ready: Option<&str>| -> Arc<Pod> {
+            let conditions: Vec<serde_json::Value> = [
+                Some(json!({"type": "PodScheduled", "status": "True"})),
+                ready.map(|r| {
+                    json!({"type": "Ready", "status": r,
+                    "lastTransitionTime": "2025-01-01T00:00:00Z"})
+                }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            Arc::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": "kube-system"},
+                    "spec": {"nodeName": node, "containers": []},
+                    "status": {"conditions": conditions}
+                }))
+                .unwrap(),
+            )
+        };
+        let now: Timestamp = "2025-06-01T12:00:00Z".parse().unwrap();
+        let pods = [
+            pod("dns-n1", "n1", Some("True")),
+            pod("already", "n1", Some("False")),
+            pod("no-ready-condition", "n1", None),
+            pod("dns-n2", "n2", Some("True")),
+        ];
+        let marked = pods_to_mark_not_ready(&pods, "n1", now);
+        assert_eq!(marked.len(), 1, "only the Ready pod on the silent node");
+        let (p, conditions) = &marked[0];
+        assert_eq!(p.metadata.name.as_deref(), Some("dns-n1"));
+        let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.last_transition_time, Some(Time(now)));
+        assert_eq!(conditions.len(), 2, "other conditions kept");
+        assert_eq!(conditions[0].status, "True");
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
-use kiln_scheduler::events::{object_reference, NORMAL};
+use kiln_common::events::{object_reference, NORMAL};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, applier, trigger_self, Action, ReconcileRequest};
 use kube::runtime::reflector::{self, ObjectRef, Store};

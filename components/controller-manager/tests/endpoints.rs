@@ -165,3 +165,67 @@ async fn endpoints_and_slices_follow_pods_and_services() {
     })
     .await;
 }
+
+/// kube-dns's Service carries `trafficDistribution: PreferSameNode`: the apiserver stores it, the
+/// controller writes node (and zone) hints that the apiserver stores too, and takes them away again
+/// when the field goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_same_node_hints_round_trip_through_the_apiserver() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "zone-a"}}
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let _cm = kiln_controller_manager::start(kiln_controller_manager::Options::parse_from([
+        "kiln-controller-manager".to_string(),
+        format!("--kubeconfig={}", c.admin_kubeconfig.display()),
+        "--secure-port=0".into(),
+        "--leader-elect=false".into(),
+        "--controllers=endpointslice".into(),
+    ]))
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    running_pod(&pods, "web-1", "10.244.0.11", true).await;
+    let svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "trafficDistribution": "PreferSameNode",
+            "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}
+    }))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    assert_eq!(
+        created.spec.unwrap().traffic_distribution.as_deref(),
+        Some("PreferSameNode")
+    );
+    let hints = |s: &EndpointSlice| {
+        s.endpoints
+            .first()
+            .map(|e| serde_json::to_value(&e.hints).unwrap())
+    };
+    let list = ListParams::default().labels("kubernetes.io/service-name=web");
+    eventually("node and zone hints stored", || async {
+        let s = slices.list(&list).await.ok()?.items.into_iter().next()?;
+        (hints(&s)? == json!({"forNodes": [{"name": "n1"}], "forZones": [{"name": "zone-a"}]}))
+            .then_some(())
+    })
+    .await;
+    let unset = json!({"spec": {"trafficDistribution": null}});
+    services
+        .patch("web", &PatchParams::default(), &Patch::Merge(&unset))
+        .await
+        .unwrap();
+    eventually("hints removed", || async {
+        let s = slices.list(&list).await.ok()?.items.into_iter().next()?;
+        (hints(&s)? == serde_json::Value::Null).then_some(())
+    })
+    .await;
+}

@@ -1,5 +1,6 @@
 //! kiln-controller-manager against an in-process kiln-apiserver on a real etcd: node IPAM and node
-//! lifecycle (stale heartbeat → Ready=Unknown, taints, eviction), leader election.
+//! lifecycle (stale heartbeat → Ready=Unknown, taints, its pods marked not ready, eviction), leader
+//! election.
 
 use std::time::Duration;
 
@@ -112,6 +113,33 @@ async fn stale_node_goes_unknown_is_tainted_and_its_pods_evicted() {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
+    // Ready pods that are never evicted (they tolerate unreachable forever), one per node: the dead
+    // node's one must turn not ready, so endpoints drop it.
+    for (name, node) in [("tolerant-dead", "dead"), ("tolerant-alive", "alive")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.local/app:1"}],
+                "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                    "effect": "NoExecute"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let status = json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+    let pod_ready = |p: &Pod| {
+        p.status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.clone())
+    };
 
     let _cm = kiln_controller_manager::start(options(
         &c,
@@ -154,6 +182,13 @@ async fn stale_node_goes_unknown_is_tainted_and_its_pods_evicted() {
         }
     })
     .await;
+    eventually("the dead node's ready pod marked not ready", || async {
+        let p = pods.get("tolerant-dead").await.ok()?;
+        (pod_ready(&p).as_deref() == Some("False")).then_some(())
+    })
+    .await;
+    let on_alive = pods.get("tolerant-alive").await.unwrap();
+    assert_eq!(pod_ready(&on_alive).as_deref(), Some("True"));
     let alive = nodes.get("alive").await.unwrap();
     assert_eq!(
         ready_status(&alive).as_deref(),

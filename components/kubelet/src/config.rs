@@ -10,6 +10,8 @@ use clap::Parser;
 pub enum ConfigError {
     #[error("--{flag}: {message}")]
     Invalid { flag: &'static str, message: String },
+    #[error(transparent)]
+    File(#[from] crate::config_file::FileError),
 }
 
 /// Command-line flags of `kiln-kubelet`, named like the kubelet's.
@@ -20,6 +22,21 @@ pub enum ConfigError {
     about = "kiln's node agent: static pods, node registration, mirror pods"
 )]
 pub struct Flags {
+    /// A KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); of it clusterDNS, clusterDomain and
+    /// resolvConf are honoured, and flags given on the command line win over it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Cluster DNS server addresses (comma-separated) that ClusterFirst pods resolve through; without,
+    /// ClusterFirst pods fall back to the Default policy.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Option<Vec<String>>,
+    /// The cluster's DNS domain (e.g. cluster.local): pods search `<ns>.svc.<domain> svc.<domain>
+    /// <domain>` before the host's domains. Default: none.
+    #[arg(long)]
+    pub cluster_domain: Option<String>,
+    /// The host resolver file pods' DNS is derived from; empty: none. Default /etc/resolv.conf.
+    #[arg(long)]
+    pub resolv_conf: Option<String>,
     /// Stop and remove every pod sandbox this kubelet created (CRI, by label) and exit: CNI releases the
     /// pods' addresses and containerd unmounts their files. `kiln reset` runs it before stopping containerd.
     #[arg(long)]
@@ -187,6 +204,8 @@ pub struct KubeletConfig {
     pub server: Option<ServerSettings>,
     /// Disk eviction (with workload pods only: they are what it evicts).
     pub eviction: crate::eviction::EvictionConfig,
+    /// Pods' DNS: cluster DNS servers, cluster domain, the host's resolver file.
+    pub dns: crate::dns_config::DnsSettings,
 }
 
 impl KubeletConfig {
@@ -215,11 +234,13 @@ impl KubeletConfig {
             cri: None,
             server: None,
             eviction: Default::default(),
+            dns: Default::default(),
         }
     }
 
     pub fn from_flags(flags: Flags) -> Result<Self, ConfigError> {
         // Resolved first: the fields below are moved out of `flags`.
+        let dns = dns_settings(&flags)?;
         let eviction = eviction_config(&flags)?;
         let cni_gc = cni_gc_settings(&flags)?;
         let node_name = match flags.hostname_override {
@@ -275,6 +296,7 @@ impl KubeletConfig {
         c.file_check_frequency = Duration::from_secs(flags.file_check_frequency);
         c.max_pods = flags.max_pods;
         c.eviction = eviction;
+        c.dns = dns;
         if let Some(cpu) = flags.capacity_cpu {
             c.capacity_cpu = cpu;
         }
@@ -308,6 +330,59 @@ impl KubeletConfig {
         }
         Ok(c)
     }
+}
+
+/// DNS settings from the flags, else the --config file, else upstream's defaults (no cluster DNS, no
+/// domain, /etc/resolv.conf).
+fn dns_settings(flags: &Flags) -> Result<crate::dns_config::DnsSettings, ConfigError> {
+    let file = match &flags.config {
+        Some(path) => {
+            let f = crate::config_file::read(path)?;
+            if !f.ignored.is_empty() {
+                tracing::warn!(file = %path.display(), fields = ?f.ignored, "KubeletConfiguration fields kiln-kubelet does not act on");
+            }
+            f
+        }
+        None => Default::default(),
+    };
+    let resolv_conf = flags
+        .resolv_conf
+        .clone()
+        .or(file.resolv_conf)
+        .unwrap_or_else(|| crate::dns_config::DEFAULT_RESOLV_CONF.into());
+    let cluster_domain = flags
+        .cluster_domain
+        .clone()
+        .or(file.cluster_domain)
+        .unwrap_or_default();
+    // Upstream accepts a trailing dot; the search domains are written without it.
+    let cluster_domain = cluster_domain.trim_end_matches('.').to_string();
+    if cluster_domain.contains(char::is_whitespace) {
+        return Err(ConfigError::Invalid {
+            flag: "cluster-domain",
+            message: format!("{cluster_domain:?} is not a DNS domain"),
+        });
+    }
+    let cluster_dns = match &flags.cluster_dns {
+        // An empty value (`--cluster-dns=`) is an explicit "none", overriding the file.
+        Some(list) => list
+            .iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<IpAddr>().map_err(|_| ConfigError::Invalid {
+                    flag: "cluster-dns",
+                    message: format!("{s:?} is not an IP address"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => file.cluster_dns.unwrap_or_default(),
+    };
+    Ok(crate::dns_config::DnsSettings {
+        cluster_dns,
+        cluster_domain,
+        resolv_conf: (!resolv_conf.is_empty()).then(|| PathBuf::from(resolv_conf)),
+    })
 }
 
 fn eviction_config(flags: &Flags) -> Result<crate::eviction::EvictionConfig, ConfigError> {
@@ -518,6 +593,89 @@ mod tests {
             let e = KubeletConfig::from_flags(f).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--{flag}: ")), "{e}");
         }
+    }
+
+    #[test]
+    fn dns_flags_and_defaults() {
+        let f = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--cluster-dns=10.96.0.10,fd00::a",
+            "--cluster-domain=cluster.local.",
+            "--resolv-conf=/run/resolv.conf",
+        ]);
+        let d = KubeletConfig::from_flags(f).unwrap().dns;
+        assert_eq!(
+            d.cluster_dns,
+            vec![
+                "10.96.0.10".parse::<IpAddr>().unwrap(),
+                "fd00::a".parse().unwrap()
+            ]
+        );
+        assert_eq!(d.cluster_domain, "cluster.local");
+        assert_eq!(d.resolv_conf, Some(PathBuf::from("/run/resolv.conf")));
+        // Upstream's defaults: no cluster DNS or domain, the host's /etc/resolv.conf.
+        let d =
+            KubeletConfig::from_flags(Flags::parse_from(["kiln-kubelet", "--hostname-override=a"]))
+                .unwrap()
+                .dns;
+        assert_eq!(d, crate::dns_config::DnsSettings::default());
+        assert_eq!(d.resolv_conf, Some(PathBuf::from("/etc/resolv.conf")));
+        // An empty --resolv-conf means none.
+        let f = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--resolv-conf="]);
+        assert_eq!(KubeletConfig::from_flags(f).unwrap().dns.resolv_conf, None);
+        let f = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--cluster-dns=10.96.0.x",
+        ]);
+        let e = KubeletConfig::from_flags(f).unwrap_err().to_string();
+        assert_eq!(e, "--cluster-dns: \"10.96.0.x\" is not an IP address");
+    }
+
+    #[test]
+    fn config_file_sets_dns_and_flags_win_over_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kubelet.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\nresolvConf: /etc/lab-resolv.conf\n",
+        )
+        .unwrap();
+        let arg = format!("--config={}", file.display());
+        let from_file = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()]);
+        let d = KubeletConfig::from_flags(from_file).unwrap().dns;
+        assert_eq!(d.cluster_dns, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);
+        assert_eq!(d.cluster_domain, "cluster.local");
+        assert_eq!(d.resolv_conf, Some(PathBuf::from("/etc/lab-resolv.conf")));
+        let both = Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            arg.as_str(),
+            "--cluster-dns=10.96.0.53",
+            "--cluster-domain=kiln.test",
+            "--resolv-conf=",
+        ]);
+        let d = KubeletConfig::from_flags(both).unwrap().dns;
+        assert_eq!(d.cluster_dns, vec!["10.96.0.53".parse::<IpAddr>().unwrap()]);
+        assert_eq!(d.cluster_domain, "kiln.test");
+        assert_eq!(d.resolv_conf, None);
+        // A bad file: the error names the file and the field.
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS: [nope]\n",
+        )
+        .unwrap();
+        let bad = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()]);
+        let e = KubeletConfig::from_flags(bad).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--config {}: clusterDNS[0]: \"nope\" is not an IP address",
+                file.display()
+            )
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A container's environment as the kubelet builds it: `envFrom` (ConfigMaps and Secrets, with prefix)
 //! first, then `env` in order (later names win), values from literals with `$(VAR)` expansion,
-//! `configMapKeyRef`, `secretKeyRef`, `fieldRef` and `resourceFieldRef` ([`crate::env_resources`]). The referenced objects are fetched once per container
+//! `configMapKeyRef`, `secretKeyRef`, `fieldRef` and `resourceFieldRef` ([`crate::env_resources`]), then
+//! the Service variables ([`crate::service_env`]) the container's own do not override — `$(VAR)` in a
+//! literal may refer to them, as upstream's. The referenced objects are fetched once per container
 //! start ([`fetch`]); building the list from them is pure ([`build`]) and tested on values. A missing
 //! object or key that is not `optional` is an error whose message is upstream's, shown as the container's
 //! `CreateContainerConfigError`.
@@ -11,6 +13,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 
 use crate::env_resources::{self, NodeAllocatable, ResourceError};
 use crate::pod_objects::{ObjectError, Payload, PodObjects};
+use crate::service_env::ServiceEnvError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EnvError {
@@ -44,6 +47,8 @@ pub enum EnvError {
         #[source]
         source: ObjectError,
     },
+    #[error(transparent)]
+    Services(#[from] ServiceEnvError),
 }
 
 /// What `fieldRef` may read besides the pod object itself.
@@ -56,11 +61,13 @@ pub struct FieldContext<'a> {
     pub allocatable: Option<&'a NodeAllocatable>,
 }
 
-/// The ConfigMaps and Secrets a container's env refers to, by name; None = does not exist.
+/// The ConfigMaps and Secrets a container's env refers to, by name (None = does not exist), and the
+/// Service variables of its pod ([`crate::service_env::for_pod`]).
 #[derive(Debug, Clone, Default)]
 pub struct Fetched {
     pub config_maps: HashMap<String, Option<Payload>>,
     pub secrets: HashMap<String, Option<Payload>>,
+    pub service_env: Vec<(String, String)>,
 }
 
 /// Names of the ConfigMaps and Secrets the container's env and envFrom refer to.
@@ -129,6 +136,17 @@ fn valid_env_name(name: &str) -> bool {
 /// `$(VAR)` → VAR's value when defined earlier, `$$` → `$`; anything else stays as written (upstream's
 /// expansion rules).
 pub fn expand(input: &str, defined: &[(String, String)]) -> String {
+    expand_with(input, &|name| {
+        defined
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    })
+}
+
+/// [`expand`] with a lookup of its own (the container's variables, then the Service ones).
+fn expand_with<'a>(input: &str, lookup: &dyn Fn(&str) -> Option<&'a str>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(pos) = rest.find('$') {
@@ -141,8 +159,8 @@ pub fn expand(input: &str, defined: &[(String, String)]) -> String {
             match inner.find(')') {
                 Some(end) => {
                     let name = &inner[..end];
-                    match defined.iter().rev().find(|(k, _)| k == name) {
-                        Some((_, v)) => out.push_str(v),
+                    match lookup(name) {
+                        Some(v) => out.push_str(v),
                         None => {
                             out.push_str("$(");
                             out.push_str(name);
@@ -216,7 +234,8 @@ fn lookup<'a>(objects: &'a HashMap<String, Option<Payload>>, name: &str) -> Opti
     objects.get(name).and_then(Option::as_ref)
 }
 
-/// The container's env, in CRI order (envFrom, then env; a later name replaces an earlier one).
+/// The container's env, in CRI order: envFrom, then env (a later name replaces an earlier one), then the
+/// Service variables not defined by either (upstream: the container's own win).
 pub fn build(
     pod: &Pod,
     c: &Container,
@@ -253,7 +272,17 @@ pub fn build(
     }
     for e in c.env.iter().flatten() {
         let value = match &e.value_from {
-            None => expand(e.value.as_deref().unwrap_or_default(), &env),
+            None => {
+                let services = &fetched.service_env;
+                let lookup = |name: &str| {
+                    env.iter()
+                        .rev()
+                        .chain(services.iter())
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.as_str())
+                };
+                expand_with(e.value.as_deref().unwrap_or_default(), &lookup)
+            }
             Some(from) => {
                 if let Some(r) = &from.config_map_key_ref {
                     match lookup(&fetched.config_maps, &r.name) {
@@ -306,6 +335,11 @@ pub fn build(
             }
         };
         set(&mut env, e.name.clone(), value);
+    }
+    for (k, v) in &fetched.service_env {
+        if !env.iter().any(|(have, _)| have == k) {
+            env.push((k.clone(), v.clone()));
+        }
     }
     Ok(env)
 }

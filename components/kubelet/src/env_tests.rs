@@ -212,3 +212,58 @@ async fn resource_field_refs_read_limits_requests_and_the_node_allocatable() {
     let err = build(&p, c, &self::ctx(), &Fetched::default()).unwrap_err();
     assert!(err.to_string().contains("CPU_LIMIT"), "{err}");
 }
+
+fn with_services(vars: &[(&str, &str)]) -> Fetched {
+    Fetched {
+        service_env: pairs(vars),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn service_variables_come_after_the_containers_own_which_override_them() {
+    let p = pod(serde_json::json!({
+        "name": "main", "image": "img",
+        "env": [
+            {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
+            {"name": "API", "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"},
+            {"name": "WEB", "value": "$(WEB_SERVICE_HOST) $(NOPE)"}
+        ]
+    }));
+    let c = &p.spec.as_ref().unwrap().containers[0];
+    let fetched = with_services(&[
+        ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+        ("KUBERNETES_SERVICE_PORT", "443"),
+        ("WEB_SERVICE_HOST", "10.96.3.4"),
+    ]);
+    assert_eq!(
+        build(&p, c, &ctx(), &fetched).unwrap(),
+        pairs(&[
+            ("KUBERNETES_SERVICE_PORT", "6443"),
+            // The container's own value of a name wins in expansion too; others come from Services.
+            ("API", "https://10.96.0.1:6443"),
+            ("WEB", "10.96.3.4 $(NOPE)"),
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("WEB_SERVICE_HOST", "10.96.3.4"),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn env_from_overrides_service_variables_too() {
+    let o = FakeObjects::default();
+    o.put_config_map("apps", "cm", &[("WEB_SERVICE_HOST", "override")]);
+    let p = pod(serde_json::json!({
+        "name": "main", "image": "img", "envFrom": [{"configMapRef": {"name": "cm"}}]
+    }));
+    let c = &p.spec.as_ref().unwrap().containers[0];
+    let mut fetched = fetch("apps", c, Some(&o)).await.unwrap();
+    fetched.service_env = pairs(&[
+        ("WEB_SERVICE_HOST", "10.96.3.4"),
+        ("WEB_SERVICE_PORT", "80"),
+    ]);
+    assert_eq!(
+        build(&p, c, &ctx(), &fetched).unwrap(),
+        pairs(&[("WEB_SERVICE_HOST", "override"), ("WEB_SERVICE_PORT", "80")])
+    );
+}

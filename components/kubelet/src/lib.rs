@@ -11,8 +11,11 @@ pub mod apiserver_lb;
 pub mod cni;
 pub mod cni_gc;
 pub mod config;
+pub mod config_file;
+pub mod dns_config;
 pub mod env;
 pub mod env_resources;
+pub mod etc_hosts;
 pub mod events;
 pub mod eviction;
 pub mod init_containers;
@@ -21,9 +24,12 @@ pub mod logs;
 pub mod manifest;
 pub mod mirror;
 pub mod node;
+pub mod pod_hostname;
 pub mod pod_objects;
 pub mod runtime;
 pub mod server;
+pub mod service_env;
+pub mod services;
 pub mod static_pods;
 pub mod status_manager;
 pub mod tls_bootstrap;
@@ -79,6 +85,8 @@ pub async fn cleanup_workloads(endpoint: &str) -> Result<usize, KubeletError> {
             pods_root: std::path::PathBuf::from("/var/lib/kiln/kubelet/pods"),
             secrets_in_memory: false,
             allocatable: Default::default(),
+            dns: Default::default(),
+            node_hosts_file: etc_hosts::NODE_HOSTS.into(),
         },
         std::time::Duration::from_secs(1),
     );
@@ -204,6 +212,7 @@ fn start_cri(
     if let Some(cidr) = &cri.pod_cidr {
         cni::write_conflist(&cri.cni_conf_dir, cidr)?;
     }
+    check_host_resolv_conf(&cfg.dns);
     let client = Arc::new(GrpcCri::new(&cri.endpoint)?);
     Ok(Arc::new(CriRuntime::new(
         client,
@@ -223,9 +232,33 @@ fn start_cri(
                 cpu: cfg.capacity_cpu.clone(),
                 memory: cfg.capacity_memory.clone(),
             },
+            dns: cfg.dns.clone(),
+            node_hosts_file: etc_hosts::NODE_HOSTS.into(),
         },
         cri.sync_period,
     )))
+}
+
+/// Upstream's start-up look at the host resolver file: pods cannot start while it is unreadable, and a
+/// search line near the resolver's limits is cut in every pod.
+fn check_host_resolv_conf(dns: &dns_config::DnsSettings) {
+    let Some(path) = dns.resolv_conf.as_deref() else {
+        return;
+    };
+    match dns_config::read_host_resolv_conf(Some(path)) {
+        Ok(Some(host)) => {
+            if let Some(w) = dns_config::host_limits_warning(&host, path, &dns.cluster_domain) {
+                tracing::warn!("{w}");
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the host's resolv.conf (pods' DNS derives from it)")
+        }
+    }
+    if dns.cluster_dns.is_empty() {
+        tracing::warn!("no --cluster-dns: ClusterFirst pods fall back to the Default DNS policy");
+    }
 }
 
 /// Without --pod-cidr, the node's CIDR is the one the controller-manager's nodeipam assigns: wait for
@@ -260,6 +293,12 @@ async fn run_workloads(
         c = clients.client() => c,
         _ = shutdown.wait_for(|s| *s) => return,
     };
+    // Watched from now on, so the first list is done before pods start (an API pod's containers wait
+    // for it, as upstream's).
+    rt.set_services(Arc::new(services::ServiceCache::start(
+        client.clone(),
+        shutdown.clone(),
+    )));
     let mut last_error = String::new();
     loop {
         let step = async {

@@ -1,4 +1,5 @@
-//! The proxy's view of the cluster: Services, their ready endpoints and the node's own settings.
+//! The proxy's view of the cluster: Services, their endpoints (with the conditions, node and topology
+//! hints [`crate::topology`] chooses by) and the node's own settings.
 //!
 //! Pure data, no I/O. [`from_service`], [`from_endpoints`] and [`from_endpoint_slice`] turn the API objects
 //! into these types, so rendering can be tested on plain values and the runtime only shuffles objects.
@@ -8,9 +9,11 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+pub use crate::topology::NodeTopology;
 
 /// Label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -119,6 +122,8 @@ pub struct ServiceInfo {
     pub ports: Vec<ServicePort>,
     /// ClientIP session affinity timeout in seconds, when enabled.
     pub affinity_timeout: Option<u32>,
+    /// `internalTrafficPolicy: Local`: ClusterIP traffic goes to this node's endpoints only.
+    pub internal_local: bool,
 }
 
 /// One port of an endpoint group.
@@ -129,12 +134,57 @@ pub struct EndpointPort {
     pub port: u16,
 }
 
-/// Ready addresses that share a port list (an Endpoints subset or an EndpointSlice).
+/// One endpoint as kube-proxy reads it from an EndpointSlice (its first address; upstream ignores the
+/// others) or an Endpoints subset.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Endpoint {
+    pub addr: Ipv4Addr,
+    pub ready: bool,
+    /// Ready or not, the endpoint still answers (differs from `ready` while it terminates).
+    pub serving: bool,
+    pub terminating: bool,
+    /// The node the endpoint runs on: it is local when this is this node.
+    pub node_name: Option<String>,
+    /// `hints.forNodes` names (PreferSameNode), empty when there are none.
+    pub for_nodes: Vec<String>,
+    /// `hints.forZones` names (PreferSameZone / PreferClose), empty when there are none.
+    pub for_zones: Vec<String>,
+}
+
+impl Endpoint {
+    /// A ready endpoint on no particular node, without hints.
+    pub fn ready(addr: Ipv4Addr) -> Endpoint {
+        Endpoint {
+            addr,
+            ready: true,
+            serving: true,
+            terminating: false,
+            node_name: None,
+            for_nodes: Vec::new(),
+            for_zones: Vec::new(),
+        }
+    }
+}
+
+/// Endpoints that share a port list (an Endpoints subset or an EndpointSlice), ready or not.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EndpointGroup {
-    pub addresses: Vec<Ipv4Addr>,
+    pub endpoints: Vec<Endpoint>,
     pub ports: Vec<EndpointPort>,
 }
+
+impl EndpointGroup {
+    /// A group of ready endpoints without node or hints (hand-written Endpoints, tests).
+    pub fn ready(addresses: &[Ipv4Addr], ports: Vec<EndpointPort>) -> EndpointGroup {
+        EndpointGroup {
+            endpoints: addresses.iter().copied().map(Endpoint::ready).collect(),
+            ports,
+        }
+    }
+}
+
+/// A DNAT target: endpoint address and port.
+pub type Backend = (Ipv4Addr, u16);
 
 /// Key of a Service: (namespace, name).
 pub type ServiceKey = (String, String);
@@ -144,6 +194,8 @@ pub type ServiceKey = (String, String);
 pub struct ProxyState {
     pub services: Vec<ServiceInfo>,
     pub endpoints: BTreeMap<ServiceKey, Vec<EndpointGroup>>,
+    /// This node's name and zone, which endpoints are local and which hints apply (empty name: none).
+    pub topology: NodeTopology,
 }
 
 impl ProxyState {
@@ -153,12 +205,16 @@ impl ProxyState {
     }
 }
 
-/// A Service port's resolved backends, sorted and without duplicates.
+/// A Service port's endpoints with the port each is reached on, sorted by (address, port) and without
+/// duplicates (two slices listing one address: the ready entry wins).
 ///
 /// Endpoint ports are matched by the service port's name (the endpoints controller resolves named
 /// targetPorts and stores the number under the service port's name). Two fallbacks cover hand-written
 /// endpoints: a port named like a named targetPort, and a numeric targetPort when the group lists no ports.
-pub fn resolve_backends(port: &ServicePort, groups: &[EndpointGroup]) -> Vec<(Ipv4Addr, u16)> {
+pub fn resolve_endpoints<'a>(
+    port: &ServicePort,
+    groups: &'a [EndpointGroup],
+) -> Vec<(&'a Endpoint, u16)> {
     let mut out = Vec::new();
     for g in groups {
         let same_proto = |p: &&EndpointPort| p.protocol == port.protocol;
@@ -176,10 +232,10 @@ pub fn resolve_backends(port: &ServicePort, groups: &[EndpointGroup]) -> Vec<(Ip
             (None, TargetPort::Number(n)) if g.ports.is_empty() => *n,
             _ => continue,
         };
-        out.extend(g.addresses.iter().map(|a| (*a, number)));
+        out.extend(g.endpoints.iter().map(|e| (e, number)));
     }
-    out.sort();
-    out.dedup();
+    out.sort_by_key(|(e, p)| (e.addr, *p, !e.ready, !e.serving));
+    out.dedup_by_key(|(e, p)| (e.addr, *p));
     out
 }
 
@@ -241,6 +297,7 @@ pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
         cluster_ip,
         ports,
         affinity_timeout,
+        internal_local: spec.internal_traffic_policy.as_deref() == Some("Local"),
     })
 }
 
@@ -256,7 +313,8 @@ fn endpoint_port(
     })
 }
 
-/// Ready addresses of an Endpoints object (notReadyAddresses are left out), keyed by its Service.
+/// The addresses of an Endpoints object, keyed by its Service: `addresses` ready (and serving),
+/// `notReadyAddresses` neither, as upstream's Endpoints-based proxy read them.
 pub fn from_endpoints(ep: &Endpoints) -> Option<(ServiceKey, Vec<EndpointGroup>)> {
     let key = (
         ep.metadata
@@ -269,26 +327,44 @@ pub fn from_endpoints(ep: &Endpoints) -> Option<(ServiceKey, Vec<EndpointGroup>)
         .subsets
         .iter()
         .flatten()
-        .map(|s| EndpointGroup {
-            addresses: s
-                .addresses
-                .iter()
-                .flatten()
-                .filter_map(|a| a.ip.parse().ok())
-                .collect(),
-            ports: s
-                .ports
-                .iter()
-                .flatten()
-                .filter_map(|p| endpoint_port(p.name.as_ref(), p.protocol.as_deref(), Some(p.port)))
-                .collect(),
+        .map(|s| {
+            let listed = |list: &Option<Vec<EndpointAddress>>, ready: bool| {
+                list.iter()
+                    .flatten()
+                    .filter_map(|a| {
+                        Some(Endpoint {
+                            addr: a.ip.parse().ok()?,
+                            ready,
+                            serving: ready,
+                            terminating: false,
+                            node_name: a.node_name.clone(),
+                            for_nodes: Vec::new(),
+                            for_zones: Vec::new(),
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let mut endpoints = listed(&s.addresses, true);
+            endpoints.extend(listed(&s.not_ready_addresses, false));
+            EndpointGroup {
+                endpoints,
+                ports: s
+                    .ports
+                    .iter()
+                    .flatten()
+                    .filter_map(|p| {
+                        endpoint_port(p.name.as_ref(), p.protocol.as_deref(), Some(p.port))
+                    })
+                    .collect(),
+            }
         })
         .collect();
     Some((key, groups))
 }
 
-/// Ready IPv4 endpoints of an EndpointSlice, keyed by the Service named in its label.
-/// `conditions.ready` unset means ready (API contract).
+/// The IPv4 endpoints of an EndpointSlice, keyed by the Service named in its label. Conditions as
+/// kube-proxy reads them: `ready` and `serving` unset mean true, `terminating` unset means false.
+/// Only the first address counts (upstream ignores the others).
 pub fn from_endpoint_slice(slice: &EndpointSlice) -> Option<(ServiceKey, Vec<EndpointGroup>)> {
     if slice.address_type != "IPv4" {
         return None;
@@ -307,11 +383,29 @@ pub fn from_endpoint_slice(slice: &EndpointSlice) -> Option<(ServiceKey, Vec<End
             .unwrap_or_else(|| "default".into()),
         service,
     );
-    let addresses = slice
+    let endpoints = slice
         .endpoints
         .iter()
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-        .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
+        .filter_map(|e| {
+            let addr = e.addresses.first()?.parse().ok()?;
+            let c = e.conditions.as_ref();
+            let hints = e.hints.as_ref();
+            Some(Endpoint {
+                addr,
+                ready: c.and_then(|c| c.ready).unwrap_or(true),
+                serving: c.and_then(|c| c.serving).unwrap_or(true),
+                terminating: c.and_then(|c| c.terminating).unwrap_or(false),
+                node_name: e.node_name.clone(),
+                for_nodes: hints
+                    .and_then(|h| h.for_nodes.as_ref())
+                    .map(|l| l.iter().map(|n| n.name.clone()).collect())
+                    .unwrap_or_default(),
+                for_zones: hints
+                    .and_then(|h| h.for_zones.as_ref())
+                    .map(|l| l.iter().map(|z| z.name.clone()).collect())
+                    .unwrap_or_default(),
+            })
+        })
         .collect();
     let ports = slice
         .ports
@@ -319,151 +413,9 @@ pub fn from_endpoint_slice(slice: &EndpointSlice) -> Option<(ServiceKey, Vec<End
         .flatten()
         .filter_map(|p| endpoint_port(p.name.as_ref(), p.protocol.as_deref(), p.port))
         .collect();
-    Some((key, vec![EndpointGroup { addresses, ports }]))
+    Some((key, vec![EndpointGroup { endpoints, ports }]))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn ip(s: &str) -> Ipv4Addr {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn cidr_parses_and_contains() {
-        let c: Ipv4Cidr = "10.244.0.0/16".parse().unwrap();
-        assert!(c.contains(ip("10.244.3.7")));
-        assert!(!c.contains(ip("10.245.0.1")));
-        assert_eq!(c.to_string(), "10.244.0.0/16");
-        assert!("10.244.0.0".parse::<Ipv4Cidr>().is_err());
-        assert!("10.244.0.0/33".parse::<Ipv4Cidr>().is_err());
-    }
-
-    #[test]
-    fn service_conversion_reads_ports_nodeports_and_affinity() {
-        let svc: Service = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "apps"},
-            "spec": {"type": "NodePort", "clusterIP": "10.96.0.10", "sessionAffinity": "ClientIP",
-                "ports": [
-                    {"name": "http", "port": 80, "targetPort": "http", "nodePort": 30080},
-                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353, "nodePort": 30053},
-                    {"name": "sctp", "port": 9, "protocol": "SCTP"}
-                ]}
-        }))
-        .unwrap();
-        let s = from_service(&svc).unwrap();
-        assert_eq!(s.cluster_ip, ip("10.96.0.10"));
-        assert_eq!(s.affinity_timeout, Some(DEFAULT_AFFINITY_TIMEOUT_SECONDS));
-        assert_eq!(s.ports.len(), 2, "SCTP is not rendered");
-        assert_eq!(s.ports[0].target_port, TargetPort::Name("http".into()));
-        assert_eq!(s.ports[0].node_port, Some(30080));
-        assert_eq!(s.ports[1].protocol, Protocol::Udp);
-        assert_eq!(s.ports[1].target_port, TargetPort::Number(5353));
-    }
-
-    #[test]
-    fn headless_and_clusterip_nodeport_fields() {
-        let headless: Service = serde_json::from_value(json!({
-            "metadata": {"name": "h", "namespace": "d"},
-            "spec": {"clusterIP": "None", "ports": [{"port": 80}]}
-        }))
-        .unwrap();
-        assert!(from_service(&headless).is_none());
-        // a nodePort on a ClusterIP service (left over from a type change) is not served
-        let cip: Service = serde_json::from_value(json!({
-            "metadata": {"name": "c", "namespace": "d"},
-            "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 80, "nodePort": 30001}]}
-        }))
-        .unwrap();
-        let s = from_service(&cip).unwrap();
-        assert_eq!(s.ports[0].node_port, None);
-        assert_eq!(s.ports[0].target_port, TargetPort::Number(80));
-    }
-
-    #[test]
-    fn endpoints_keep_only_ready_addresses() {
-        let ep: Endpoints = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "apps"},
-            "subsets": [{"addresses": [{"ip": "10.244.1.2"}], "notReadyAddresses": [{"ip": "10.244.1.3"}],
-                         "ports": [{"name": "http", "port": 8080}]}]
-        }))
-        .unwrap();
-        let (key, groups) = from_endpoints(&ep).unwrap();
-        assert_eq!(key, ("apps".to_string(), "web".to_string()));
-        assert_eq!(groups[0].addresses, vec![ip("10.244.1.2")]);
-        assert_eq!(groups[0].ports[0].port, 8080);
-    }
-
-    #[test]
-    fn endpoint_slices_keep_only_ready_endpoints() {
-        let slice: EndpointSlice = serde_json::from_value(json!({
-            "metadata": {"name": "web-abc", "namespace": "apps", "labels": {SERVICE_NAME_LABEL: "web"}},
-            "addressType": "IPv4",
-            "endpoints": [
-                {"addresses": ["10.244.1.2"], "conditions": {"ready": true}},
-                {"addresses": ["10.244.1.3"], "conditions": {"ready": false}},
-                {"addresses": ["10.244.2.2"]}
-            ],
-            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
-        }))
-        .unwrap();
-        let (key, groups) = from_endpoint_slice(&slice).unwrap();
-        assert_eq!(key.1, "web");
-        assert_eq!(
-            groups[0].addresses,
-            vec![ip("10.244.1.2"), ip("10.244.2.2")]
-        );
-    }
-
-    #[test]
-    fn backends_resolve_by_port_name_then_target_name_then_number() {
-        let port = |name: &str, t: TargetPort| ServicePort {
-            name: name.into(),
-            protocol: Protocol::Tcp,
-            port: 80,
-            target_port: t,
-            node_port: None,
-        };
-        let g = EndpointGroup {
-            addresses: vec![ip("10.244.2.2"), ip("10.244.1.2")],
-            ports: vec![
-                EndpointPort {
-                    name: "http".into(),
-                    protocol: Protocol::Tcp,
-                    port: 8080,
-                },
-                EndpointPort {
-                    name: "metrics".into(),
-                    protocol: Protocol::Tcp,
-                    port: 9090,
-                },
-                EndpointPort {
-                    name: "http".into(),
-                    protocol: Protocol::Udp,
-                    port: 1,
-                },
-            ],
-        };
-        let groups = [g];
-        let by_name = resolve_backends(&port("http", TargetPort::Number(1234)), &groups);
-        assert_eq!(
-            by_name,
-            vec![(ip("10.244.1.2"), 8080), (ip("10.244.2.2"), 8080)]
-        );
-        let by_target = resolve_backends(&port("web", TargetPort::Name("metrics".into())), &groups);
-        assert_eq!(by_target[0].1, 9090);
-        // a group with ports but none matching contributes nothing
-        assert!(resolve_backends(&port("other", TargetPort::Number(80)), &groups).is_empty());
-        let bare = [EndpointGroup {
-            addresses: vec![ip("10.244.1.9")],
-            ports: vec![],
-        }];
-        assert_eq!(
-            resolve_backends(&port("", TargetPort::Number(81)), &bare),
-            vec![(ip("10.244.1.9"), 81)]
-        );
-        assert!(resolve_backends(&port("", TargetPort::Name("x".into())), &bare).is_empty());
-    }
-}
+#[path = "model_tests.rs"]
+mod tests;

@@ -1,6 +1,6 @@
-//! One sync: build the table, apply what changed (or all of it when it vanished), bring host-gw routes in
-//! line. Works through the [`Netfilter`] and [`HostRoutes`] traits, so it is unit-tested with recording
-//! doubles.
+//! One sync: build the table, apply what changed (or all of it when it vanished), delete the UDP
+//! conntrack flows the change made stale, bring host-gw routes in line. Works through the [`Netfilter`],
+//! [`Conntrack`] and [`HostRoutes`] traits, so it is unit-tested with recording doubles.
 //!
 //! A change is applied as an update of the table last applied ([`update_script`]: only the chains, sets
 //! and map elements that differ, one `nft -f` transaction); the first sync, a table that vanished and the
@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::conntrack::{stale_flows, udp_view, Conntrack, UdpView};
 use crate::health::SyncReport;
 use crate::model::{NodeConfig, ProxyState};
 use crate::netfilter::{Netfilter, NetfilterError};
@@ -29,10 +30,14 @@ pub struct Proxier {
     node: NodeConfig,
     node_name: String,
     nft: Arc<dyn Netfilter>,
+    conntrack: Arc<dyn Conntrack>,
     routes: Arc<dyn HostRoutes>,
     /// The table as last applied successfully (what the kernel holds); an identical build skips the
     /// reload, a different one is applied as an update of it.
     last: Option<Table>,
+    /// The UDP service ports the applied rules were built from, to tell which conntrack flows a change
+    /// made stale. Empty before the first sync: the kernel may then hold flows from before a restart.
+    last_udp: UdpView,
 }
 
 impl Proxier {
@@ -40,14 +45,17 @@ impl Proxier {
         node: NodeConfig,
         node_name: String,
         nft: Arc<dyn Netfilter>,
+        conntrack: Arc<dyn Conntrack>,
         routes: Arc<dyn HostRoutes>,
     ) -> Self {
         Proxier {
             node,
             node_name,
             nft,
+            conntrack,
             routes,
             last: None,
+            last_udp: UdpView::new(),
         }
     }
 
@@ -66,6 +74,9 @@ impl Proxier {
         let mut result = Ok(());
         if let Some(state) = state {
             result = self.sync_rules(state, verify, &mut report);
+            if result.is_ok() {
+                self.flush_stale_flows(state);
+            }
         }
         if let (Some(nodes), Ok(())) = (nodes, &result) {
             result = self.sync_routes(nodes, node_ip, &mut report);
@@ -135,6 +146,20 @@ impl Proxier {
         Ok(())
     }
 
+    /// Deletes the UDP flows the rules just applied no longer back (only after the rules changed, as
+    /// upstream: a flow deleted earlier would be re-created through the old rules). Best effort, as
+    /// upstream's: a failure is logged and not retried.
+    fn flush_stale_flows(&mut self, state: &ProxyState) {
+        let udp = udp_view(state);
+        for flow in stale_flows(&self.last_udp, &udp) {
+            match self.conntrack.delete(&flow) {
+                Ok(()) => tracing::debug!(?flow, "deleted stale UDP conntrack flows"),
+                Err(e) => tracing::warn!(?flow, error = %e, "deleting stale UDP conntrack flows"),
+            }
+        }
+        self.last_udp = udp;
+    }
+
     fn sync_routes(
         &mut self,
         nodes: &[NodeRouteInfo],
@@ -153,6 +178,7 @@ impl Proxier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conntrack::{Flow, RecordingConntrack};
     use crate::model::{EndpointGroup, Protocol, ServiceInfo, ServicePort, TargetPort};
     use crate::netfilter::RecordingNetfilter;
     use crate::routes::RecordingRoutes;
@@ -171,15 +197,19 @@ mod tests {
                     node_port: None,
                 }],
                 affinity_timeout: None,
+                internal_local: false,
             }],
             ..Default::default()
         };
         s.add_endpoints(
             ("default".into(), "web".into()),
-            vec![EndpointGroup {
-                addresses: endpoints.iter().map(|e| e.parse().unwrap()).collect(),
-                ports: vec![],
-            }],
+            vec![EndpointGroup::ready(
+                &endpoints
+                    .iter()
+                    .map(|e| e.parse().unwrap())
+                    .collect::<Vec<_>>(),
+                vec![],
+            )],
         );
         s
     }
@@ -188,7 +218,13 @@ mod tests {
         let node = NodeConfig {
             cluster_cidr: "10.244.0.0/16".parse().unwrap(),
         };
-        Proxier::new(node, "host1".into(), nft, routes)
+        Proxier::new(
+            node,
+            "host1".into(),
+            nft,
+            Arc::new(RecordingConntrack::default()),
+            routes,
+        )
     }
 
     #[test]
@@ -259,6 +295,7 @@ mod tests {
             },
             "host1".into(),
             nft.clone(),
+            Arc::new(RecordingConntrack::default()),
             Arc::new(RecordingRoutes::default()),
         );
         p.sync(Some(&state(&["10.244.1.2"])), None, None, true)
@@ -299,6 +336,79 @@ mod tests {
         let (r, res) = p.sync(Some(&state(&["10.244.1.2"])), None, None, false);
         res.unwrap();
         assert!(r.applied);
+    }
+
+    #[test]
+    fn udp_endpoint_removal_deletes_its_conntrack_flows_after_the_rules_changed() {
+        let nft = Arc::new(RecordingNetfilter::default());
+        let ct = Arc::new(RecordingConntrack::default());
+        let node = NodeConfig {
+            cluster_cidr: "10.244.0.0/16".parse().unwrap(),
+        };
+        let mut p = Proxier::new(
+            node,
+            "host1".into(),
+            nft.clone(),
+            ct.clone(),
+            Arc::new(RecordingRoutes::default()),
+        );
+        let udp = |eps: &[&str]| {
+            let mut s = state(eps);
+            s.services[0].ports[0].protocol = Protocol::Udp;
+            s
+        };
+        let service_ip = "10.96.0.10".parse().unwrap();
+        p.sync(Some(&udp(&["10.244.1.2", "10.244.2.2"])), None, None, false)
+            .1
+            .unwrap();
+        assert_eq!(
+            ct.take(),
+            [Flow::ToServiceIp(service_ip)],
+            "first sync: flows from before the proxy started may be stale"
+        );
+        p.sync(Some(&udp(&["10.244.1.2", "10.244.2.2"])), None, None, false)
+            .1
+            .unwrap();
+        assert!(ct.take().is_empty(), "nothing changed");
+
+        // the apply fails: the kernel still DNATs to the old endpoint, so nothing is deleted yet
+        *nft.fail_with.lock().unwrap() = Some("boom".into());
+        let (_, res) = p.sync(Some(&udp(&["10.244.1.2"])), None, None, false);
+        assert!(res.is_err());
+        assert!(ct.take().is_empty());
+        *nft.fail_with.lock().unwrap() = None;
+        p.sync(Some(&udp(&["10.244.1.2"])), None, None, false)
+            .1
+            .unwrap();
+        assert_eq!(
+            ct.take(),
+            [Flow::ServiceIpToEndpoint {
+                service_ip,
+                endpoint: "10.244.2.2".parse().unwrap(),
+            }]
+        );
+        // TCP services never touch conntrack
+        let mut tcp = Proxier::new(
+            NodeConfig {
+                cluster_cidr: "10.244.0.0/16".parse().unwrap(),
+            },
+            "host1".into(),
+            nft.clone(),
+            ct.clone(),
+            Arc::new(RecordingRoutes::default()),
+        );
+        tcp.sync(
+            Some(&state(&["10.244.1.2", "10.244.2.2"])),
+            None,
+            None,
+            false,
+        )
+        .1
+        .unwrap();
+        tcp.sync(Some(&state(&["10.244.1.2"])), None, None, false)
+            .1
+            .unwrap();
+        assert!(ct.take().is_empty());
     }
 
     #[test]

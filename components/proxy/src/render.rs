@@ -24,14 +24,20 @@
 //!   carrying mark 0x4000 and clears the bit.
 //! - Services without ready endpoints are in `no-endpoint-*` maps checked from filter hooks, and are
 //!   rejected (TCP reset / ICMP port unreachable), so clients see "connection refused" at once.
+//! - Which endpoints a port DNATs to is [`crate::topology`]'s choice (topology hints,
+//!   `internalTrafficPolicy: Local`). A Local port with endpoints on other nodes only is dropped
+//!   (`no-endpoint-services` → `drop`, as upstream: the Service exists, this node may not reach it); its
+//!   NodePort, which follows the Cluster policy, then DNATs in `np-…` itself.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use crate::model::{
-    resolve_backends, EndpointGroup, NodeConfig, Protocol, ProxyState, ServiceInfo, ServicePort,
+    resolve_endpoints, Backend, EndpointGroup, NodeConfig, Protocol, ProxyState, ServiceInfo,
+    ServicePort,
 };
+use crate::topology::{categorize, NodeTopology};
 
 mod table;
 pub use table::{update_script, Flat, Fragment, Table};
@@ -175,15 +181,17 @@ pub fn build_reusing(state: &ProxyState, node: &NodeConfig, prev: Option<&Table>
                 ports: served,
                 ..svc.clone()
             };
-            Arc::new(fragment(service, groups.to_vec(), node))
+            Arc::new(fragment(service, groups.to_vec(), node, &state.topology))
         };
         let frag = match prev.get(&(svc.namespace.as_str(), svc.name.as_str())) {
             Some(f)
                 if f.service.ports == served
                     && f.service.cluster_ip == svc.cluster_ip
                     && f.service.affinity_timeout == svc.affinity_timeout
+                    && f.service.internal_local == svc.internal_local
                     && f.groups == groups
-                    && f.cidr == node.cluster_cidr =>
+                    && f.cidr == node.cluster_cidr
+                    && f.topology == state.topology =>
             {
                 Arc::clone(f)
             }
@@ -198,12 +206,18 @@ pub fn build_reusing(state: &ProxyState, node: &NodeConfig, prev: Option<&Table>
 }
 
 /// Renders one Service (its ports already cleared of clashes) with its endpoint groups.
-fn fragment(service: ServiceInfo, groups: Vec<EndpointGroup>, node: &NodeConfig) -> Fragment {
+fn fragment(
+    service: ServiceInfo,
+    groups: Vec<EndpointGroup>,
+    node: &NodeConfig,
+    topology: &NodeTopology,
+) -> Fragment {
     let cidr = node.cluster_cidr;
     let mut f = Fragment {
         service,
         groups,
         cidr,
+        topology: topology.clone(),
         elements: Vec::new(),
         sets: Vec::new(),
         chains: Vec::new(),
@@ -215,10 +229,17 @@ fn fragment(service: ServiceInfo, groups: Vec<EndpointGroup>, node: &NodeConfig)
     let svc = f.service.clone();
     for port in &svc.ports {
         let id = port_id(&svc, port);
-        let backends = resolve_backends(port, &f.groups);
         let proto = port.protocol.nft();
         let cluster_key = format!("{} . {proto} . {}", svc.cluster_ip, port.port);
-        if backends.is_empty() {
+        // NodePort traffic follows the Cluster policy (externalTrafficPolicy Local is not modelled)
+        let uses_cluster = !svc.internal_local || port.node_port.is_some();
+        let chosen = categorize(
+            &resolve_endpoints(port, &f.groups),
+            uses_cluster,
+            svc.internal_local,
+            topology,
+        );
+        if !chosen.has_any {
             f.rejecting += 1;
             f.elements.push((
                 NO_ENDPOINT_SERVICES,
@@ -234,71 +255,124 @@ fn fragment(service: ServiceInfo, groups: Vec<EndpointGroup>, node: &NodeConfig)
             }
             continue;
         }
+        let internal = if svc.internal_local {
+            &chosen.local
+        } else {
+            &chosen.cluster
+        };
+        let mut reachable: Vec<Backend> = internal.clone();
+        if port.node_port.is_some() {
+            reachable.extend(chosen.cluster.iter().copied());
+        }
+        reachable.sort();
+        reachable.dedup();
         f.service_ports += 1;
-        f.endpoints += backends.len();
-        f.hairpin.extend(backends.iter().map(|(ip, _)| *ip));
-        f.elements
-            .push((SERVICE_IPS, cluster_key, format!("goto svc-{id}")));
+        f.endpoints += reachable.len();
+        f.hairpin.extend(reachable.iter().map(|(ip, _)| *ip));
+        if internal.is_empty() {
+            f.elements
+                .push((NO_ENDPOINT_SERVICES, cluster_key, "drop".into()));
+        } else {
+            f.elements
+                .push((SERVICE_IPS, cluster_key, format!("goto svc-{id}")));
+        }
+        let mut endpoint_chains = Vec::new();
         if let Some(np) = port.node_port {
             f.elements.push((
                 SERVICE_NODEPORTS,
                 format!("{proto} . {np}"),
                 format!("goto np-{id}"),
             ));
-            f.chains.push((
-                format!("np-{id}"),
-                vec![MARK_MASQ.into(), format!("goto svc-{id}")],
-            ));
+            let mut rules = vec![MARK_MASQ.to_string()];
+            if internal == &chosen.cluster {
+                rules.push(format!("goto svc-{id}"));
+            } else {
+                rules.extend(dnat(
+                    &id,
+                    proto,
+                    &chosen.cluster,
+                    svc.affinity_timeout,
+                    &mut endpoint_chains,
+                ));
+            }
+            f.chains.push((format!("np-{id}"), rules));
         }
-
-        let mut rules = vec![format!("ip saddr != {cidr} {MARK_MASQ}")];
-        let Some(timeout) = svc.affinity_timeout else {
-            let map: Vec<String> = backends
-                .iter()
-                .enumerate()
-                .map(|(i, (ip, tp))| format!("{i} : {ip} . {tp}"))
-                .collect();
-            rules.push(format!(
-                "meta l4proto {proto} dnat to numgen random mod {} map {{ {} }}",
-                backends.len(),
-                map.join(", ")
+        if !internal.is_empty() {
+            let mut rules = vec![format!("ip saddr != {cidr} {MARK_MASQ}")];
+            rules.extend(dnat(
+                &id,
+                proto,
+                internal,
+                svc.affinity_timeout,
+                &mut endpoint_chains,
             ));
             f.chains.push((format!("svc-{id}"), rules));
-            continue;
-        };
-        // ClientIP affinity: a chain and a set per endpoint (see the module docs)
-        let ep_ids: Vec<String> = backends
-            .iter()
-            .map(|(ip, tp)| format!("{id}__{ip}/{tp}"))
-            .collect();
-        for ep in &ep_ids {
-            rules.push(format!("ip saddr @affinity-{ep} goto ep-{ep}"));
         }
-        let vmap: Vec<String> = ep_ids
-            .iter()
-            .enumerate()
-            .map(|(i, ep)| format!("{i} : goto ep-{ep}"))
-            .collect();
-        rules.push(format!(
-            "numgen random mod {} vmap {{ {} }}",
-            ep_ids.len(),
-            vmap.join(", ")
-        ));
-        f.chains.push((format!("svc-{id}"), rules));
-        for ((ip, tp), ep) in backends.iter().zip(&ep_ids) {
-            f.sets.push((format!("affinity-{ep}"), timeout));
-            f.chains.push((
-                format!("ep-{ep}"),
-                vec![
-                    format!("update @affinity-{ep} {{ ip saddr }}"),
-                    format!("meta l4proto {proto} dnat to {ip}:{tp}"),
-                ],
-            ));
+        if let Some(timeout) = svc.affinity_timeout {
+            let mut seen = BTreeSet::new();
+            for (ep, rules) in endpoint_chains {
+                if seen.insert(ep.clone()) {
+                    f.sets.push((format!("affinity-{ep}"), timeout));
+                    f.chains.push((format!("ep-{ep}"), rules));
+                }
+            }
         }
     }
     f.hairpin.sort();
     f.hairpin.dedup();
     f
+}
+
+/// The rules that DNAT a service port's packet to one of `backends` at random. With ClientIP affinity
+/// they jump to one chain per endpoint instead (pushed to `endpoint_chains` as (id, rules)), whose set
+/// of recent clients pins a client to its endpoint (see the module docs).
+fn dnat(
+    id: &str,
+    proto: &str,
+    backends: &[Backend],
+    affinity: Option<u32>,
+    endpoint_chains: &mut Vec<(String, Vec<String>)>,
+) -> Vec<String> {
+    if affinity.is_none() {
+        let map: Vec<String> = backends
+            .iter()
+            .enumerate()
+            .map(|(i, (ip, tp))| format!("{i} : {ip} . {tp}"))
+            .collect();
+        return vec![format!(
+            "meta l4proto {proto} dnat to numgen random mod {} map {{ {} }}",
+            backends.len(),
+            map.join(", ")
+        )];
+    }
+    let ep_ids: Vec<String> = backends
+        .iter()
+        .map(|(ip, tp)| format!("{id}__{ip}/{tp}"))
+        .collect();
+    let mut rules: Vec<String> = ep_ids
+        .iter()
+        .map(|ep| format!("ip saddr @affinity-{ep} goto ep-{ep}"))
+        .collect();
+    let vmap: Vec<String> = ep_ids
+        .iter()
+        .enumerate()
+        .map(|(i, ep)| format!("{i} : goto ep-{ep}"))
+        .collect();
+    rules.push(format!(
+        "numgen random mod {} vmap {{ {} }}",
+        ep_ids.len(),
+        vmap.join(", ")
+    ));
+    for ((ip, tp), ep) in backends.iter().zip(ep_ids) {
+        endpoint_chains.push((
+            ep.clone(),
+            vec![
+                format!("update @affinity-{ep} {{ ip saddr }}"),
+                format!("meta l4proto {proto} dnat to {ip}:{tp}"),
+            ],
+        ));
+    }
+    rules
 }
 
 /// Hooks and helper chains that do not depend on the Services (never part of an incremental update). nft 1.0.6 rejects `priority dstnat` for a

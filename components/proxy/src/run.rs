@@ -18,12 +18,17 @@ use kube::{Client, Resource};
 use tokio::sync::Notify;
 
 use crate::config::{EndpointsApi, ProxyConfig};
+use crate::conntrack::{Conntrack, ConntrackCli};
 use crate::health::{self, Health, HealthError};
 use crate::model::{from_endpoint_slice, from_endpoints, from_service, NodeConfig, ProxyState};
 use crate::netfilter::{Netfilter, NetfilterError, NftCli};
 use crate::proxier::Proxier;
 use crate::routes::{node_info, HostRoutes, IpRoutes, RouteError};
 use crate::sysctl::{self, SysctlError};
+use crate::topology::NodeTopology;
+
+/// The node label that names its zone (topology hints match it).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -158,8 +163,27 @@ impl EndpointStore {
     }
 }
 
-fn snapshot(services: &Store<Service>, endpoints: &EndpointStore) -> ProxyState {
+/// This node's name and zone label (the Node may not be listed yet: no zone then).
+fn topology(node_name: &str, nodes: &Store<Node>) -> NodeTopology {
+    let zone = nodes
+        .state()
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node_name))
+        .and_then(|n| n.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned())
+        .filter(|z| !z.is_empty());
+    NodeTopology {
+        name: node_name.to_string(),
+        zone,
+    }
+}
+
+fn snapshot(
+    services: &Store<Service>,
+    endpoints: &EndpointStore,
+    topology: NodeTopology,
+) -> ProxyState {
     let mut state = ProxyState {
+        topology,
         services: services
             .state()
             .iter()
@@ -181,11 +205,12 @@ fn snapshot(services: &Store<Service>, endpoints: &EndpointStore) -> ProxyState 
     state
 }
 
-/// Runs on this host's kernel (`nft`, `ip`) until `shutdown` resolves.
+/// Runs on this host's kernel (`nft`, `conntrack`, `ip`) until `shutdown` resolves.
 pub async fn run(cfg: ProxyConfig, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
     let nft: Arc<dyn Netfilter> = Arc::new(NftCli::default());
+    let conntrack: Arc<dyn Conntrack> = Arc::new(ConntrackCli::default());
     let routes: Arc<dyn HostRoutes> = Arc::new(IpRoutes::default());
-    run_with(cfg, nft, routes, shutdown).await
+    run_with(cfg, nft, conntrack, routes, shutdown).await
 }
 
 /// Runs against the given kernel interfaces until `shutdown` resolves. Rules and routes stay in place on
@@ -193,6 +218,7 @@ pub async fn run(cfg: ProxyConfig, shutdown: impl Future<Output = ()>) -> Result
 pub async fn run_with(
     cfg: ProxyConfig,
     nft: Arc<dyn Netfilter>,
+    conntrack: Arc<dyn Conntrack>,
     routes: Arc<dyn HostRoutes>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
@@ -254,7 +280,13 @@ pub async fn run_with(
     let node = NodeConfig {
         cluster_cidr: cfg.cluster_cidr,
     };
-    let mut proxier = Some(Proxier::new(node, cfg.node_name.clone(), nft, routes));
+    let mut proxier = Some(Proxier::new(
+        node,
+        cfg.node_name.clone(),
+        nft,
+        conntrack,
+        routes,
+    ));
     let mut shutdown = std::pin::pin!(shutdown);
     let mut periodic = tokio::time::interval(cfg.sync_period);
     let mut verify = true;
@@ -285,7 +317,8 @@ pub async fn run_with(
             services_rv.load(Ordering::SeqCst),
             endpoints_rv.load(Ordering::SeqCst),
         );
-        let state = rules_ok.then(|| snapshot(&services, &endpoints));
+        let state =
+            rules_ok.then(|| snapshot(&services, &endpoints, topology(&cfg.node_name, &nodes)));
         let node_list: Option<Vec<_>> =
             nodes_ok.then(|| nodes.state().iter().filter_map(|n| node_info(n)).collect());
         let node_ip = cfg.node_ip.or_else(|| {

@@ -14,6 +14,7 @@ use kiln_pki::{
     ensure_kubeconfig, ensure_tree, load_ca, spec, KubeconfigKind, TreeParams, Validity,
 };
 use kiln_proxy::config::EndpointsApi;
+use kiln_proxy::conntrack::RecordingConntrack;
 use kiln_proxy::netfilter::RecordingNetfilter;
 use kiln_proxy::routes::{RecordingRoutes, Route};
 use kiln_proxy::ProxyConfig;
@@ -129,6 +130,7 @@ async fn node_watch_drives_host_gw_routes_and_health() {
     let proxy = tokio::spawn(kiln_proxy::run_with(
         cfg,
         nft.clone(),
+        Arc::new(RecordingConntrack::default()),
         routes.clone(),
         async {
             let _ = stopped.await;

@@ -119,6 +119,7 @@ fn service(name: &str, ip: &str, ports: Vec<ServicePort>) -> ServiceInfo {
         cluster_ip: ip.parse().unwrap(),
         ports,
         affinity_timeout: None,
+        internal_local: false,
     }
 }
 
@@ -143,25 +144,29 @@ fn state(web_endpoints: &[&str]) -> ProxyState {
             service("empty", "10.96.0.11", vec![tcp_port(80, 8080, Some(30081))]),
         ],
         endpoints: BTreeMap::new(),
+        ..Default::default()
     };
     let key = |n: &str| ("default".to_string(), n.to_string());
     s.add_endpoints(
         key("web"),
-        vec![EndpointGroup {
-            addresses: web_endpoints.iter().map(|a| a.parse().unwrap()).collect(),
-            ports: vec![],
-        }],
+        vec![EndpointGroup::ready(
+            &web_endpoints
+                .iter()
+                .map(|a| a.parse().unwrap())
+                .collect::<Vec<_>>(),
+            vec![],
+        )],
     );
     s.add_endpoints(
         key("dns"),
-        vec![EndpointGroup {
-            addresses: vec!["10.244.1.3".parse().unwrap()],
-            ports: vec![EndpointPort {
+        vec![EndpointGroup::ready(
+            &["10.244.1.3".parse().unwrap()],
+            vec![EndpointPort {
                 name: "dns".into(),
                 protocol: Protocol::Udp,
                 port: 5353,
             }],
-        }],
+        )],
     );
     s
 }
@@ -474,4 +479,89 @@ fn updates_reach_the_same_table_as_a_whole_replace() {
         );
         last = next;
     }
+}
+
+/// The UDP flows of the `dns` service in `ns`, as `conntrack -L` prints them.
+fn udp_flows(ns: &Netns, service_ip: &str) -> String {
+    let out = ns.exec(&["conntrack", "-L", "-p", "udp", "--orig-dst", service_ip]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn stale_udp_flows_are_deleted_by_the_conntrack_cli() {
+    require_root!();
+    use kiln_proxy::conntrack::{Conntrack, ConntrackCli, Flow};
+    let ns = Netns::new("-ct");
+    // the dns service (UDP 10.96.0.53:53) DNATs to 10.244.1.3
+    ns.nft()
+        .apply(&render(&state(&["10.244.1.2"]), &node()).script)
+        .unwrap();
+    // a route towards the endpoint, so the DNATed packet leaves (nobody answers: an unreplied flow)
+    ns.add_local_link("kpc", "10.244.1.1/24");
+    ns.ip(&["route", "add", "10.96.0.0/12", "dev", "kpc"]);
+    let send = ns.exec(&["bash", "-c", "echo query > /dev/udp/10.96.0.53/53"]);
+    assert!(
+        send.status.success(),
+        "{}",
+        String::from_utf8_lossy(&send.stderr)
+    );
+    let flows = udp_flows(&ns, "10.96.0.53");
+    assert!(
+        flows.contains("src=10.244.1.3") && flows.contains("dport=53"),
+        "a DNATed flow: {flows}"
+    );
+    let ct = ConntrackCli {
+        host: HostCommand::in_netns(&ns.name),
+    };
+    // another endpoint's flows: none match, which is no error, and this flow stays
+    ct.delete(&Flow::ServiceIpToEndpoint {
+        service_ip: "10.96.0.53".parse().unwrap(),
+        endpoint: "10.244.1.9".parse().unwrap(),
+    })
+    .unwrap();
+    assert!(udp_flows(&ns, "10.96.0.53").contains("src=10.244.1.3"));
+    ct.delete(&Flow::ServiceIpToEndpoint {
+        service_ip: "10.96.0.53".parse().unwrap(),
+        endpoint: "10.244.1.3".parse().unwrap(),
+    })
+    .unwrap();
+    let left = udp_flows(&ns, "10.96.0.53");
+    assert!(!left.contains("10.244.1.3"), "deleted: {left}");
+}
+
+#[test]
+fn a_local_service_without_a_local_endpoint_loads_as_drop() {
+    require_root!();
+    use kiln_proxy::model::Endpoint;
+    use kiln_proxy::topology::NodeTopology;
+    let ns = Netns::new("-local");
+    let mut s = state(&["10.244.1.2"]);
+    s.topology = NodeTopology {
+        name: "node-a".into(),
+        zone: None,
+    };
+    s.services[0].internal_local = true;
+    s.endpoints.insert(
+        ("default".into(), "web".into()),
+        vec![EndpointGroup {
+            endpoints: vec![Endpoint {
+                node_name: Some("node-b".into()),
+                ..Endpoint::ready("10.244.2.2".parse().unwrap())
+            }],
+            ports: vec![],
+        }],
+    );
+    ns.nft().apply(&render(&s, &node()).script).unwrap();
+    let listed = ns.nft().list_table().unwrap().unwrap();
+    assert!(listed.contains("10.96.0.10 . tcp . 80 : drop"), "{listed}");
+    // its NodePort follows the Cluster policy: DNAT to the other node's endpoint
+    assert!(
+        listed.contains("tcp . 30080 : goto np-default/web/tcp/80"),
+        "{listed}"
+    );
 }

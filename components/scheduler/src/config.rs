@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::duration::parse_duration;
+use kiln_common::duration::parse_duration;
 
 /// Pods with these `spec.schedulerName` values are this scheduler's (the upstream default name, so
 /// ordinary pods are scheduled, and kiln's own).

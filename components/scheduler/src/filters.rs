@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
 use crate::cache::{NodeInfo, PodInfo};
-use crate::matching::{any_term_matches, selector_matches, tolerated};
+use kiln_common::node_matching::{any_term_matches, selector_matches, tolerated};
 
 pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const REASON_NODE_NAME: &str = "node(s) didn't match the requested node name";

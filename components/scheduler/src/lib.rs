@@ -1,34 +1,29 @@
 //! kiln-scheduler: places unbound pods on nodes (filter, then score), on kube-rs watchers, with
 //! leader election so several control planes can run it.
 //!
-//! Pure parts (unit-tested without a server): `resources`, `matching`, `cache`, `filters`,
+//! Pure parts (unit-tested without a server): `resources`, `cache`, `filters`,
 //! `scores`, `algorithm`, `queue`. I/O: `scheduler` (the loop), `pod_status` (binding, condition),
-//! `events`. `leader_election`, `serving`, `events`, `client` and `duration` are shared with
-//! kiln-controller-manager (candidates for kiln-common).
+//! `metrics` (kube-scheduler's series). What every component needs (client, leader election, events,
+//! health/metrics serving, duration flags, node selector and taint matching) comes from kiln-common.
 
 pub mod algorithm;
 pub mod cache;
-pub mod client;
 pub mod config;
-pub mod duration;
-pub mod events;
 pub mod filters;
-pub mod leader_election;
-pub mod matching;
 pub mod metrics;
 pub mod pod_status;
 pub mod queue;
 pub mod resources;
 pub mod scheduler;
 pub mod scores;
-pub mod serving;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use config::Options;
 
-use leader_election::{LeaderElectionConfig, LeaderElector};
+use kiln_common::leader_election::{LeaderElectionConfig, LeaderElector};
+use kiln_common::{client, serving};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use kiln_common::leader_election::master_status_metric;
+
 use crate::queue::QueueLengths;
 
 /// Upper bounds (seconds) of the attempt-duration histogram.
@@ -103,11 +105,9 @@ impl Metrics {
                 get(v)
             ));
         }
-        out.push_str("# HELP leader_election_master_status Whether this process is the leader (1) or not (0).\n");
-        out.push_str("# TYPE leader_election_master_status gauge\n");
-        out.push_str(&format!(
-            "leader_election_master_status{{name=\"kube-scheduler\"}} {}\n",
-            u8::from(self.leader.load(Ordering::Relaxed))
+        out.push_str(&master_status_metric(
+            "kube-scheduler",
+            self.leader.load(Ordering::Relaxed),
         ));
         out
     }

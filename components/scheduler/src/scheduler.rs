@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kiln_common::events::{object_reference, EventRecorder, NORMAL, WARNING};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -20,7 +21,6 @@ use tokio::sync::mpsc;
 use crate::algorithm::{schedule_from, ScheduleError};
 use crate::cache::{assigned_node, is_terminal, pod_key, Cache, PodKey};
 use crate::config::{COMPONENT, SCHEDULER_NAMES};
-use crate::events::{object_reference, EventRecorder, NORMAL, WARNING};
 use crate::metrics::{AttemptResult, Metrics};
 use crate::pod_status;
 use crate::queue::SchedulingQueue;

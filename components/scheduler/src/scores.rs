@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::cache::{Cache, NodeInfo, PodInfo};
-use crate::matching::{term_matches, tolerates};
+use kiln_common::node_matching::{term_matches, tolerates};
 
 pub const MAX_NODE_SCORE: i64 = 100;
 

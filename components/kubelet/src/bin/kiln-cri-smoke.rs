@@ -84,6 +84,9 @@ async fn main() -> anyhow::Result<()> {
             pods_root: std::path::PathBuf::from("/var/lib/kiln/kubelet/pods"),
             secrets_in_memory: false,
             allocatable: Default::default(),
+            // No cluster DNS here: ClusterFirst pods fall back to the host's resolver.
+            dns: Default::default(),
+            node_hosts_file: kiln_kubelet::etc_hosts::NODE_HOSTS.into(),
         },
         Duration::from_millis(500),
     );

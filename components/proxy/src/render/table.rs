@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::{cleanup_script, BASE_CHAINS, TABLE};
 use crate::model::{EndpointGroup, Ipv4Cidr, ServiceInfo};
+use crate::topology::NodeTopology;
 
 pub(crate) const SERVICE_IPS: &str = "service-ips";
 pub(crate) const SERVICE_NODEPORTS: &str = "service-nodeports";
@@ -42,6 +43,7 @@ pub struct Fragment {
     pub(crate) service: ServiceInfo,
     pub(crate) groups: Vec<EndpointGroup>,
     pub(crate) cidr: Ipv4Cidr,
+    pub(crate) topology: NodeTopology,
     /// (map, key, verdict)
     pub elements: Vec<(&'static str, String, String)>,
     pub sets: Vec<(String, u32)>,

@@ -1,5 +1,7 @@
 use super::*;
-use crate::model::{EndpointGroup, EndpointPort, TargetPort};
+use crate::model::{Endpoint, EndpointGroup, EndpointPort, TargetPort};
+
+mod topology;
 
 fn node() -> NodeConfig {
     NodeConfig {
@@ -30,12 +32,16 @@ fn svc(ns: &str, name: &str, ip: &str, ports: Vec<ServicePort>) -> ServiceInfo {
         cluster_ip: ip.parse().unwrap(),
         ports,
         affinity_timeout: None,
+        internal_local: false,
     }
 }
 
 fn group(addrs: &[&str], ports: &[(&str, Protocol, u16)]) -> EndpointGroup {
     EndpointGroup {
-        addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+        endpoints: addrs
+            .iter()
+            .map(|a| Endpoint::ready(a.parse().unwrap()))
+            .collect(),
         ports: ports
             .iter()
             .map(|(n, p, port)| EndpointPort {
@@ -255,6 +261,20 @@ fn udp_ports_use_udp_keys_and_dnat() {
             "meta l4proto udp dnat to numgen random mod 1 map { 0 : 10.244.1.3 . 5353 }"
         ]
     );
+    assert_eq!(
+        chain(&r.script, "svc-kube-system/dns/tcp/53")[1],
+        "meta l4proto tcp dnat to numgen random mod 1 map { 0 : 10.244.1.3 . 5353 }",
+        "same port number, its own chain and endpoint port"
+    );
+    assert_eq!((r.service_ports, r.endpoints), (2, 2));
+    // without endpoints both reject, each under its own protocol key
+    s.endpoints.clear();
+    let r = render(&s, &node());
+    for proto in ["udp", "tcp"] {
+        assert!(r
+            .script
+            .contains(&format!("10.96.0.10 . {proto} . 53 : goto reject-service")));
+    }
 }
 
 #[test]
@@ -318,7 +338,7 @@ fn output_is_deterministic_whatever_the_input_order() {
     for g in b.endpoints.values_mut() {
         g.reverse();
         for e in g.iter_mut() {
-            e.addresses.reverse();
+            e.endpoints.reverse();
         }
     }
     let (ra, rb) = (render(&a, &node()), render(&b, &node()));

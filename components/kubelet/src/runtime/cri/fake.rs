@@ -20,6 +20,8 @@ pub struct FakeState {
     pub exec_results: VecDeque<i32>,
     /// The config each container was created with, by id.
     pub configs: HashMap<String, cri::ContainerConfig>,
+    /// The config each sandbox was run with, by id.
+    pub sandbox_configs: HashMap<String, cri::PodSandboxConfig>,
     /// Every call fails with Unavailable, as while containerd restarts.
     pub unavailable: bool,
     next_id: u32,
@@ -126,6 +128,7 @@ impl CriApi for FakeCri {
         st.next_id += 1;
         let id = format!("sb{}", st.next_id);
         let ip = format!("10.244.1.{}", st.next_id + 1);
+        st.sandbox_configs.insert(id.clone(), config.clone());
         st.sandboxes.insert(
             id.clone(),
             Sandbox {

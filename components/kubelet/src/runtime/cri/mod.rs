@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use super::{PodStatus, Runtime, RuntimeError};
 use crate::events::{EventRecorder, NoopRecorder};
 use crate::pod_objects::PodObjects;
+use crate::services::ServiceLister;
 pub use api::CriApi;
 pub use grpc::GrpcCri;
 pub use worker::{PodWorker, WorkerConfig};
@@ -48,6 +49,8 @@ pub struct CriRuntime {
     version: Mutex<String>,
     /// ConfigMaps, Secrets and tokens for env and volumes, once the API client exists.
     objects: Mutex<Option<Arc<dyn PodObjects>>>,
+    /// The cluster's Services (containers' Service variables), once the API client exists.
+    services: Mutex<Option<Arc<dyn ServiceLister>>>,
     /// Where pods started from now on report their events.
     recorder: Mutex<Arc<dyn EventRecorder>>,
     /// Told by every pod task whose status changed.
@@ -65,6 +68,7 @@ impl CriRuntime {
             pods: Mutex::new(HashMap::new()),
             version: Mutex::new(format!("{HANDLER}://unknown")),
             objects: Mutex::new(None),
+            services: Mutex::new(None),
             recorder: Mutex::new(Arc::new(NoopRecorder)),
             changed: Arc::new(Notify::new()),
             adopted: watch::Sender::new(false),
@@ -80,6 +84,11 @@ impl CriRuntime {
     /// The API objects pods started from now on read (env references, volumes, tokens).
     pub fn set_objects(&self, objects: Arc<dyn PodObjects>) {
         *self.objects.lock().unwrap_or_else(|p| p.into_inner()) = Some(objects);
+    }
+
+    /// The Services whose variables containers created from now on get.
+    pub fn set_services(&self, services: Arc<dyn ServiceLister>) {
+        *self.services.lock().unwrap_or_else(|p| p.into_inner()) = Some(services);
     }
 
     /// The event recorder pods started from now on use.
@@ -154,6 +163,14 @@ impl CriRuntime {
             .clone();
         if let Some(objects) = objects {
             w = w.with_objects(objects).map_err(invalid)?;
+        }
+        let services = self
+            .services
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(services) = services {
+            w = w.with_services(services);
         }
         Ok(w)
     }

@@ -23,6 +23,12 @@ fn cfg(pods_root: &std::path::Path) -> WorkerConfig {
         pods_root: pods_root.to_path_buf(),
         secrets_in_memory: false,
         allocatable: Default::default(),
+        dns: crate::dns_config::DnsSettings {
+            cluster_dns: vec!["10.96.0.10".parse().unwrap()],
+            cluster_domain: "cluster.local".into(),
+            resolv_conf: None,
+        },
+        node_hosts_file: "/etc/hosts".into(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Pod → CRI configs, pure: the sandbox config (metadata, hostname, log directory, hostPorts, namespaces,
 //! labels) and each container's config (image, command/args, resolved env and mounts, log path). No I/O,
-//! tested on values.
+//! tested on values. The host name ([`crate::pod_hostname`]) and the DNS config ([`crate::dns_config`])
+//! are made by the caller, which reads the kubelet's settings and the host's resolv.conf.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -87,10 +88,13 @@ pub fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
     }
 }
 
+/// The sandbox config with `hostname` (empty for hostNetwork pods: containerd then keeps the node's)
+/// and no DNS config yet.
 pub fn sandbox_config(
     pod: &Pod,
     log_root: &Path,
     attempt: u32,
+    hostname: &str,
 ) -> Result<cri::PodSandboxConfig, SpecError> {
     let (ns, name, uid) = meta(pod);
     if uid.is_empty() || name.is_empty() {
@@ -116,12 +120,6 @@ pub fn sandbox_config(
             }
         }
     }
-    let hostname = if spec.host_network == Some(true) {
-        // A hostNetwork pod keeps the node's UTS name.
-        String::new()
-    } else {
-        spec.hostname.clone().unwrap_or_else(|| name.to_string())
-    };
     Ok(cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.into(),
@@ -129,7 +127,7 @@ pub fn sandbox_config(
             namespace: ns.into(),
             attempt,
         }),
-        hostname,
+        hostname: hostname.into(),
         log_directory: pod_log_dir(log_root, ns, name, uid).display().to_string(),
         dns_config: None,
         port_mappings,
@@ -276,7 +274,7 @@ mod tests {
 
     #[test]
     fn sandbox_has_metadata_logs_host_ports_and_labels() {
-        let s = sandbox_config(&pod(), Path::new("/var/log/pods"), 0).unwrap();
+        let s = sandbox_config(&pod(), Path::new("/var/log/pods"), 0, "web").unwrap();
         let m = s.metadata.unwrap();
         assert_eq!(
             (m.name.as_str(), m.namespace.as_str(), m.uid.as_str()),

@@ -3,7 +3,8 @@
 //! per restartPolicy with the crash-loop backoff (CrashLoopBackOff), and runs liveness/readiness probes.
 //! Init containers run first, one at a time ([`crate::init_containers`]); volumes are set up before the
 //! sandbox and API-backed ones refreshed every [`VOLUME_RESYNC`] ([`crate::volumes`]); each container's
-//! env and mounts are resolved when it is created ([`crate::env`]). Lifecycle hooks run right after
+//! env and mounts are resolved when it is created ([`crate::env`]), with the Service variables and the
+//! kubelet's /etc/hosts; the sandbox gets the pod's host name and DNS config ([`dns_hosts`]). Lifecycle hooks run right after
 //! StartContainer (postStart: a failure kills the container) and before StopContainer (preStop, within
 //! the grace period) ([`hooks`]). Each step is reported as the kubelet's Events ([`crate::events`]).
 //! Time is passed in, so the logic is tested with a fake CRI and no clock.
@@ -19,6 +20,7 @@ use super::api::{CriApi, CriError, CriState};
 use super::hooks;
 use super::probe::{self, Outcome, ProbeState};
 use super::spec;
+use crate::dns_config::{DnsNotice, DnsSettings};
 use crate::env;
 use crate::env_resources::NodeAllocatable;
 use crate::events::{EventRecorder, EventType, NoopRecorder, ObjectRef};
@@ -27,6 +29,7 @@ use crate::pod_objects::PodObjects;
 use crate::runtime::{
     Backoff, ContainerState, ContainerStatus, PodStatus, RestartPolicy, Terminated, DEFAULT_GRACE,
 };
+use crate::services::ServiceLister;
 use crate::volumes::PodVolumes;
 
 /// How often configMap, secret and projected volumes are re-read (changes show within a minute).
@@ -47,6 +50,10 @@ pub struct WorkerConfig {
     pub secrets_in_memory: bool,
     /// What resourceFieldRef limits read when a container has none (upstream's default).
     pub allocatable: NodeAllocatable,
+    /// Pods' DNS (cluster DNS, cluster domain, the host's resolv.conf).
+    pub dns: DnsSettings,
+    /// The node's hosts file, which hostNetwork pods' /etc/hosts copies.
+    pub node_hosts_file: PathBuf,
 }
 
 #[derive(Debug)]
@@ -160,6 +167,10 @@ pub struct PodWorker {
     volumes: PodVolumes,
     next_volume_refresh: Option<Instant>,
     objects: Option<Arc<dyn PodObjects>>,
+    /// The cluster's Services, for containers' Service variables (none without an API).
+    services: Option<Arc<dyn ServiceLister>>,
+    /// The DNS notices last recorded as events (a sandbox retried every sync would repeat them).
+    dns_reported: Vec<DnsNotice>,
     host_network: bool,
     /// The pod's terminationGracePeriodSeconds.
     pub grace: Duration,
@@ -197,8 +208,12 @@ impl PodWorker {
         if spec.containers.is_empty() {
             return Err(invalid("no containers".into()));
         }
-        let sandbox_config =
-            spec::sandbox_config(pod, &cfg.log_root, 0).map_err(|e| invalid(e.to_string()))?;
+        // An invalid name fails the sandbox (with upstream's message) when it is made; the config
+        // carries the name from the start, since CreateContainer sends it too (containerd's HOSTNAME).
+        let hostname =
+            crate::pod_hostname::sandbox_hostname(pod, &cfg.dns.cluster_domain).unwrap_or_default();
+        let sandbox_config = spec::sandbox_config(pod, &cfg.log_root, 0, &hostname)
+            .map_err(|e| invalid(e.to_string()))?;
         let volumes = PodVolumes::new(pod, &cfg.pods_root, false)
             .map_err(|e| invalid(e.to_string()))?
             .secrets_in_memory(cfg.secrets_in_memory);
@@ -232,6 +247,8 @@ impl PodWorker {
             volumes,
             next_volume_refresh: None,
             objects: None,
+            services: None,
+            dns_reported: Vec::new(),
             host_network: spec.host_network == Some(true),
             grace: spec
                 .termination_grace_period_seconds
@@ -292,6 +309,12 @@ impl PodWorker {
         Ok(self)
     }
 
+    /// Gives the worker the cluster's Services for its containers' Service variables.
+    pub fn with_services(mut self, services: Arc<dyn ServiceLister>) -> Self {
+        self.services = Some(services);
+        self
+    }
+
     pub fn status(&self) -> PodStatus {
         PodStatus {
             uid: self.uid.clone(),
@@ -326,15 +349,20 @@ impl PodWorker {
             // A new pod: its volumes and its sandbox do not depend on each other, so they are set up
             // side by side (the first sync costs the slower of the two, not their sum).
             let objects = self.objects.clone();
+            let prepared = self.prepare_sandbox();
+            let (cri, cfg, config, key) = (
+                self.cri.as_ref(),
+                &self.cfg,
+                &self.sandbox_config,
+                &self.key,
+            );
+            let host_network = self.host_network;
             let (volumes, sandbox) = tokio::join!(
                 self.volumes.set_up(objects.as_deref(), unix_now()),
-                new_sandbox(
-                    self.cri.as_ref(),
-                    &self.cfg,
-                    &self.sandbox_config,
-                    self.host_network,
-                    &self.key
-                ),
+                async move {
+                    prepared?;
+                    new_sandbox(cri, cfg, config, host_network, key).await
+                },
             );
             match sandbox {
                 Ok((id, ip)) => self.sandbox_ready(id, ip),
@@ -355,6 +383,10 @@ impl PodWorker {
                 return;
             }
             if self.sandbox_id.is_none() {
+                if let Err(message) = self.prepare_sandbox() {
+                    self.sandbox_failed(message);
+                    return;
+                }
                 let made = new_sandbox(
                     self.cri.as_ref(),
                     &self.cfg,
@@ -846,9 +878,10 @@ impl PodWorker {
     ) -> Result<cri::ContainerConfig, String> {
         let c = &self.ctrs[i].spec;
         let ns = self.pod.metadata.namespace.as_deref().unwrap_or("default");
-        let fetched = env::fetch(ns, c, self.objects.as_deref())
+        let mut fetched = env::fetch(ns, c, self.objects.as_deref())
             .await
             .map_err(|e| e.to_string())?;
+        fetched.service_env = self.service_env()?;
         let ctx = env::FieldContext {
             node_name: &self.cfg.node_name,
             node_ip: &self.cfg.node_ip,
@@ -856,7 +889,8 @@ impl PodWorker {
             allocatable: Some(&self.cfg.allocatable),
         };
         let envs = env::build(&self.pod, c, &ctx, &fetched).map_err(|e| e.to_string())?;
-        let mounts = self.volumes.mounts(c).map_err(|e| e.to_string())?;
+        let mut mounts = self.volumes.mounts(c).map_err(|e| e.to_string())?;
+        mounts.extend(self.hosts_mount(c)?);
         spec::container_config(&self.pod, c, attempt, envs, mounts).map_err(|e| e.to_string())
     }
 
@@ -1084,6 +1118,9 @@ mod tests;
 
 #[path = "adopt.rs"]
 mod adopt;
+
+#[path = "dns_hosts.rs"]
+mod dns_hosts;
 
 #[cfg(test)]
 #[path = "worker_events_tests.rs"]

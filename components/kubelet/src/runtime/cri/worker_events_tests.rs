@@ -18,9 +18,11 @@ fn cfg() -> Arc<WorkerConfig> {
         },
         node_name: "host1".into(),
         node_ip: "10.250.0.11".into(),
-        pods_root: std::env::temp_dir().join("kiln-worker-tests-unused"),
+        pods_root: super::tests::unique_pods_root(),
         secrets_in_memory: false,
         allocatable: NodeAllocatable::default(),
+        dns: super::tests::test_dns(),
+        node_hosts_file: "/etc/hosts".into(),
     })
 }
 
@@ -363,5 +365,38 @@ async fn a_config_error_is_recorded_once_not_every_retry() {
         1,
         "{:?}",
         rec.reasons()
+    );
+}
+
+#[tokio::test]
+async fn dns_fallbacks_and_cuts_are_warnings_on_the_pod_once() {
+    let mut c = (*cfg()).clone();
+    c.dns.cluster_dns.clear();
+    let p = pod(
+        serde_json::json!({"dnsConfig": {"nameservers": ["1.1.1.1", "8.8.8.8", "9.9.9.9", "4.4.4.4"]}}),
+        serde_json::json!({}),
+    );
+    let fake = Arc::new(FakeCri::default());
+    let rec = Arc::new(FakeRecorder::default());
+    let mut w = PodWorker::new(&p, Arc::new(c), fake.clone())
+        .unwrap()
+        .with_recorder(rec.clone());
+    // The first sandbox fails (containerd unavailable): the DNS warnings come with the first try only.
+    fake.st().unavailable = true;
+    w.sync(Instant::now()).await;
+    fake.st().unavailable = false;
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    let dns: Vec<String> = summary(&rec.take())
+        .into_iter()
+        .filter(|e| e.contains("DNS"))
+        .collect();
+    assert_eq!(
+        dns,
+        vec![
+            "Warning MissingClusterDNS: pod: \"web_default(u1)\". kubelet does not have ClusterDNS IP configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.".to_string(),
+            // No host resolv.conf in these tests: the Default fallback resolves through the node.
+            "Warning DNSConfigForming: Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 127.0.0.1 1.1.1.1 8.8.8.8".into(),
+        ]
     );
 }

@@ -17,13 +17,33 @@ fn cfg() -> Arc<WorkerConfig> {
         },
         node_name: "host1".into(),
         node_ip: "10.250.0.11".into(),
-        pods_root: std::env::temp_dir().join("kiln-worker-tests-unused"),
+        pods_root: unique_pods_root(),
         secrets_in_memory: false,
         allocatable: crate::env_resources::NodeAllocatable {
             cpu: "2".into(),
             memory: "4Gi".into(),
         },
+        dns: test_dns(),
+        node_hosts_file: "/etc/hosts".into(),
     })
+}
+
+/// Cluster DNS on, no host resolv.conf: the sandbox's DNS config does not depend on the test machine.
+pub fn test_dns() -> crate::dns_config::DnsSettings {
+    crate::dns_config::DnsSettings {
+        cluster_dns: vec!["10.96.0.10".parse().unwrap()],
+        cluster_domain: "cluster.local".into(),
+        resolv_conf: None,
+    }
+}
+
+/// A pods root of its own per worker config: the workers write each pod's etc-hosts there, and tests
+/// running side by side reuse pod uids (and remove their pod directories on kill). Under one fixed
+/// parent, so repeated runs reuse the same directories.
+pub fn unique_pods_root() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("kiln-worker-tests/{n}"))
 }
 
 fn pod(extra: serde_json::Value) -> Pod {
@@ -389,7 +409,16 @@ async fn missing_config_map_waits_with_upstreams_message_then_starts_with_env_an
         .map(|kv| (kv.key.as_str(), kv.value.as_str()))
         .collect();
     assert_eq!(env, vec![("COLOR", "blue"), ("IP", "10.244.1.2")]);
-    assert_eq!(config.mounts.len(), 1);
+    assert_eq!(
+        config.mounts.len(),
+        2,
+        "the volume, then the kubelet's /etc/hosts"
+    );
+    assert_eq!(config.mounts[1].container_path, "/etc/hosts");
+    assert_eq!(
+        std::path::Path::new(&config.mounts[1].host_path),
+        tmp.path().join("u1/etc-hosts")
+    );
     assert_eq!(config.mounts[0].container_path, "/etc/cfg");
     assert!(config.mounts[0].readonly);
     let host = std::path::Path::new(&config.mounts[0].host_path);
@@ -578,4 +607,307 @@ async fn a_lost_sandbox_is_recreated_and_its_containers_restarted() {
         "ContainerStatusUnknown"
     );
     assert!(st.pod_ip.is_some());
+}
+
+fn sandbox_config(fake: &FakeCri) -> cri::PodSandboxConfig {
+    let st = fake.st();
+    assert_eq!(st.sandbox_configs.len(), 1, "one sandbox");
+    st.sandbox_configs.values().next().unwrap().clone()
+}
+
+fn container_config(fake: &FakeCri, name: &str) -> cri::ContainerConfig {
+    fake.st()
+        .configs
+        .values()
+        .find(|c| c.metadata.as_ref().unwrap().name == name)
+        .unwrap()
+        .clone()
+}
+
+fn env_of(c: &cri::ContainerConfig) -> Vec<(String, String)> {
+    c.envs
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect()
+}
+
+fn hosts_of(c: &cri::ContainerConfig) -> (cri::Mount, String) {
+    let m = c
+        .mounts
+        .iter()
+        .find(|m| m.container_path == "/etc/hosts")
+        .expect("an /etc/hosts mount")
+        .clone();
+    let text = std::fs::read_to_string(&m.host_path).unwrap();
+    (m, text)
+}
+
+#[tokio::test]
+async fn the_sandbox_gets_the_cluster_dns_config_and_host_name() {
+    let p = pod(serde_json::json!({"spec": {
+        "hostname": "db-0", "subdomain": "db", "setHostnameAsFQDN": true,
+        "dnsConfig": {"searches": ["extra.example"], "options": [{"name": "ndots", "value": "2"}]}
+    }}));
+    let (mut w, fake) = worker(&p);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    let sb = sandbox_config(&fake);
+    assert_eq!(sb.hostname, "db-0.db.default.svc.cluster.local");
+    assert_eq!(
+        sb.dns_config,
+        Some(cri::DnsConfig {
+            servers: vec!["10.96.0.10".into()],
+            searches: vec![
+                "default.svc.cluster.local".into(),
+                "svc.cluster.local".into(),
+                "cluster.local".into(),
+                "extra.example".into()
+            ],
+            options: vec!["ndots:2".into()],
+        })
+    );
+    // CreateContainer is sent the same sandbox config (containerd's HOSTNAME comes from it).
+    assert_eq!(w.sandbox_config.hostname, sb.hostname);
+}
+
+#[tokio::test]
+async fn an_fqdn_too_long_fails_the_sandbox_with_upstreams_message() {
+    let long = "a".repeat(40);
+    let p = pod(serde_json::json!({"spec": {"subdomain": long, "setHostnameAsFQDN": true}}));
+    let (mut w, fake) = worker(&p);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "ContainerCreating");
+    assert!(
+        message(&w).starts_with(
+            "failed to construct FQDN from pod hostname and cluster domain, FQDN web.aaaa"
+        ),
+        "{}",
+        message(&w)
+    );
+    assert!(!fake.calls().iter().any(|c| c.starts_with("RunPodSandbox")));
+}
+
+#[tokio::test]
+async fn host_network_pods_keep_the_nodes_name_and_resolver_and_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let resolv = dir.path().join("resolv.conf");
+    std::fs::write(&resolv, "nameserver 10.250.0.1\nsearch lab.example\n").unwrap();
+    let node_hosts = dir.path().join("hosts");
+    std::fs::write(&node_hosts, "127.0.0.1\tlocalhost\n10.250.0.11\thost1\n").unwrap();
+    let mut c = (*cfg()).clone();
+    c.dns.resolv_conf = Some(resolv);
+    c.node_hosts_file = node_hosts;
+    let p = pod(serde_json::json!({"spec": {
+        "hostNetwork": true,
+        "hostAliases": [{"ip": "10.250.0.99", "hostnames": ["registry.lab"]}]
+    }}));
+    let fake = Arc::new(FakeCri::default());
+    let mut w = PodWorker::new(&p, Arc::new(c), fake.clone()).unwrap();
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    let sb = sandbox_config(&fake);
+    assert_eq!(sb.hostname, "", "the node's UTS name");
+    // ClusterFirst on the host network is Default: the host's resolver.
+    let dns = sb.dns_config.unwrap();
+    assert_eq!(
+        (dns.servers, dns.searches),
+        (
+            vec!["10.250.0.1".to_string()],
+            vec!["lab.example".to_string()]
+        )
+    );
+    let (m, text) = hosts_of(&container_config(&fake, "main"));
+    assert!(!m.readonly);
+    assert_eq!(
+        text,
+        "# Kubernetes-managed hosts file (host network).\n127.0.0.1\tlocalhost\n10.250.0.11\thost1\n\n# Entries added by HostAliases.\n10.250.0.99\tregistry.lab\n"
+    );
+}
+
+#[tokio::test]
+async fn containers_get_the_kubelets_hosts_file_with_the_pod_ip() {
+    let p = pod(serde_json::json!({
+        "spec": {
+            "subdomain": "web",
+            "hostAliases": [{"ip": "10.250.0.99", "hostnames": ["registry.lab", "reg"]}],
+            "initContainers": [{"name": "init", "image": IMG}]
+        }
+    }));
+    let (mut w, fake) = worker(&p);
+    w.sync(Instant::now()).await;
+    // The init container got it too.
+    let (m, text) = hosts_of(&container_config(&fake, "init"));
+    assert!(!m.readonly && m.selinux_relabel);
+    assert!(m.host_path.ends_with("/u1/etc-hosts"), "{}", m.host_path);
+    assert_eq!(
+        text,
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
+         fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n\
+         10.244.1.2\tweb.web.default.svc.cluster.local\tweb\n\n\
+         # Entries added by HostAliases.\n10.250.0.99\tregistry.lab\treg\n"
+    );
+    // A container that mounts /etc/hosts itself keeps its own.
+    let p = pod(serde_json::json!({
+        "spec": {"volumes": [{"name": "h", "emptyDir": {}}]},
+        "container": {"volumeMounts": [{"name": "h", "mountPath": "/etc/hosts"}]}
+    }));
+    let (mut w, fake) = worker(&p);
+    w.sync(Instant::now()).await;
+    let mounts = container_config(&fake, "main").mounts;
+    assert_eq!(
+        mounts
+            .iter()
+            .filter(|m| m.container_path == "/etc/hosts")
+            .count(),
+        1
+    );
+    assert!(!mounts[0].host_path.ends_with("etc-hosts"));
+}
+
+#[tokio::test]
+async fn a_recreated_sandbox_rewrites_the_hosts_file_with_its_new_ip() {
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    w.sync(Instant::now()).await;
+    let (m, before) = hosts_of(&container_config(&fake, "main"));
+    assert!(before.contains("10.244.1.2\tweb\n"), "{before}");
+    fake.st().sandboxes.get_mut("sb1").unwrap().ready = false;
+    w.sync(Instant::now()).await;
+    let after = std::fs::read_to_string(&m.host_path).unwrap();
+    assert!(!after.contains("10.244.1.2\t"), "{after}");
+    assert!(
+        after.contains(&format!("{}\tweb\n", w.status().pod_ip.unwrap())),
+        "{after}"
+    );
+}
+
+fn service(
+    ns: &str,
+    name: &str,
+    ip: &str,
+    ports: serde_json::Value,
+) -> k8s_openapi::api::core::v1::Service {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterIP": ip, "ports": ports}
+    }))
+    .unwrap()
+}
+
+fn cluster_services() -> Vec<k8s_openapi::api::core::v1::Service> {
+    vec![
+        service(
+            "default",
+            "kubernetes",
+            "10.96.0.1",
+            serde_json::json!([{"name": "https", "port": 443}]),
+        ),
+        service(
+            "default",
+            "web",
+            "10.96.3.4",
+            serde_json::json!([{"port": 80}]),
+        ),
+        service(
+            "apps",
+            "db",
+            "10.96.5.5",
+            serde_json::json!([{"port": 5432}]),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn containers_get_service_variables_under_their_own_env() {
+    let services = Arc::new(crate::services::FakeServices::synced(cluster_services()));
+    let p = pod(serde_json::json!({"container": {
+        "env": [{"name": "WEB_SERVICE_PORT", "value": "8080"},
+                {"name": "API", "value": "$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}],
+        "args": ["--web=$(WEB_SERVICE_HOST)"]
+    }}));
+    let (w, fake) = worker(&p);
+    let mut w = w.with_services(services);
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    let c = container_config(&fake, "main");
+    let env = env_of(&c);
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(
+        env[0],
+        ("WEB_SERVICE_PORT".into(), "8080".into()),
+        "own env first"
+    );
+    assert_eq!(get("API"), Some("10.96.0.1:443"));
+    assert_eq!(
+        get("WEB_SERVICE_PORT"),
+        Some("8080"),
+        "the container's own wins"
+    );
+    assert_eq!(
+        env.iter().filter(|(k, _)| k == "WEB_SERVICE_PORT").count(),
+        1
+    );
+    for (k, v) in [
+        ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+        ("KUBERNETES_SERVICE_PORT", "443"),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", "443"),
+        ("KUBERNETES_PORT", "tcp://10.96.0.1:443"),
+        ("KUBERNETES_PORT_443_TCP", "tcp://10.96.0.1:443"),
+        ("KUBERNETES_PORT_443_TCP_PROTO", "tcp"),
+        ("KUBERNETES_PORT_443_TCP_PORT", "443"),
+        ("KUBERNETES_PORT_443_TCP_ADDR", "10.96.0.1"),
+        ("WEB_SERVICE_HOST", "10.96.3.4"),
+        ("WEB_PORT_80_TCP", "tcp://10.96.3.4:80"),
+    ] {
+        assert_eq!(get(k), Some(v), "{k}");
+    }
+    assert_eq!(get("DB_SERVICE_HOST"), None, "another namespace's Service");
+    assert_eq!(
+        c.args,
+        vec!["--web=10.96.3.4"],
+        "$(VAR) in args sees Service variables"
+    );
+}
+
+#[tokio::test]
+async fn enable_service_links_false_keeps_only_the_kubernetes_variables() {
+    let services = Arc::new(crate::services::FakeServices::synced(cluster_services()));
+    let (w, fake) = worker(&pod(
+        serde_json::json!({"spec": {"enableServiceLinks": false}}),
+    ));
+    let mut w = w.with_services(services);
+    w.sync(Instant::now()).await;
+    let names: Vec<String> = env_of(&container_config(&fake, "main"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        names.iter().all(|k| k.starts_with("KUBERNETES_")),
+        "{names:?}"
+    );
+    assert_eq!(names.len(), 8);
+}
+
+#[tokio::test]
+async fn containers_wait_for_the_first_list_of_services() {
+    let services = Arc::new(crate::services::FakeServices::default());
+    let (w, fake) = worker(&pod(serde_json::json!({})));
+    let mut w = w.with_services(services.clone());
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "CreateContainerConfigError");
+    assert_eq!(
+        message(&w),
+        "services have not yet been read at least once, cannot construct envvars"
+    );
+    assert!(!fake
+        .calls()
+        .iter()
+        .any(|c| c.starts_with("CreateContainer ")));
+    *services.0.lock().unwrap() = Some(cluster_services().into_iter().map(Arc::new).collect());
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    // Without an API (no Services source at all) there are simply none.
+    let (mut w, fake) = worker(&pod(serde_json::json!({})));
+    w.sync(Instant::now()).await;
+    assert_eq!(reason(&w), "Running");
+    assert!(env_of(&container_config(&fake, "main")).is_empty());
 }

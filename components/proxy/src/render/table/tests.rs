@@ -131,8 +131,11 @@ impl Kernel {
                         if cmd.trim() == "add element" {
                             let (k, v) = e.split_once(" : ").unwrap();
                             let target = v.trim_start_matches("goto ");
+                            // a verdict (drop) or a chain that exists
                             assert!(
-                                self.chains.contains_key(target) || target == "reject-service",
+                                v == "drop"
+                                    || self.chains.contains_key(target)
+                                    || target == "reject-service",
                                 "{line}"
                             );
                             assert!(m.insert(k.into(), v.into()).is_none(), "twice: {line}");
@@ -166,6 +169,7 @@ fn service(name: &str, ip: &str, node_port: Option<u16>, affinity: Option<u32>) 
             node_port,
         }],
         affinity_timeout: affinity,
+        internal_local: false,
     }
 }
 
@@ -177,10 +181,10 @@ fn state(services: Vec<ServiceInfo>, endpoints: &[(&str, &[&str])]) -> ProxyStat
     for (svc, addrs) in endpoints {
         s.add_endpoints(
             ("default".into(), svc.to_string()),
-            vec![EndpointGroup {
-                addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-                ports: vec![],
-            }],
+            vec![EndpointGroup::ready(
+                &addrs.iter().map(|a| a.parse().unwrap()).collect::<Vec<_>>(),
+                vec![],
+            )],
         );
     }
     s
@@ -247,10 +251,10 @@ fn services_come_and_go_and_lose_their_endpoints() {
         .push(service("api", "10.96.0.12", Some(30080), None));
     more.add_endpoints(
         ("default".into(), "api".into()),
-        vec![EndpointGroup {
-            addresses: vec!["10.244.2.2".parse().unwrap()],
-            ports: vec![],
-        }],
+        vec![EndpointGroup::ready(
+            &["10.244.2.2".parse().unwrap()],
+            vec![],
+        )],
     );
     let script = check(&base, &more);
     assert!(script.contains(
@@ -286,10 +290,10 @@ fn a_key_that_changes_its_target_is_deleted_then_added() {
     b.services.push(service("web2", "10.96.0.10", None, None));
     b.add_endpoints(
         ("default".into(), "web2".into()),
-        vec![EndpointGroup {
-            addresses: vec!["10.244.3.3".parse().unwrap()],
-            ports: vec![],
-        }],
+        vec![EndpointGroup::ready(
+            &["10.244.3.3".parse().unwrap()],
+            vec![],
+        )],
     );
     let script = check(&a, &b);
     let del = script.find("delete element ip kiln service-ips").unwrap();
@@ -398,4 +402,46 @@ fn a_rebuild_reuses_the_fragments_of_unchanged_services() {
     let rebuilt = build_reusing(&clash, &node(), Some(&reused)).table;
     assert_eq!(rebuilt, table(&clash));
     check(&after_state, &clash);
+}
+
+#[test]
+fn a_local_service_losing_its_local_endpoint_moves_to_drop_and_back() {
+    use crate::model::Endpoint;
+    use crate::topology::NodeTopology;
+    let with = |local: bool| {
+        let mut svc = service("web", "10.96.0.10", None, None);
+        svc.internal_local = true;
+        let mut s = ProxyState {
+            services: vec![svc],
+            topology: NodeTopology {
+                name: "n1".into(),
+                zone: None,
+            },
+            ..Default::default()
+        };
+        let on = |a: &str, n: &str| Endpoint {
+            node_name: Some(n.into()),
+            ..Endpoint::ready(a.parse().unwrap())
+        };
+        let mut endpoints = vec![on("10.244.2.2", "n2")];
+        if local {
+            endpoints.push(on("10.244.1.2", "n1"));
+        }
+        s.add_endpoints(
+            ("default".into(), "web".into()),
+            vec![EndpointGroup {
+                endpoints,
+                ports: vec![],
+            }],
+        );
+        s
+    };
+    let script = check(&with(true), &with(false));
+    assert!(
+        script
+            .contains("add element ip kiln no-endpoint-services { 10.96.0.10 . tcp . 80 : drop }"),
+        "{script}"
+    );
+    assert!(script.contains("delete chain ip kiln svc-default/web/tcp/80"));
+    check(&with(false), &with(true));
 }
