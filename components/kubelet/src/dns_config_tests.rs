@@ -32,10 +32,18 @@ fn host() -> ResolvConf {
 
 const NODE: &[IpAddr] = &[IpAddr::V4(std::net::Ipv4Addr::new(10, 250, 0, 11))];
 
+/// (input, nameservers, searches, options)
+type ParseCase = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
 #[test]
 fn parse_resolv_conf_like_upstream() {
     // (input, nameservers, searches, options); upstream's TestParseResolvConf.
-    let cases: &[(&str, &[&str], &[&str], &[&str])] = &[
+    let cases: &[ParseCase] = &[
         ("", &[], &[], &[]),
         (" ", &[], &[], &[]),
         ("\n", &[], &[], &[]),

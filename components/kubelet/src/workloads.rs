@@ -146,6 +146,27 @@ fn fingerprint(s: &ApiPodStatus) -> serde_json::Value {
     serde_json::to_value(s).unwrap_or_default()
 }
 
+/// The API holds another phase or other condition values than the kubelet computed: someone else
+/// wrote the status (the node lifecycle controller marks pods Ready=False while the node is silent,
+/// as upstream's MarkPodsNotReady), so it is posted again even though the kubelet's own view did not
+/// change — upstream's status manager compares with the API's status the same way.
+fn api_disagrees(p: &Pod, computed: &ApiPodStatus) -> bool {
+    let api = p.status.as_ref();
+    let api_condition = |t: &str| {
+        api.and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .map(|c| c.status.as_str())
+    };
+    // Only what the kubelet itself computes: conditions others own (PodScheduled from the
+    // scheduler, DisruptionTarget from an eviction) are theirs to differ in.
+    api.and_then(|s| s.phase.as_ref()) != computed.phase.as_ref()
+        || computed
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| api_condition(&c.type_) != Some(c.status.as_str()))
+}
+
 pub struct WorkloadPods {
     node_name: String,
     node_ip: String,
@@ -296,7 +317,7 @@ impl WorkloadPods {
                 (None, None) => continue,
             };
             let fp = fingerprint(&status);
-            if self.posted.get(u) == Some(&fp) {
+            if self.posted.get(u) == Some(&fp) && !api_disagrees(p, &status) {
                 continue;
             }
             changed.push((p.clone(), status, fp));

@@ -84,3 +84,31 @@ fn refused_status_is_pending_with_the_reason() {
     assert_eq!(s.reason.as_deref(), Some("UnsupportedPodSpec"));
     assert_eq!(s.host_ip.as_deref(), Some("10.0.0.1"));
 }
+
+#[test]
+fn a_status_written_by_someone_else_is_posted_again() {
+    let ready = |v: &str| {
+        serde_json::from_value::<ApiPodStatus>(serde_json::json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": v}, {"type": "PodScheduled", "status": "True"}],
+        }))
+        .unwrap()
+    };
+    let mut p = pod("a", "node1");
+    p.status = Some(ready("True"));
+    assert!(!api_disagrees(&p, &ready("True")));
+    // A condition only others write (an eviction's DisruptionTarget) is not a disagreement.
+    let mut theirs = ready("True");
+    theirs.conditions.as_mut().unwrap().push(
+        serde_json::from_value(serde_json::json!({"type": "DisruptionTarget", "status": "True"}))
+            .unwrap(),
+    );
+    p.status = Some(theirs);
+    assert!(!api_disagrees(&p, &ready("True")));
+    // The node lifecycle controller marked it not ready while the node was silent.
+    p.status = Some(ready("False"));
+    assert!(api_disagrees(&p, &ready("True")));
+    // Not yet seen in the API at all.
+    p.status = None;
+    assert!(api_disagrees(&p, &ready("True")));
+}
