@@ -29,6 +29,7 @@ section "Scheduler and controllers (bench/control-plane.sh)" bench/control-plane
 section "API server (bench/apiserver.sh)" bench/apiserver.sh
 section "Pod start (bench/pod-start.sh)" bench/pod-start.sh
 section "Proxy sync (bench/proxy-sync.sh)" bench/proxy-sync.sh
+section "Cluster DNS (bench/dns.sh)" bench/dns.sh
 section "Control-plane memory (bench/control-plane-rss.sh)" bench/control-plane-rss.sh
 section "Day 2: snapshots and HA failover (bench/day2.sh)" bench/day2.sh
 mv "$tmp" "$OUT"

@@ -20,10 +20,11 @@
 # ACK docs), and CoreDNS memory ≈ (pods + services) / 1000 + 54 MB (coredns.io, "Scaling CoreDNS in
 # Kubernetes Clusters"): ≈ 64 MB at 10 000 Services before any pod.
 # Ratios are kiln / unbound: queries/s > 1 is faster, latency and RSS < 1 are better.
-#   bench/dns.sh [SERVICES] [SECONDS]          (env: BIG=10000 the second run's Services, 0 skips it)
+#   bench/dns.sh [SERVICES] [SECONDS]          (env: BIG=10000 Services in the second run, 0 skips it;
+#                                                 UPDATES=50 Services created one at a time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SERVICES=${1:-1000} SECONDS_=${2:-10} BIG=${BIG:-10000}
+SERVICES=${1:-1000} SECONDS_=${2:-10} BIG=${BIG:-10000} UPDATES=${UPDATES:-50}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kiln-target}
 if [ -z "${BIN_DIR:-}" ]; then
   # etcd is the store here, so kiln-store (rocksdb, ~20 min in release) is not needed
@@ -33,7 +34,7 @@ fi
 R=${BIN_DIR:-$CARGO_TARGET_DIR/release}
 run() {
   KILN_TEST_STORE_BIN=/usr/bin/etcd "$R/kiln-bench" dns --apiserver-bin "$R/kiln-apiserver" \
-    --dns-bin "$R/kiln-dns" --services "$1" --seconds "$SECONDS_"
+    --dns-bin "$R/kiln-dns" --services "$1" --seconds "$SECONDS_" --updates "$UPDATES"
 }
 a=$(run "$SERVICES")
 b=
@@ -45,36 +46,47 @@ for k in sys.argv[2].split('.'):
     d=d[int(k)] if isinstance(d,list) else d[k]
 print(d)" "$1" "$2"
 }
-num() { get "$@" | xargs printf '%.2f'; }
+num() { get "$1" "$2" | xargs printf "%.${3:-2}f"; }
 row() { # metric kiln anchor goal
   printf '%-46s %10s %10s %7s   %s\n' "$1" "$2" "$3" \
     "$(awk -v k="$2" -v a="$3" 'BEGIN {if (a + 0 > 0 && k != "-") printf "%.2f", k / a; else print "-"}')" "$4"
 }
-printf '%-46s %10s %10s %7s   %s\n' metric kiln unbound ratio goal
-table() { # json
-  local j=$1 n; n=$(get "$j" services)
-  row "queries/s ($n svc, mean of 2 x ${SECONDS_} s)" "$(num "$j" kiln.qps)" "$(num "$j" unbound.qps)" ">= 1.0 (ratio)"
-  row "  run 1" "$(num "$j" kiln.qps_runs.0)" "$(num "$j" unbound.qps_runs.0)" ""
-  row "  run 2" "$(num "$j" kiln.qps_runs.1)" "$(num "$j" unbound.qps_runs.1)" ""
-  row "  server CPU us per query (run 1)" "$(num "$j" kiln.cpu_us_per_query.0)" "$(num "$j" unbound.cpu_us_per_query.0)" ""
-  row "  avg latency ms at full load (run 1)" "$(num "$j" kiln.loaded_avg_latency_ms.0)" "$(num "$j" unbound.loaded_avg_latency_ms.0)" ""
-  local q; q=$(get "$j" latency_qps)
-  row "latency p50 ms at $q q/s" "$(num "$j" kiln.p50_ms)" "$(num "$j" unbound.p50_ms)" ""
-  row "latency p99 ms at $q q/s" "$(num "$j" kiln.p99_ms)" "$(num "$j" unbound.p99_ms)" "<= anchor (ratio <= 1)"
-  row "latency p99.9 ms at $q q/s" "$(num "$j" kiln.p999_ms)" "$(num "$j" unbound.p999_ms)" ""
-  row "create -> resolvable p50 ms" "$(num "$j" update.p50_ms)" - ""
-  row "create -> resolvable p99 ms ($(get "$j" update.ops) creates)" "$(num "$j" update.p99_ms)" - "<= 100 ms"
-  row "RSS MiB after the load ($n svc)" "$(num "$j" kiln.rss_loaded_mib)" "$(num "$j" unbound.rss_loaded_mib)" \
-    "$([ "$n" -ge 10000 ] && echo '<= 32 MiB (CoreDNS ~64 MB)')"
-  echo "  ($n svc: kiln-dns ready in $(num "$j" kiln_ready_ms) ms after start; API create of a Service p50 $(num "$j" update_write_p50_ms) ms;" \
-    "lost queries kiln $(get "$j" kiln.lost) unbound $(get "$j" unbound.lost); rcodes kiln $(get "$j" kiln.rcodes) unbound $(get "$j" unbound.rcodes);" \
-    "create timeouts $(get "$j" update_timeouts); threads kiln $(get "$j" kiln.threads) unbound $(get "$j" unbound.threads))"
+both() { # metric json key decimals goal
+  row "$1" "$(num "$2" "kiln.$3" "$4")" "$(num "$2" "unbound.$3" "$4")" "$5"
+}
+codes() { python3 -c "import json,sys; print(' '.join('%s %d' % kv for kv in json.loads(sys.argv[1])[sys.argv[2]]['rcodes'].items()))" "$1" "$2"; }
+wrong() {
   python3 -c "import json,sys
 for k,c in json.loads(sys.argv[1])['checks'].items():
     for who in ('kiln','unbound'):
         if c[who+'_ok'] < c['checked']:
-            print('  WRONG ANSWERS (%s) from %s: %d of %d right; first: %s' % (k, who, c[who+'_ok'], c['checked'], c[who+'_error']))" "$j"
+            print('  WRONG ANSWERS (%s) from %s: %d of %d right; first: %s' % (k, who, c[who+'_ok'], c['checked'], c[who+'_error']))" "$1"
 }
-table "$a"
-if [ -n "$b" ]; then table "$b"; fi
+info() { # json
+  echo "  ($(get "$1" services) svc: kiln-dns ready $(num "$1" kiln_ready_ms 0) ms after its start; API create p50 $(num "$1" update_write_p50_ms 1) ms;" \
+    "create timeouts $(get "$1" update_timeouts); lost queries kiln $(get "$1" kiln.lost), unbound $(get "$1" unbound.lost);" \
+    "rcodes kiln $(codes "$1" kiln), unbound $(codes "$1" unbound); threads kiln $(num "$1" kiln.threads 0), unbound $(num "$1" unbound.threads 0))"
+  wrong "$1"
+}
+L=$(get "$a" latency_qps)
+printf '%-46s %10s %10s %7s   %s\n' metric kiln unbound ratio goal
+both "queries/s ($SERVICES svc, mean of 2 x ${SECONDS_} s)" "$a" qps 0 ">= 1.0 (ratio)"
+printf '%-46s %10s %10s\n' "  queries/s run 1 / run 2 (kiln; unbound)" "$(num "$a" kiln.qps_runs.0 0) / $(num "$a" kiln.qps_runs.1 0);" \
+  "$(num "$a" unbound.qps_runs.0 0) / $(num "$a" unbound.qps_runs.1 0)"
+both "  server CPU us per query (run 1)" "$a" cpu_us_per_query.0 1 ""
+both "  dnsperf avg latency ms, full load (run 1)" "$a" loaded_avg_latency_ms.0 3 ""
+both "latency p50 ms at $L q/s" "$a" p50_ms 3 ""
+both "latency p99 ms at $L q/s" "$a" p99_ms 3 "<= anchor (ratio <= 1)"
+both "latency p99.9 ms at $L q/s" "$a" p999_ms 3 ""
+row "create -> resolvable p50 ms" "$(num "$a" update.p50_ms 1)" - ""
+row "create -> resolvable p99 ms ($(get "$a" update.ops) creates)" "$(num "$a" update.p99_ms 1)" - "<= 100 ms"
+both "RSS MiB after the load ($SERVICES svc)" "$a" rss_loaded_mib 1 ""
+info "$a"
+if [ -n "$b" ]; then
+  both "queries/s ($BIG svc)" "$b" qps 0 ">= 1.0 (ratio)"
+  both "latency p99 ms at $L q/s ($BIG svc)" "$b" p99_ms 3 "<= anchor (ratio <= 1)"
+  row "create -> resolvable p99 ms ($BIG svc)" "$(num "$b" update.p99_ms 1)" - "<= 100 ms"
+  both "RSS MiB after the load ($BIG svc)" "$b" rss_loaded_mib 1 "<= 32 MiB (CoreDNS formula: ~64 MB)"
+  info "$b"
+fi
 echo "dnsperf: -c $(get "$a" clients) -T $(get "$a" dnsperf_threads), query file of $(get "$a" queries_in_file) lines; each server $(get "$a" server_threads) threads."

@@ -54,11 +54,9 @@ fn reason_is(reason: &'static str) -> impl Fn(&serde_json::Value) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: a lab host (CI runs it with --include-ignored)"]
 fn kubelet_events_hooks_and_resource_env_on_containerd() {
-    if !is_root() {
-        eprintln!("skipping: the lab needs root");
-        return;
-    }
+    assert!(is_root(), "needs root: a lab host");
     let here = std::path::PathBuf::from(common::lab::manifest_dir()).join("tests/cri");
     let (lab, _dir) = common::lab::up_with_control_plane("t-events", common::lab::APISERVER_ONLY);
     lab.put(&here.join("events-hooks.yaml"), "/tmp/pods.yaml", "0644");
