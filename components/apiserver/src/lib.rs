@@ -12,6 +12,7 @@ pub mod config;
 pub mod fieldmanager;
 pub mod handlers;
 pub mod kubelet_client;
+pub mod list_keys;
 pub mod metrics;
 pub mod patch;
 pub mod protobuf;

@@ -1,9 +1,12 @@
 //! PATCH bodies: JSON merge patch (RFC 7386) and strategic merge patch. The strategic merge knows the
-//! built-in kinds' merge keys by field name (containers by `name`, conditions by `type`, ...), which is
-//! what kubectl's and the kubelet's patches rely on; other lists are replaced as in a merge patch.
+//! built-in kinds' merge keys by schema path from `list_keys` (containers by `name`, conditions by
+//! `type`, ...), which is what kubectl's and the kubelet's patches rely on; other lists are replaced
+//! as in a merge patch.
 //! JSON patch (RFC 6902) operations apply in order; any failure rejects the whole patch.
 
 use serde_json::{Map, Value};
+
+use crate::list_keys::{field_path, item_path, patch_list, PatchList};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
@@ -42,7 +45,7 @@ pub fn apply(kind: PatchType, target: &Value, patch: &Value) -> Result<Value, Pa
     let mut out = target.clone();
     match kind {
         PatchType::Merge => merge(&mut out, patch),
-        PatchType::Strategic => strategic(&mut out, patch)?,
+        PatchType::Strategic => strategic(&mut out, patch, "")?,
         PatchType::Json => {}
     }
     Ok(out)
@@ -68,34 +71,8 @@ pub fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-/// The merge key of a list field of the built-in kinds, by field name; `None` = atomic list.
-fn merge_key(field: &str, elements: &[Value]) -> Option<&'static str> {
-    Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets" => "name",
-        "volumeMounts" => "mountPath",
-        "volumeDevices" => "devicePath",
-        "conditions" | "addresses" => "type",
-        "ownerReferences" => "uid",
-        "taints" => "key",
-        "hostAliases" => "ip",
-        // Container ports merge by containerPort, Service ports by port.
-        "ports" if elements.iter().any(|e| e.get("containerPort").is_some()) => "containerPort",
-        "ports" => "port",
-        _ => return None,
-    })
-}
-
-/// Lists of scalars that merge as sets instead of being replaced.
-fn is_set_list(field: &str) -> bool {
-    field == "finalizers"
-}
-
-fn strategic(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
+/// Strategic merge of `patch` into `target`, the object at schema path `path`.
+fn strategic(target: &mut Value, patch: &Value, path: &str) -> Result<(), PatchError> {
     let Value::Object(p) = patch else {
         *target = patch.clone();
         return Ok(());
@@ -127,27 +104,26 @@ fn strategic(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
             t.remove(k);
             continue;
         }
+        let child = field_path(path, k);
         match (v, t.get_mut(k)) {
-            (Value::Array(items), Some(Value::Array(existing))) => {
-                if let Some(key) = merge_key(k, items) {
-                    merge_list(existing, items, key)?;
-                } else if is_set_list(k) {
+            (Value::Array(items), Some(Value::Array(existing))) => match patch_list(&child) {
+                PatchList::MergeKey(key) => merge_list(existing, items, key, &child)?,
+                PatchList::MergeSet => {
                     for item in items {
                         if !existing.contains(item) {
                             existing.push(item.clone());
                         }
                     }
-                } else {
-                    *existing = strip_directives(items);
                 }
-            }
-            (Value::Object(_), Some(existing)) => strategic(existing, v)?,
+                PatchList::Replace => *existing = strip_directives(items),
+            },
+            (Value::Object(_), Some(existing)) => strategic(existing, v, &child)?,
             (Value::Array(items), _) => {
                 t.insert(k.clone(), Value::Array(strip_directives(items)));
             }
             (_, _) => {
                 let mut fresh = Value::Null;
-                strategic(&mut fresh, v)?;
+                strategic(&mut fresh, v, &child)?;
                 t.insert(k.clone(), fresh);
             }
         }
@@ -164,7 +140,13 @@ fn strip_directives(items: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) -> Result<(), PatchError> {
+/// Merges `items` into the list at schema path `list` by its merge key.
+fn merge_list(
+    existing: &mut Vec<Value>,
+    items: &[Value],
+    key: &str,
+    list: &str,
+) -> Result<(), PatchError> {
     if items
         .iter()
         .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
@@ -172,6 +154,7 @@ fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) -> Result<(
         *existing = strip_directives(items);
         return Ok(());
     }
+    let item_at = item_path(list);
     for item in items {
         let Some(id) = item.get(key) else {
             return Err(PatchError::Invalid(format!(
@@ -185,10 +168,10 @@ fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) -> Result<(
                 existing.remove(i);
             }
             (None, true) => {}
-            (Some(i), false) => strategic(&mut existing[i], item)?,
+            (Some(i), false) => strategic(&mut existing[i], item, &item_at)?,
             (None, false) => {
                 let mut fresh = Value::Null;
-                strategic(&mut fresh, item)?;
+                strategic(&mut fresh, item, &item_at)?;
                 existing.push(fresh);
             }
         }
@@ -410,5 +393,129 @@ mod tests {
     #[test]
     fn apply_patch_is_reported_unsupported() {
         assert!(PatchType::from_content_type("application/apply-patch+yaml").is_err());
+    }
+
+    fn smp(target: Value, patch: Value) -> Value {
+        apply(PatchType::Strategic, &target, &patch).unwrap()
+    }
+
+    // Lists the strategic merge used to merge by a field-name guess but upstream replaces.
+
+    #[test]
+    fn strategic_replaces_node_taints() {
+        let t = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
+        let p = json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}});
+        assert_eq!(
+            smp(t, p)["spec"]["taints"],
+            json!([{"key": "b", "effect": "NoExecute"}])
+        );
+    }
+
+    #[test]
+    fn strategic_replaces_endpoint_slice_ports() {
+        let t = json!({"kind": "EndpointSlice", "ports": [{"port": 80, "name": "http"}]});
+        let p = json!({"ports": [{"port": 443, "name": "https"}]});
+        assert_eq!(smp(t, p)["ports"], json!([{"port": 443, "name": "https"}]));
+    }
+
+    #[test]
+    fn strategic_replaces_namespace_spec_finalizers() {
+        let t = json!({"spec": {"finalizers": ["kubernetes"]}});
+        let out = smp(t, json!({"spec": {"finalizers": ["other"]}}));
+        assert_eq!(out["spec"]["finalizers"], json!(["other"]));
+    }
+
+    #[test]
+    fn strategic_replaces_service_account_image_pull_secrets() {
+        let t = json!({"kind": "ServiceAccount", "imagePullSecrets": [{"name": "a"}]});
+        let out = smp(t, json!({"imagePullSecrets": [{"name": "b"}]}));
+        assert_eq!(out["imagePullSecrets"], json!([{"name": "b"}]));
+    }
+
+    // Lists upstream merges that the strategic merge used to replace.
+
+    #[test]
+    fn strategic_merges_service_account_secrets_by_name() {
+        let t = json!({"kind": "ServiceAccount", "secrets": [{"name": "a"}]});
+        let out = smp(t, json!({"secrets": [{"name": "b"}]}));
+        assert_eq!(out["secrets"], json!([{"name": "a"}, {"name": "b"}]));
+    }
+
+    #[test]
+    fn strategic_merges_topology_spread_constraints_by_topology_key() {
+        let tsc = |key: &str, skew: i64| json!({"topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "maxSkew": skew});
+        let t = json!({"spec": {"template": {"spec": {"topologySpreadConstraints": [
+            tsc("zone", 1), tsc("host", 1)]}}}});
+        let p = json!({"spec": {"template": {"spec": {"topologySpreadConstraints": [
+            {"topologyKey": "zone", "maxSkew": 2}]}}}});
+        assert_eq!(
+            smp(t, p)["spec"]["template"]["spec"]["topologySpreadConstraints"],
+            json!([tsc("zone", 2), tsc("host", 1)])
+        );
+    }
+
+    #[test]
+    fn strategic_merges_pod_spec_lists_by_name() {
+        let t = json!({"spec": {
+            "schedulingGates": [{"name": "a"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "c1"}]}});
+        let p = json!({"spec": {
+            "schedulingGates": [{"name": "a", "$patch": "delete"}, {"name": "b"}],
+            "resourceClaims": [{"name": "fpga", "resourceClaimName": "c2"}]}});
+        let out = smp(t, p);
+        assert_eq!(out["spec"]["schedulingGates"], json!([{"name": "b"}]));
+        assert_eq!(
+            out["spec"]["resourceClaims"],
+            json!([{"name": "gpu", "resourceClaimName": "c1"},
+                   {"name": "fpga", "resourceClaimName": "c2"}])
+        );
+    }
+
+    #[test]
+    fn strategic_merges_pod_status_ip_lists_by_ip() {
+        let t = json!({"status": {"podIPs": [{"ip": "10.0.0.1"}], "hostIPs": [{"ip": "192.168.0.1"}],
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "c1"}]}});
+        let p = json!({"status": {"podIPs": [{"ip": "fd00::1"}], "hostIPs": [{"ip": "fd01::1"}],
+            "resourceClaimStatuses": [{"name": "fpga", "resourceClaimName": "c2"}]}});
+        let out = smp(t, p);
+        assert_eq!(
+            out["status"]["podIPs"],
+            json!([{"ip": "10.0.0.1"}, {"ip": "fd00::1"}])
+        );
+        assert_eq!(
+            out["status"]["hostIPs"],
+            json!([{"ip": "192.168.0.1"}, {"ip": "fd01::1"}])
+        );
+        assert_eq!(
+            out["status"]["resourceClaimStatuses"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn strategic_merges_node_pod_cidrs_as_set() {
+        let t = json!({"spec": {"podCIDRs": ["10.244.1.0/24"]}});
+        let out = smp(t, json!({"spec": {"podCIDRs": ["fd00:1::/64"]}}));
+        assert_eq!(
+            out["spec"]["podCIDRs"],
+            json!(["10.244.1.0/24", "fd00:1::/64"])
+        );
+    }
+
+    #[test]
+    fn strategic_merges_container_ports_on_container_port_alone() {
+        // Upstream's patchMergeKey is containerPort only (server-side apply also keys on
+        // protocol): a UDP port patched onto the same TCP port number merges into that item.
+        let t = json!({"spec": {"containers": [{"name": "dns",
+            "ports": [{"containerPort": 53, "protocol": "TCP"}]}]}});
+        let p = json!({"spec": {"containers": [{"name": "dns",
+            "ports": [{"containerPort": 53, "protocol": "UDP"}]}]}});
+        assert_eq!(
+            smp(t, p)["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": 53, "protocol": "UDP"}])
+        );
     }
 }

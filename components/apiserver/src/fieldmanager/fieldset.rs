@@ -1,11 +1,14 @@
 //! Field sets: which fields of an object a manager owns, as paths, and their `fieldsV1` encoding
 //! (`f:<field>`, `k:<key fields as JSON>`, `v:<set member as JSON>`, `i:<index>`, `.` = the node
-//! itself). Lists are keyed by the built-in kinds' list-map keys, by field name, as structured
-//! merge diff does with the OpenAPI schema; a list with no known key is atomic (one leaf).
+//! itself). Lists are keyed by the built-in kinds' list-map keys from `list_keys`, by schema path,
+//! as structured merge diff does with the OpenAPI schema; a list with no known key is atomic (one
+//! leaf).
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
+
+use crate::list_keys::{apply_list, field_path, item_path, ApplyList, KeyField};
 
 /// One step of a path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,45 +24,35 @@ pub enum Elem {
 pub type Path = Vec<Elem>;
 pub type FieldSet = BTreeSet<Path>;
 
-/// The key fields of the built-in kinds' keyed lists, by field name, with the default a key field
-/// takes when an item omits it (protocol: TCP). `None` = an atomic list.
-pub fn list_keys(
-    field: &str,
-    items: &[Value],
-) -> Option<&'static [(&'static str, Option<&'static str>)]> {
-    const NAME: &[(&str, Option<&str>)] = &[("name", None)];
-    Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "resourceClaims" => NAME,
-        "volumeMounts" => &[("mountPath", None)],
-        "volumeDevices" => &[("devicePath", None)],
-        "conditions" => &[("type", None)],
-        "ownerReferences" => &[("uid", None)],
-        "taints" => &[("key", None), ("effect", None)],
-        "hostAliases" => &[("ip", None)],
-        "topologySpreadConstraints" => &[("topologyKey", None), ("whenUnsatisfiable", None)],
-        "ports" if items.iter().any(|e| e.get("containerPort").is_some()) => {
-            &[("containerPort", None), ("protocol", Some("TCP"))]
+/// The schema path (`list_keys`' notation) of a field-set path: `.spec.containers[name="a"].ports`
+/// → `spec.containers[].ports`.
+pub fn schema_path(path: &[Elem]) -> String {
+    let mut s = String::new();
+    for e in path {
+        match e {
+            Elem::Field(f) => s = field_path(&s, f),
+            Elem::Key(_) | Elem::Value(_) | Elem::Index(_) => s = item_path(&s),
         }
-        "ports" if items.iter().any(|e| e.get("port").is_some()) => {
-            &[("port", None), ("protocol", Some("TCP"))]
-        }
-        _ => return None,
-    })
+    }
+    s
 }
 
-/// Lists of scalars that are sets.
-pub fn is_set_list(field: &str) -> bool {
-    field == "finalizers"
+/// The key fields of the keyed list at `path` (with the default a key field takes when an item
+/// omits it); `None` = not a keyed list.
+pub fn list_keys(path: &[Elem]) -> Option<&'static [KeyField]> {
+    match apply_list(&schema_path(path)) {
+        ApplyList::Map(keys) => Some(keys),
+        ApplyList::Atomic | ApplyList::Set => None,
+    }
+}
+
+/// Is the list at `path` a set of scalars?
+pub fn is_set_list(path: &[Elem]) -> bool {
+    apply_list(&schema_path(path)) == ApplyList::Set
 }
 
 /// An item's key (canonical JSON of its key fields), if it has every key field or its default.
-pub fn key_of(item: &Value, keys: &[(&str, Option<&str>)]) -> Option<String> {
+pub fn key_of(item: &Value, keys: &[KeyField]) -> Option<String> {
     let mut m = Map::new();
     for (k, default) in keys {
         match (item.get(*k), default) {
@@ -90,7 +83,7 @@ fn walk_object(m: &Map<String, Value>, path: &mut Path, out: &mut FieldSet) {
         path.push(Elem::Field(k.clone()));
         match v {
             Value::Object(child) if !child.is_empty() => walk_object(child, path, out),
-            Value::Array(items) => walk_list(k, items, path, out),
+            Value::Array(items) => walk_list(items, path, out),
             _ => {
                 out.insert(path.clone());
             }
@@ -99,8 +92,8 @@ fn walk_object(m: &Map<String, Value>, path: &mut Path, out: &mut FieldSet) {
     }
 }
 
-fn walk_list(field: &str, items: &[Value], path: &mut Path, out: &mut FieldSet) {
-    if is_set_list(field) && items.iter().all(|i| !i.is_object() && !i.is_array()) {
+fn walk_list(items: &[Value], path: &mut Path, out: &mut FieldSet) {
+    if is_set_list(path) && items.iter().all(|i| !i.is_object() && !i.is_array()) {
         for i in items {
             path.push(Elem::Value(i.to_string()));
             out.insert(path.clone());
@@ -108,7 +101,7 @@ fn walk_list(field: &str, items: &[Value], path: &mut Path, out: &mut FieldSet) 
         }
         return;
     }
-    if let Some(keys) = list_keys(field, items) {
+    if let Some(keys) = list_keys(path) {
         let keyed: Option<Vec<String>> = items.iter().map(|i| key_of(i, keys)).collect();
         if let Some(keyed) = keyed.filter(|_| items.iter().all(Value::is_object)) {
             for (item, key) in items.iter().zip(keyed) {
@@ -128,16 +121,12 @@ fn walk_list(field: &str, items: &[Value], path: &mut Path, out: &mut FieldSet) 
 /// The value a path names in an object, if present.
 pub fn value_at<'a>(obj: &'a Value, path: &[Elem]) -> Option<&'a Value> {
     let mut cur = obj;
-    let mut field = "";
-    for e in path {
+    for (i, e) in path.iter().enumerate() {
         cur = match e {
-            Elem::Field(f) => {
-                field = f;
-                cur.get(f.as_str())?
-            }
+            Elem::Field(f) => cur.get(f.as_str())?,
             Elem::Key(k) => {
                 let items = cur.as_array()?;
-                let keys = list_keys(field, items)?;
+                let keys = list_keys(&path[..i])?;
                 items
                     .iter()
                     .find(|i| key_of(i, keys).as_deref() == Some(k.as_str()))?
@@ -313,5 +302,32 @@ mod tests {
             f("finalizers"),
             Elem::Value("\"x\"".into())
         ]));
+    }
+
+    #[test]
+    fn field_sets_follow_upstream_list_types() {
+        // Taints, EndpointSlice ports, a Namespace's spec.finalizers and a ServiceAccount's
+        // imagePullSecrets are atomic lists (one leaf), not keyed or set lists as guessed by
+        // field name before; a ServiceAccount's secrets are keyed by name.
+        let v1 = to_fields_v1(&field_set(&json!({
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "finalizers": ["kubernetes"]},
+            "ports": [{"port": 80}],
+            "imagePullSecrets": [{"name": "p"}],
+            "secrets": [{"name": "s"}]})));
+        assert_eq!(
+            v1,
+            json!({"f:spec": {"f:taints": {}, "f:finalizers": {}}, "f:ports": {},
+                "f:imagePullSecrets": {},
+                "f:secrets": {"k:{\"name\":\"s\"}": {".": {}, "f:name": {}}}})
+        );
+        // A Service's ports are keyed by port and protocol (defaulted), a Node's podCIDRs a set.
+        let v1 = to_fields_v1(&field_set(&json!({
+            "spec": {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53}], "podCIDRs": ["a"]}})));
+        assert_eq!(
+            v1,
+            json!({"f:spec": {"f:podCIDRs": {"v:\"a\"": {}}, "f:ports": {
+                "k:{\"port\":53,\"protocol\":\"TCP\"}": {".": {}, "f:port": {}},
+                "k:{\"port\":53,\"protocol\":\"UDP\"}": {".": {}, "f:port": {}, "f:protocol": {}}}}})
+        );
     }
 }

@@ -1,28 +1,31 @@
 //! Merging an applied configuration into the live object, and removing the fields an apply gave up.
-//! Objects merge field by field, keyed lists item by item (by `fieldset::list_keys`), set lists as
-//! sets; scalars and atomic lists are replaced.
+//! Objects merge field by field, keyed lists item by item (by the keys `list_keys` gives their
+//! schema path), set lists as sets; scalars and atomic lists are replaced.
 
 use serde_json::{Map, Value};
 
-use super::fieldset::{is_set_list, key_of, list_keys, Elem, FieldSet, Path};
+use super::fieldset::{key_of, list_keys, Elem, FieldSet, Path};
+use crate::list_keys::{apply_list, field_path, item_path, ApplyList};
 
 /// `live` with `applied` merged in (`null` in the configuration removes a field).
 pub fn merge_applied(live: &mut Value, applied: &Value) {
     match (live, applied) {
-        (Value::Object(l), Value::Object(a)) => merge_object(l, a),
+        (Value::Object(l), Value::Object(a)) => merge_object(l, a, ""),
         (live, applied) => *live = applied.clone(),
     }
 }
 
-fn merge_object(live: &mut Map<String, Value>, applied: &Map<String, Value>) {
+/// Merges `applied` into `live`, the object at schema path `path`.
+fn merge_object(live: &mut Map<String, Value>, applied: &Map<String, Value>, path: &str) {
     for (k, av) in applied {
         if av.is_null() {
             live.remove(k);
             continue;
         }
+        let child = field_path(path, k);
         match (live.get_mut(k), av) {
-            (Some(Value::Object(l)), Value::Object(a)) => merge_object(l, a),
-            (Some(Value::Array(l)), Value::Array(a)) => merge_list(k, l, a),
+            (Some(Value::Object(l)), Value::Object(a)) => merge_object(l, a, &child),
+            (Some(Value::Array(l)), Value::Array(a)) => merge_list(&child, l, a),
             _ => {
                 live.insert(k.clone(), av.clone());
             }
@@ -30,20 +33,24 @@ fn merge_object(live: &mut Map<String, Value>, applied: &Map<String, Value>) {
     }
 }
 
-fn merge_list(field: &str, live: &mut Vec<Value>, applied: &[Value]) {
-    if is_set_list(field) {
-        for item in applied {
-            if !live.contains(item) {
-                live.push(item.clone());
+/// Merges `applied` into `live`, the list at schema path `path`.
+fn merge_list(path: &str, live: &mut Vec<Value>, applied: &[Value]) {
+    let keys = match apply_list(path) {
+        ApplyList::Set => {
+            for item in applied {
+                if !live.contains(item) {
+                    live.push(item.clone());
+                }
             }
+            return;
         }
-        return;
-    }
-    let keys = list_keys(field, applied).or_else(|| list_keys(field, live));
-    let Some(keys) = keys else {
-        *live = applied.to_vec();
-        return;
+        ApplyList::Atomic => {
+            *live = applied.to_vec();
+            return;
+        }
+        ApplyList::Map(keys) => keys,
     };
+    let item_at = item_path(path);
     for item in applied {
         let key = key_of(item, keys);
         let existing = key.as_ref().and_then(|k| {
@@ -52,7 +59,7 @@ fn merge_list(field: &str, live: &mut Vec<Value>, applied: &[Value]) {
         });
         match (existing, item) {
             (Some(i), Value::Object(a)) => match &mut live[i] {
-                Value::Object(l) => merge_object(l, a),
+                Value::Object(l) => merge_object(l, a, &item_at),
                 other => *other = item.clone(),
             },
             (Some(i), _) => live[i] = item.clone(),
@@ -96,17 +103,13 @@ fn remove_at(obj: &mut Value, path: &[Elem]) -> bool {
     let Some((last, parent_path)) = path.split_last() else {
         return false;
     };
-    let field = match parent_path.last() {
-        Some(Elem::Field(f)) => f.clone(),
-        _ => String::new(),
-    };
     let Some(parent) = node_mut(obj, parent_path) else {
         return false;
     };
     match (last, parent) {
         (Elem::Field(f), Value::Object(m)) => m.remove(f).is_some(),
         (Elem::Key(k), Value::Array(items)) => {
-            let keys = list_keys(&field, items);
+            let keys = list_keys(parent_path);
             let before = items.len();
             if let Some(keys) = keys {
                 items.retain(|i| key_of(i, keys).as_deref() != Some(k.as_str()));
@@ -129,16 +132,12 @@ fn remove_at(obj: &mut Value, path: &[Elem]) -> bool {
 
 fn node_mut<'a>(obj: &'a mut Value, path: &[Elem]) -> Option<&'a mut Value> {
     let mut cur = obj;
-    let mut field = String::new();
-    for e in path {
+    for (i, e) in path.iter().enumerate() {
         cur = match e {
-            Elem::Field(f) => {
-                field = f.clone();
-                cur.get_mut(f.as_str())?
-            }
+            Elem::Field(f) => cur.get_mut(f.as_str())?,
             Elem::Key(k) => {
                 let items = cur.as_array_mut()?;
-                let keys = list_keys(&field, items)?;
+                let keys = list_keys(&path[..i])?;
                 items
                     .iter_mut()
                     .find(|i| key_of(i, keys).as_deref() == Some(k.as_str()))?
@@ -201,6 +200,102 @@ mod tests {
         assert_eq!(
             obj,
             json!({"metadata": {}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        );
+    }
+
+    fn merged(mut live: Value, applied: Value) -> Value {
+        merge_applied(&mut live, &applied);
+        live
+    }
+
+    // Lists an apply used to merge by a field-name guess but upstream treats as atomic.
+
+    #[test]
+    fn apply_replaces_node_taints() {
+        let live = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
+        let cfg = json!({"spec": {"taints": [{"key": "b", "effect": "NoSchedule"}]}});
+        assert_eq!(
+            merged(live, cfg)["spec"]["taints"],
+            json!([{"key": "b", "effect": "NoSchedule"}])
+        );
+    }
+
+    #[test]
+    fn apply_replaces_endpoint_slice_ports() {
+        let live = json!({"ports": [{"port": 80, "protocol": "TCP"}]});
+        let cfg = json!({"ports": [{"port": 443, "protocol": "TCP"}]});
+        assert_eq!(
+            merged(live, cfg)["ports"],
+            json!([{"port": 443, "protocol": "TCP"}])
+        );
+    }
+
+    #[test]
+    fn apply_replaces_namespace_spec_finalizers() {
+        let live = json!({"spec": {"finalizers": ["kubernetes"]}});
+        let cfg = json!({"spec": {"finalizers": ["other"]}});
+        assert_eq!(merged(live, cfg)["spec"]["finalizers"], json!(["other"]));
+    }
+
+    #[test]
+    fn apply_replaces_service_account_image_pull_secrets() {
+        let live = json!({"imagePullSecrets": [{"name": "a"}]});
+        let cfg = json!({"imagePullSecrets": [{"name": "b"}]});
+        assert_eq!(
+            merged(live, cfg)["imagePullSecrets"],
+            json!([{"name": "b"}])
+        );
+    }
+
+    // Lists upstream keys that an apply used to replace.
+
+    #[test]
+    fn apply_merges_service_account_secrets_and_pod_spec_lists_by_name() {
+        let live = json!({"secrets": [{"name": "a"}], "spec": {
+            "schedulingGates": [{"name": "g1"}],
+            "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}});
+        let cfg = json!({"secrets": [{"name": "b"}], "spec": {
+            "schedulingGates": [{"name": "g2"}],
+            "containers": [{"name": "c", "resources": {"claims": [{"name": "fpga"}]}}]}});
+        let out = merged(live, cfg);
+        assert_eq!(out["secrets"], json!([{"name": "a"}, {"name": "b"}]));
+        assert_eq!(
+            out["spec"]["schedulingGates"],
+            json!([{"name": "g1"}, {"name": "g2"}])
+        );
+        assert_eq!(
+            out["spec"]["containers"][0]["resources"]["claims"],
+            json!([{"name": "gpu"}, {"name": "fpga"}])
+        );
+    }
+
+    #[test]
+    fn apply_merges_node_addresses_by_type_and_pod_ips_by_ip() {
+        let live = json!({"status": {
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+            "podIPs": [{"ip": "10.244.0.5"}],
+            "hostIPs": [{"ip": "10.0.0.1"}]}});
+        let cfg = json!({"status": {
+            "addresses": [{"type": "Hostname", "address": "n1"}],
+            "podIPs": [{"ip": "fd00::5"}],
+            "hostIPs": [{"ip": "fd01::1"}]}});
+        let out = merged(live, cfg);
+        assert_eq!(out["status"]["addresses"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            out["status"]["podIPs"],
+            json!([{"ip": "10.244.0.5"}, {"ip": "fd00::5"}])
+        );
+        // hostIPs merge by ip in a strategic merge patch but are atomic in an apply.
+        assert_eq!(out["status"]["hostIPs"], json!([{"ip": "fd01::1"}]));
+    }
+
+    #[test]
+    fn apply_merges_node_pod_cidrs_as_a_set() {
+        let live = json!({"spec": {"podCIDRs": ["10.244.1.0/24"]}});
+        let cfg = json!({"spec": {"podCIDRs": ["fd00:1::/64"]}});
+        assert_eq!(
+            merged(live, cfg)["spec"]["podCIDRs"],
+            json!(["10.244.1.0/24", "fd00:1::/64"])
         );
     }
 }
