@@ -11,21 +11,6 @@ use async_trait::async_trait;
 
 use crate::transport::{ExecOutput, Payload, Result, Transport};
 
-/// Phases that need the cluster answering (waits, API writes): a dry run names them only.
-pub const API_PHASES: &[&str] = &[
-    "wait-control-plane",
-    "wait-static-pods",
-    "wait-node-ready",
-    "upload-config",
-    "dns-service",
-    "mark-control-plane",
-    "bootstrap-token",
-    "leave-cluster",
-    "store-learner",
-    "store-promote",
-    "apiserver-lb",
-];
-
 /// Commands that only look: forwarded to the host in a dry run. Everything else is recorded.
 const PROBES: &[&str] = &[
     "sha256sum ",

@@ -43,39 +43,42 @@ pub fn plan(
 /// Run a playbook: phases in order; within a phase, its hosts in parallel.
 pub async fn run(ctx: &Context, playbook: &Playbook) -> Result<(), BootstrapError> {
     let total = Instant::now();
-    for phase in &playbook.phases {
-        let hosts = ctx.select(&phase.hosts)?;
-        if phase.name == "preflight" {
+    for spec in &playbook.phases {
+        // `load` checked the name; a playbook built in code is checked here.
+        let phase = phases::table::find(&spec.name)?;
+        let hosts = ctx.select(&spec.hosts)?;
+        tracing::debug!(phase = phase.name, runs_on = ?phase.runs_on(), hosts = ?spec.hosts, "{}", phase.summary);
+        if let phases::table::Run::AllHosts(run) = phase.run {
             // All hosts at once (cross-host checks), reported by the phase itself.
-            phases::preflight::preflight_hosts(ctx, &hosts).await?;
+            run(ctx, &hosts).await?;
             continue;
         }
         let started = Instant::now();
-        if ctx.plan.is_some() && dry_run::API_PHASES.contains(&phase.name.as_str()) {
+        if ctx.plan.is_some() && phase.needs_api {
             for h in &hosts {
                 let who = h.as_deref().unwrap_or("local");
                 let skipped =
                     phases::Outcome::Skipped("dry run: needs the cluster answering".into());
-                ctx.report(&phase.name, who, &skipped, started.elapsed());
+                ctx.report(phase.name, who, &skipped, started.elapsed());
             }
             continue;
         }
         for h in &hosts {
             ctx.progress
-                .started(&phase.name, h.as_deref().unwrap_or("local"));
+                .started(phase.name, h.as_deref().unwrap_or("local"));
         }
         let results = futures::future::join_all(
             hosts
                 .iter()
-                .map(|h| phases::run_phase(ctx, &phase.name, h.as_deref())),
+                .map(|h| phases::run_phase(ctx, phase, h.as_deref())),
         )
         .await;
         for (h, r) in hosts.iter().zip(results) {
             let who = h.as_deref().unwrap_or("local");
             match r {
-                Ok(outcome) => ctx.report(&phase.name, who, &outcome, started.elapsed()),
+                Ok(outcome) => ctx.report(phase.name, who, &outcome, started.elapsed()),
                 Err(e) => {
-                    ctx.report_failure(&phase.name, who, &e);
+                    ctx.report_failure(phase.name, who, &e);
                     return Err(e);
                 }
             }

@@ -100,12 +100,7 @@ impl Playbook {
             message: e.to_string(),
         })?;
         for p in &pb.phases {
-            if !super::phases::PHASES.contains(&p.name.as_str()) {
-                return Err(BootstrapError::UnknownPhase {
-                    phase: p.name.clone(),
-                    known: super::phases::PHASES.join(", "),
-                });
-            }
+            super::phases::table::find(&p.name)?;
         }
         Ok(pb)
     }

@@ -6,7 +6,7 @@ use crate::transport::Transport;
 
 use super::phases::runtime::MANAGED;
 use super::phases::{Outcome, MANIFESTS, REMOTE_BIN, SUPERVISOR_PID, UNIT};
-use super::{BootstrapError, Context};
+use super::BootstrapError;
 
 /// What kiln writes on a host; reset removes exactly these, and verify-clean checks them.
 const PATHS: &[&str] = &[
@@ -64,24 +64,8 @@ fn kiln_pids_script() -> String {
     )
 }
 
-pub async fn run_phase(ctx: &Context, name: &str, host: &str) -> Result<Outcome, BootstrapError> {
-    let t = ctx.transport(host).await?;
-    match name {
-        "stop-static-pods" => stop_static_pods(&*t).await,
-        "stop-kubelet" => stop_kubelet(&*t).await,
-        "cleanup-network" => cleanup_network(&*t).await,
-        "remove-workloads" => super::phases::runtime::remove_workloads(&*t).await,
-        "remove-files" => remove_files(&*t).await,
-        "verify-clean" => verify_clean(&*t).await,
-        other => Err(BootstrapError::UnknownPhase {
-            phase: other.to_string(),
-            known: super::phases::PHASES.join(", "),
-        }),
-    }
-}
-
 /// Remove the manifests so the kubelet stops the control plane gracefully (like kubeadm reset).
-async fn stop_static_pods(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+pub(super) async fn stop_static_pods(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let had = t
         .run(&format!("ls {MANIFESTS} 2>/dev/null | wc -l"))
         .await?;
@@ -114,7 +98,7 @@ pub async fn stop_supervisor(t: &dyn Transport) -> Result<(), BootstrapError> {
     Ok(())
 }
 
-async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+pub(super) async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let mut did = vec![];
     if t.exec(&format!("test -f {UNIT}"), None).await?.success() {
         t.run("systemctl disable --now kiln-kubelet 2>/dev/null; true")
@@ -166,7 +150,7 @@ const NETWORK_RESIDUE: &str =
     "nft list table ip kiln >/dev/null 2>&1 && echo 'nftables table ip kiln'; \
      ip route show proto 252 | sed 's/^/route /'; true";
 
-async fn cleanup_network(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+pub(super) async fn cleanup_network(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let found = t.run(NETWORK_RESIDUE).await?;
     if found.trim().is_empty() {
         return Ok(Outcome::Skipped("no rules or routes".into()));
@@ -179,7 +163,7 @@ async fn cleanup_network(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     )))
 }
 
-async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+pub(super) async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let present = t.run(&present_script()).await?;
     if present.trim().is_empty() {
         return Ok(Outcome::Skipped("nothing to remove".into()));
@@ -203,7 +187,7 @@ async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
 }
 
 /// The residue scan: no kiln file, directory or process is left.
-async fn verify_clean(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
+pub(super) async fn verify_clean(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let files = t.run(&present_script()).await?;
     let procs = t.run(&kiln_pids_script()).await?;
     let network = t.run(NETWORK_RESIDUE).await?;
