@@ -1,6 +1,7 @@
 //! `--dry-run`: the playbook walks every phase on every host as it would, but nothing changes anywhere.
 //! Host phases run against a [`PlanTransport`] that forwards read-only probes (hashes, tests, diffs) to
-//! the real host and records every other command instead of running it; file installs are compared with
+//! the real host — every `probe()`, and the `exec`s that read as probes — and records every other
+//! command instead of running it; file installs are compared with
 //! the host (`diff -u` for text, sha256 for binaries) and recorded; local phases report what they would
 //! create; phases that wait on or write to the API are only named. The plan is printed per host.
 
@@ -116,6 +117,10 @@ impl Transport for PlanTransport {
         Ok(ExecOutput::default())
     }
 
+    async fn probe(&self, cmd: &str, stdin: Option<&[u8]>) -> Result<ExecOutput> {
+        self.inner.probe(cmd, stdin).await
+    }
+
     async fn upload(&self, _src: Payload<'_>, remote: &str, mode: u32) -> Result<()> {
         self.plan
             .add(self.inner.host(), format!("write {remote} (mode {mode:o})"));
@@ -136,6 +141,41 @@ mod tests {
         assert!(!is_probe("mkdir -p /run/kiln"));
         assert!(!is_probe("cat > /etc/kiln/x"), "a redirect writes");
         assert!(!is_probe("rm -f /etc/kiln/manifests/*"));
+    }
+
+    /// The commands kiln sends as `probe()` also read as probes, so marking them changed no dry run.
+    #[test]
+    fn every_probe_call_reads_as_a_probe() {
+        for cmd in [
+            "sha256sum '/etc/kiln/a b' /usr/local/bin/kiln-store 2>/dev/null; true",
+            "diff -u --label /etc/kiln/x --label /etc/kiln/x.kiln /etc/kiln/x -",
+            "test -s /etc/kiln/kubelet.conf",
+            "test -d /run/systemd/system",
+            "test -d /var/lib/kiln/store",
+            "test -f /etc/systemd/system/kiln-kubelet.service",
+            "[ -e /etc/rc.local ] && ! grep -q '^# managed by kiln' /etc/rc.local",
+            "kill -0 \"$(cat /run/kiln/kubelet-supervisor.pid 2>/dev/null)\" 2>/dev/null",
+            "cat -- '/etc/kiln/a b'",
+            "if [ -e '/etc/kiln/a b' ]; then exec cat -- '/etc/kiln/a b'; else exit 44; fi",
+        ] {
+            assert!(is_probe(cmd), "{cmd}");
+        }
+    }
+
+    #[tokio::test]
+    async fn probes_reach_the_host_and_other_commands_are_recorded() {
+        let plan = Plan::default();
+        let t = PlanTransport {
+            inner: Arc::new(crate::transport::LocalTransport::new("here")),
+            plan: plan.clone(),
+        };
+        // Not a probe by its text: recorded, not run; the same command as a probe() runs.
+        let out = t.exec("echo looked", None).await.unwrap();
+        assert!(out.stdout.is_empty());
+        let out = t.probe("echo looked", None).await.unwrap();
+        assert_eq!(out.stdout_str(), "looked\n");
+        assert!(t.exec("test -d /", None).await.unwrap().success());
+        assert_eq!(plan.render(), "here:\n  - run: echo looked\n");
     }
 
     #[test]

@@ -100,12 +100,12 @@ pub async fn stop_supervisor(t: &dyn Transport) -> Result<(), BootstrapError> {
 
 pub(super) async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
     let mut did = vec![];
-    if t.exec(&format!("test -f {UNIT}"), None).await?.success() {
+    if t.probe(&format!("test -f {UNIT}"), None).await?.success() {
         t.run("systemctl disable --now kiln-kubelet 2>/dev/null; true")
             .await?;
         did.push("systemd unit stopped");
     }
-    if t.exec("test -f /etc/systemd/system/kiln-snapshot.timer", None)
+    if t.probe("test -f /etc/systemd/system/kiln-snapshot.timer", None)
         .await?
         .success()
     {
@@ -115,7 +115,7 @@ pub(super) async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, Bootstrap
         .await?;
         did.push("snapshot timer stopped");
     }
-    if t.exec(&format!("test -f {SUPERVISOR_PID}"), None)
+    if t.probe(&format!("test -f {SUPERVISOR_PID}"), None)
         .await?
         .success()
     {
@@ -177,7 +177,10 @@ pub(super) async fn remove_files(t: &dyn Transport) -> Result<Outcome, Bootstrap
         upload_temps_script()
     ))
     .await?;
-    if t.exec("test -d /run/systemd/system", None).await?.success() {
+    if t.probe("test -d /run/systemd/system", None)
+        .await?
+        .success()
+    {
         t.run("systemctl daemon-reload").await?;
     }
     Ok(Outcome::Done(format!(

@@ -90,6 +90,13 @@ pub trait Transport: Send + Sync {
     /// not an error here; see [`Transport::run`].
     async fn exec(&self, cmd: &str, stdin: Option<&[u8]>) -> Result<ExecOutput>;
 
+    /// Runs `cmd`, which only looks (hashes, tests, diffs, reads), as `exec` does. The caller says it is
+    /// read-only, so a dry run forwards it to the host instead of guessing that from the command's text
+    /// (`dry_run::is_probe`, still the rule for plain `exec`).
+    async fn probe(&self, cmd: &str, stdin: Option<&[u8]>) -> Result<ExecOutput> {
+        self.exec(cmd, stdin).await
+    }
+
     /// Installs `src` at the absolute path `remote` with `mode` (e.g. 0o644), creating parent folders,
     /// verified by sha256 on the host and renamed into place atomically.
     async fn upload(&self, src: Payload<'_>, remote: &str, mode: u32) -> Result<()>;
@@ -97,7 +104,7 @@ pub trait Transport: Send + Sync {
     /// The contents of `remote`; an error if it cannot be read.
     async fn download(&self, remote: &str) -> Result<Vec<u8>> {
         let out = self
-            .exec(&format!("cat -- {}", shell_quote(remote)), None)
+            .probe(&format!("cat -- {}", shell_quote(remote)), None)
             .await?;
         check(self.host(), &format!("download {remote}"), out).map(|o| o.stdout)
     }
@@ -106,7 +113,7 @@ pub trait Transport: Send + Sync {
     async fn read_file(&self, remote: &str) -> Result<Option<Vec<u8>>> {
         let q = shell_quote(remote);
         let cmd = format!("if [ -e {q} ]; then exec cat -- {q}; else exit {MISSING_STATUS}; fi");
-        let out = self.exec(&cmd, None).await?;
+        let out = self.probe(&cmd, None).await?;
         if out.status == MISSING_STATUS {
             return Ok(None);
         }

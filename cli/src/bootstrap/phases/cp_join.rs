@@ -182,7 +182,11 @@ fn initial_cluster(ctx: &Context, members: &[Member]) -> String {
 /// store (manifest away, wait for the process) and remove it before the new member starts.
 async fn remove_stale_store(ctx: &Context, host: &str) -> Result<bool, BootstrapError> {
     let t = ctx.transport(host).await?;
-    if !t.exec("test -d /var/lib/kiln/store", None).await?.success() {
+    if !t
+        .probe("test -d /var/lib/kiln/store", None)
+        .await?
+        .success()
+    {
         return Ok(false);
     }
     t.run(&format!(
@@ -384,7 +388,10 @@ pub fn lb_pending(ctx: &Context) -> bool {
 
 async fn restart_kubelet(ctx: &Context, host: &str) -> Result<(), BootstrapError> {
     let t = ctx.transport(host).await?;
-    if t.exec("test -d /run/systemd/system", None).await?.success() {
+    if t.probe("test -d /run/systemd/system", None)
+        .await?
+        .success()
+    {
         t.run("systemctl restart kiln-kubelet").await?;
     } else {
         crate::bootstrap::reset::stop_supervisor(&*t).await?;

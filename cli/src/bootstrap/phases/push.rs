@@ -50,7 +50,7 @@ pub async fn install_files(
     let t = ctx.transport(host).await?;
     let list: Vec<String> = files.iter().map(|f| shell_quote(&f.remote)).collect();
     let out = t
-        .exec(
+        .probe(
             &format!("sha256sum {} 2>/dev/null; true", list.join(" ")),
             None,
         )
@@ -146,7 +146,7 @@ async fn plan_files(
         }
         let q = shell_quote(&f.remote);
         let diff = t
-            .exec(
+            .probe(
                 &format!("diff -u --label {q} --label {q}.kiln {q} -"),
                 Some(&content),
             )
@@ -487,7 +487,7 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
 async fn write_bootstrap_kubeconfig(ctx: &Context, host: &str) -> Result<bool, BootstrapError> {
     let t = ctx.transport(host).await?;
     let has_credentials = t
-        .exec(&format!("test -s {KILN_ETC}/kubelet.conf"), None)
+        .probe(&format!("test -s {KILN_ETC}/kubelet.conf"), None)
         .await?
         .success();
     if has_credentials {
@@ -521,7 +521,10 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
     c.insert("kubelet_command", &kubelet_command(ctx, host)?);
     let bootstrapping =
         !ctx.host(host).is_controller() && write_bootstrap_kubeconfig(ctx, host).await?;
-    let systemd = t.exec("test -d /run/systemd/system", None).await?.success();
+    let systemd = t
+        .probe("test -d /run/systemd/system", None)
+        .await?
+        .success();
     t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;
     if systemd {
         let unit = staged(ctx, host, "kiln-kubelet.service", &c, UNIT, 0o644)?;
@@ -549,7 +552,7 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
     // unless the host has an rc.local of its own, which kiln does not overwrite.
     files.push(staged(ctx, host, "boot.sh", &c, BOOT_SCRIPT, 0o755)?);
     let foreign_rc = t
-        .exec(
+        .probe(
             "[ -e /etc/rc.local ] && ! grep -q '^# managed by kiln' /etc/rc.local",
             None,
         )
@@ -570,7 +573,7 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
         .filter(|f| f == SUPERVISOR)
         .collect();
     let running = t
-        .exec(
+        .probe(
             &format!("kill -0 \"$(cat {SUPERVISOR_PID} 2>/dev/null)\" 2>/dev/null"),
             None,
         )
