@@ -63,7 +63,7 @@ for k,c in json.loads(sys.argv[1])['checks'].items():
             print('  WRONG ANSWERS (%s) from %s: %d of %d right; first: %s' % (k, who, c[who+'_ok'], c['checked'], c[who+'_error']))" "$1"
 }
 info() { # json
-  echo "  ($(get "$1" services) svc: kiln-dns ready $(num "$1" kiln_ready_ms 0) ms after its start; API create p50 $(num "$1" update_write_p50_ms 1) ms;" \
+  echo "  ($(get "$1" services) svc: kiln-dns ready $(num "$1" kiln_ready_ms 0) ms after its start; API create p50 / p99 $(num "$1" update_write_p50_ms 1) / $(num "$1" update_write_p99_ms 1) ms;" \
     "create timeouts $(get "$1" update_timeouts); lost queries kiln $(get "$1" kiln.lost), unbound $(get "$1" unbound.lost);" \
     "rcodes kiln $(codes "$1" kiln), unbound $(codes "$1" unbound); threads kiln $(num "$1" kiln.threads 0), unbound $(num "$1" unbound.threads 0))"
   wrong "$1"
@@ -80,12 +80,14 @@ both "latency p99 ms at $L q/s" "$a" p99_ms 3 "<= anchor (ratio <= 1)"
 both "latency p99.9 ms at $L q/s" "$a" p999_ms 3 ""
 row "create -> resolvable p50 ms" "$(num "$a" update.p50_ms 1)" - ""
 row "create -> resolvable p99 ms ($(get "$a" update.ops) creates)" "$(num "$a" update.p99_ms 1)" - "<= 100 ms"
+row "  of it after the API's answer, p50 / p99 ms" "$(num "$a" update_after_write.p50_ms 1) / $(num "$a" update_after_write.p99_ms 1)" - ""
 both "RSS MiB after the load ($SERVICES svc)" "$a" rss_loaded_mib 1 ""
 info "$a"
 if [ -n "$b" ]; then
   both "queries/s ($BIG svc)" "$b" qps 0 ">= 1.0 (ratio)"
   both "latency p99 ms at $L q/s ($BIG svc)" "$b" p99_ms 3 "<= anchor (ratio <= 1)"
   row "create -> resolvable p99 ms ($BIG svc)" "$(num "$b" update.p99_ms 1)" - "<= 100 ms"
+  row "  of it after the API's answer, p50 / p99 ms" "$(num "$b" update_after_write.p50_ms 1) / $(num "$b" update_after_write.p99_ms 1)" - ""
   both "RSS MiB after the load ($BIG svc)" "$b" rss_loaded_mib 1 "<= 32 MiB (CoreDNS formula: ~64 MB)"
   info "$b"
 fi

@@ -136,8 +136,11 @@ pub struct DnsReport {
     pub unbound: ServerReport,
     /// Service create sent → kiln-dns answers its ClusterIP.
     pub update: Summary,
-    /// Of that, the API create itself, p50.
+    /// Of that, the API create itself (request sent → response), p50 and p99.
     pub update_write_p50_ms: f64,
+    pub update_write_p99_ms: f64,
+    /// The rest: the create's response → kiln-dns answers (the watch event and kiln-dns's update).
+    pub update_after_write: Summary,
     pub update_timeouts: usize,
     /// kiln-dns's own metrics at the end (samples named kiln*, no histogram buckets).
     pub kiln_metrics: BTreeMap<String, f64>,
@@ -386,16 +389,24 @@ fn add_rcodes(into: &mut BTreeMap<String, u64>, run: &DnsperfRun) {
     }
 }
 
+struct UpdateTimes {
+    seen: Summary,
+    after_write: Summary,
+    write_p50_ms: f64,
+    write_p99_ms: f64,
+    timeouts: usize,
+}
+
 /// Service created through the API → kiln-dns answers its ClusterIP, queried every 2 ms.
 async fn update_latency(
     client: &kube::Client,
     kiln: SocketAddr,
     rounds: usize,
-) -> Result<(Summary, f64, usize), DnsBenchError> {
+) -> Result<UpdateTimes, DnsBenchError> {
     let ns = dns_zone::namespace(0);
     let api: Api<Service> = Api::namespaced(client.clone(), &ns);
     let mut asker = Asker::new(kiln).await?;
-    let (mut seen, mut writes, mut timeouts) = (Vec::new(), Vec::new(), 0);
+    let (mut seen, mut after, mut writes, mut timeouts) = (Vec::new(), Vec::new(), Vec::new(), 0);
     let wall = Instant::now();
     for r in 0..rounds {
         let svc = Svc {
@@ -409,7 +420,8 @@ async fn update_latency(
         let made = api
             .create(&PostParams::default(), &service_object(&svc, 1))
             .await?;
-        writes.push(t0.elapsed());
+        let written = Instant::now();
+        writes.push(written - t0);
         let q = Query {
             kind: QueryKind::ClusterIpA,
             name: svc.fqdn(),
@@ -427,6 +439,7 @@ async fn update_latency(
                 .is_ok_and(|resp| q.check(&resp).is_ok());
             if answered {
                 seen.push(t0.elapsed());
+                after.push(written.elapsed());
                 break;
             }
             if Instant::now() > deadline {
@@ -437,12 +450,13 @@ async fn update_latency(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     writes.sort();
-    let write_p50 = ms(percentile(&writes, 50.0));
-    Ok((
-        summarize(seen, timeouts, wall.elapsed()),
-        write_p50,
+    Ok(UpdateTimes {
+        seen: summarize(seen, timeouts, wall.elapsed()),
+        after_write: summarize(after, timeouts, wall.elapsed()),
+        write_p50_ms: ms(percentile(&writes, 50.0)),
+        write_p99_ms: ms(percentile(&writes, 99.0)),
         timeouts,
-    ))
+    })
 }
 
 pub async fn run(o: &DnsOpts) -> Result<DnsReport, DnsBenchError> {
@@ -611,8 +625,7 @@ async fn measure(o: &DnsOpts, dir: &Path) -> Result<DnsReport, DnsBenchError> {
     ur.rss_loaded_mib = memory_mib(unbound.pid(), "VmRSS:");
 
     // a new Service → resolvable
-    let (update, update_write_p50_ms, update_timeouts) =
-        update_latency(&client, kiln_addr, o.updates).await?;
+    let upd = update_latency(&client, kiln_addr, o.updates).await?;
     kr.rss_peak_mib = memory_mib(kiln.pid(), "VmHWM:");
     ur.rss_peak_mib = memory_mib(unbound.pid(), "VmHWM:");
     let kiln_metrics = metrics(health)
@@ -647,9 +660,11 @@ async fn measure(o: &DnsOpts, dir: &Path) -> Result<DnsReport, DnsBenchError> {
         checks,
         kiln: kr,
         unbound: ur,
-        update,
-        update_write_p50_ms,
-        update_timeouts,
+        update: upd.seen,
+        update_write_p50_ms: upd.write_p50_ms,
+        update_write_p99_ms: upd.write_p99_ms,
+        update_after_write: upd.after_write,
+        update_timeouts: upd.timeouts,
         kiln_metrics,
     })
 }

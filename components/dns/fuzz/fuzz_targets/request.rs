@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::rr::Name;
-use kiln_dns::model::{EndpointInfo, Port, ServiceInfo, ServiceKey, ServiceKind, SliceInfo, SliceKey};
+use kiln_dns::model::{
+    EndpointInfo, Port, ServiceInfo, ServiceKey, ServiceKind, SliceInfo, SliceKey,
+};
 use kiln_dns::{answer_bytes, Index, Reply, Transport, ZoneSettings};
 use libfuzzer_sys::fuzz_target;
 
@@ -17,10 +19,17 @@ fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
         let mut idx = Index::new(ZoneSettings::default());
-        let port = Port { name: "http".into(), protocol: "tcp".into(), port: 80 };
+        let port = Port {
+            name: "http".into(),
+            protocol: "tcp".into(),
+            port: 80,
+        };
         idx.upsert_service(ServiceInfo {
             key: ServiceKey::new("default", "web"),
-            kind: ServiceKind::ClusterIp(vec!["10.96.0.10".parse().unwrap(), "fd00::10".parse().unwrap()]),
+            kind: ServiceKind::ClusterIp(vec![
+                "10.96.0.10".parse().unwrap(),
+                "fd00::10".parse().unwrap(),
+            ]),
             ports: vec![port.clone()],
             publish_not_ready: false,
         });
@@ -31,7 +40,10 @@ fn index() -> &'static Index {
             publish_not_ready: false,
         });
         idx.upsert_slice(SliceInfo {
-            key: SliceKey { namespace: "default".into(), name: "pg-1".into() },
+            key: SliceKey {
+                namespace: "default".into(),
+                name: "pg-1".into(),
+            },
             service: ServiceKey::new("default", "pg"),
             endpoints: (1..=40)
                 .map(|i| EndpointInfo {
