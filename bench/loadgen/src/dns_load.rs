@@ -51,29 +51,46 @@ pub enum DnsBenchError {
     Dnsperf(String),
 }
 
-/// What `kiln-bench dns` is asked for.
-#[derive(Debug, Clone)]
+/// What `kiln-bench dns` is asked for (its flags).
+#[derive(Debug, Clone, clap::Args)]
 pub struct DnsOpts {
+    /// The kiln-apiserver binary to start.
+    #[arg(long)]
     pub apiserver_bin: String,
+    /// The kiln-dns binary to start.
+    #[arg(long)]
     pub dns_bin: String,
+    #[arg(long, default_value = "/usr/sbin/unbound")]
     pub unbound_bin: String,
+    #[arg(long, default_value = "/usr/bin/dnsperf")]
     pub dnsperf_bin: String,
+    #[arg(long, default_value_t = 1000)]
     pub services: usize,
+    #[arg(long, default_value_t = 4)]
     pub namespaces: usize,
-    /// Lines in the query file (dnsperf loops over it).
+    /// Lines of the query file (dnsperf loops over it).
+    #[arg(long, default_value_t = 20_000)]
     pub queries: usize,
-    /// Seconds of each dnsperf run.
+    /// Seconds of each dnsperf run (4 throughput + 4 latency runs).
+    #[arg(long, default_value_t = 10)]
     pub seconds: u64,
-    /// dnsperf `-c` (UDP sockets) and `-T` (threads).
+    /// dnsperf -c: UDP sockets.
+    #[arg(long, default_value_t = 8)]
     pub clients: usize,
+    /// dnsperf -T: its threads.
+    #[arg(long, default_value_t = 1)]
     pub dnsperf_threads: usize,
-    /// dnsperf `-Q` in the throughput runs (none: as fast as the server answers).
+    /// dnsperf -Q in the throughput runs (default: unlimited).
+    #[arg(long)]
     pub max_qps: Option<u64>,
-    /// dnsperf `-Q` in the latency runs.
+    /// dnsperf -Q in the latency runs.
+    #[arg(long, default_value_t = 5000)]
     pub latency_qps: u64,
-    /// Services created one at a time for the update latency.
+    /// Services created one at a time for create → resolvable.
+    #[arg(long, default_value_t = 50)]
     pub updates: usize,
-    /// Threads of each server: unbound `num-threads`, kiln-dns `TOKIO_WORKER_THREADS`.
+    /// Threads of each server (unbound num-threads, kiln-dns TOKIO_WORKER_THREADS).
+    #[arg(long, default_value_t = 2)]
     pub server_threads: usize,
 }
 

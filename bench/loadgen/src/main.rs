@@ -85,46 +85,7 @@ enum Cmd {
     /// kiln-dns (release, its own process, over kiln-apiserver + the harness's store) against unbound
     /// serving the same records from local-data: dnsperf throughput and latency, Service created →
     /// resolvable, RSS.
-    Dns {
-        /// The kiln-apiserver binary to start.
-        #[arg(long)]
-        apiserver_bin: String,
-        /// The kiln-dns binary to start.
-        #[arg(long)]
-        dns_bin: String,
-        #[arg(long, default_value = "/usr/sbin/unbound")]
-        unbound_bin: String,
-        #[arg(long, default_value = "/usr/bin/dnsperf")]
-        dnsperf_bin: String,
-        #[arg(long, default_value_t = 1000)]
-        services: usize,
-        #[arg(long, default_value_t = 4)]
-        namespaces: usize,
-        /// Lines of the query file (dnsperf loops over it).
-        #[arg(long, default_value_t = 20_000)]
-        queries: usize,
-        /// Seconds of each dnsperf run (4 throughput + 4 latency runs).
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// dnsperf -c: UDP sockets.
-        #[arg(long, default_value_t = 8)]
-        clients: usize,
-        /// dnsperf -T: its threads.
-        #[arg(long, default_value_t = 1)]
-        dnsperf_threads: usize,
-        /// dnsperf -Q in the throughput runs (default: unlimited).
-        #[arg(long)]
-        max_qps: Option<u64>,
-        /// dnsperf -Q in the latency runs.
-        #[arg(long, default_value_t = 5000)]
-        latency_qps: u64,
-        /// Services created one at a time for create → resolvable.
-        #[arg(long, default_value_t = 50)]
-        updates: usize,
-        /// Threads of each server (unbound num-threads, kiln-dns TOKIO_WORKER_THREADS).
-        #[arg(long, default_value_t = 2)]
-        server_threads: usize,
-    },
+    Dns(kiln_bench::dns_load::DnsOpts),
     /// The floor under a durable put here: an etcd KV server whose Put only appends, fdatasyncs
     /// and answers (store_floor.rs). Serves until killed.
     StoreFloor {
@@ -260,38 +221,7 @@ async fn main() {
             }
             return;
         }
-        Cmd::Dns {
-            apiserver_bin,
-            dns_bin,
-            unbound_bin,
-            dnsperf_bin,
-            services,
-            namespaces,
-            queries,
-            seconds,
-            clients,
-            dnsperf_threads,
-            max_qps,
-            latency_qps,
-            updates,
-            server_threads,
-        } => {
-            let opts = kiln_bench::dns_load::DnsOpts {
-                apiserver_bin,
-                dns_bin,
-                unbound_bin,
-                dnsperf_bin,
-                services,
-                namespaces,
-                queries,
-                seconds,
-                clients,
-                dnsperf_threads,
-                max_qps,
-                latency_qps,
-                updates,
-                server_threads,
-            };
+        Cmd::Dns(opts) => {
             match kiln_bench::dns_load::run(&opts).await {
                 Ok(s) => print(&s),
                 Err(e) => {

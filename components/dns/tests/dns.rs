@@ -250,17 +250,17 @@ async fn cluster_dns_from_watches_queried_with_dig() {
 
     // ClusterIP A, over UDP and TCP
     eventually("web A", || async {
-        (short(dns, &["web.default.svc.cluster.local", "A"]).await == [web_ip.clone()])
+        (short(dns, &["web.default.svc.cluster.local", "A"]).await == [web_ip.as_str()])
             .then_some(())
     })
     .await;
     assert_eq!(
         short(dns, &["+tcp", "web.default.svc.cluster.local", "A"]).await,
-        [web_ip.clone()]
+        [web_ip.as_str()]
     );
     assert_eq!(
         short(dns, &["WEB.Default.SVC.Cluster.Local", "A"]).await,
-        [web_ip.clone()],
+        [web_ip.as_str()],
         "names compare case-insensitively"
     );
     // NODATA: the name exists, no AAAA (NOERROR, no answer, the SOA in authority)
