@@ -14,6 +14,7 @@ fn fixture(name: &str) -> (String, &'static str) {
         "bad-semantic.yaml" => include_str!("fixtures/bad-semantic.yaml"),
         "bad-cluster-dns.yaml" => include_str!("fixtures/bad-cluster-dns.yaml"),
         "bad-cluster-dns-range.yaml" => include_str!("fixtures/bad-cluster-dns-range.yaml"),
+        "bad-kubelet.yaml" => include_str!("fixtures/bad-kubelet.yaml"),
         other => panic!("no fixture {other}"),
     };
     (name.to_string(), text)
@@ -181,6 +182,32 @@ fn cluster_dns_outside_the_service_range_and_bad_dns_settings_are_located() {
             .iter()
             .any(|l| l.starts_with("bad-cluster-dns-range.yaml:13: networking.clusterDomain: invalid cluster domain 'Cluster_Local'")),
         "{lines:#?}"
+    );
+}
+
+#[test]
+fn bad_eviction_thresholds_are_located() {
+    let lines = error_lines("bad-kubelet.yaml");
+    let expected = [
+        "bad-kubelet.yaml:14: kubelet.evictionHard.imagefs.available: invalid threshold '2Qi': unknown quantity suffix 'Qi'",
+        "bad-kubelet.yaml:12: kubelet.evictionHard.memory.available: unsupported eviction signal 'memory.available': expected one of nodefs.available, imagefs.available",
+        "bad-kubelet.yaml:13: kubelet.evictionHard.nodefs.available: invalid threshold '110%': a percentage must be a number from 0 to 100",
+    ];
+    assert_eq!(lines, expected);
+}
+
+#[test]
+fn eviction_thresholds_become_one_kubelet_flag() {
+    let (file, text) = fixture("minimal.yaml");
+    let mut c = parse(text, &file).unwrap();
+    assert_eq!(c.spec.kubelet.eviction_hard_flag(), None);
+    c.spec.kubelet.eviction_hard = [("nodefs.available", "1Gi"), ("imagefs.available", "5%")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(
+        c.spec.kubelet.eviction_hard_flag().as_deref(),
+        Some("imagefs.available<5%,nodefs.available<1Gi")
     );
 }
 

@@ -46,6 +46,8 @@ pub struct ClusterSpec {
     #[serde(default)]
     pub controller_manager: ControllerManager,
     #[serde(default)]
+    pub kubelet: Kubelet,
+    #[serde(default)]
     pub pki: Pki,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<Registry>,
@@ -247,6 +249,32 @@ impl Default for ControllerManager {
             node_monitor_grace_period: default_grace(),
             pod_eviction_timeout: default_eviction(),
         }
+    }
+}
+
+/// Settings of every node's kiln-kubelet, named as in upstream's KubeletConfiguration.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Kubelet {
+    /// Hard eviction thresholds, signal → quantity or percentage of capacity (`nodefs.available: 10%`,
+    /// `imagefs.available: 2Gi`). Empty keeps the kubelet's defaults (nodefs 10%, imagefs 15%); as
+    /// upstream, a map that is set replaces them all, so a signal it leaves out is not watched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_hard: BTreeMap<String, String>,
+}
+
+impl Kubelet {
+    /// The `--eviction-hard` value (`imagefs.available<2Gi,nodefs.available<1Gi`), or None for the defaults.
+    pub fn eviction_hard_flag(&self) -> Option<String> {
+        if self.eviction_hard.is_empty() {
+            return None;
+        }
+        let pairs: Vec<String> = self
+            .eviction_hard
+            .iter()
+            .map(|(signal, value)| format!("{signal}<{value}"))
+            .collect();
+        Some(pairs.join(","))
     }
 }
 

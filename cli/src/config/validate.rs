@@ -70,6 +70,7 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
             out.push(problem(field, format!("invalid duration '{v}': {why}")));
         }
     }
+    kubelet(c, &mut out);
     let pki = &c.spec.pki;
     if pki.ca_validity_days == 0 {
         out.push(problem("spec.pki.caValidityDays", "must be at least 1"));
@@ -256,6 +257,51 @@ fn networking(c: &ClusterConfig, out: &mut Vec<Problem>) {
 
 /// The DNS Service's address must be a service address the `kubernetes` Service does not hold, and
 /// the zone a DNS name.
+/// The eviction signals kiln-kubelet enforces; others would be accepted by it and silently not watched.
+const EVICTION_SIGNALS: &[&str] = &["nodefs.available", "imagefs.available"];
+
+fn kubelet(c: &ClusterConfig, out: &mut Vec<Problem>) {
+    for (signal, value) in &c.spec.kubelet.eviction_hard {
+        let field = format!("spec.kubelet.evictionHard.{signal}");
+        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
+            out.push(problem(
+                field,
+                format!(
+                    "unsupported eviction signal '{signal}': expected one of {}",
+                    EVICTION_SIGNALS.join(", ")
+                ),
+            ));
+        } else if let Err(why) = check_threshold(value) {
+            out.push(problem(
+                field,
+                format!("invalid threshold '{value}': {why}"),
+            ));
+        }
+    }
+}
+
+/// A threshold as the kubelet reads it: a percentage of capacity (`10%`) or a byte quantity (`1Gi`, `500M`).
+fn check_threshold(v: &str) -> Result<(), String> {
+    if let Some(pct) = v.strip_suffix('%') {
+        return match pct.parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => Ok(()),
+            _ => Err("a percentage must be a number from 0 to 100".into()),
+        };
+    }
+    let digits = v.trim_end_matches(|ch: char| ch.is_ascii_alphabetic());
+    let suffix = &v[digits.len()..];
+    const SUFFIXES: &[&str] = &[
+        "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ];
+    if digits.is_empty() || digits.parse::<f64>().map_or(true, |n| n < 0.0) {
+        return Err("expected a quantity such as 1Gi or a percentage such as 10%".into());
+    }
+    if !SUFFIXES.contains(&suffix) {
+        return Err(format!("unknown quantity suffix '{suffix}'"));
+    }
+    Ok(())
+}
+
 fn cluster_dns(c: &ClusterConfig, out: &mut Vec<Problem>) {
     let net = &c.spec.networking;
     if let Some(ip) = net.cluster_dns {

@@ -23,6 +23,11 @@ pub fn cluster_yaml(l: &LabLayout, hosts: u32, registry: bool) -> String {
             l.ssh_key().display()
         ));
     }
+    // A lab host's disk is this machine's, filled by whatever else runs here (a build cache): upstream's
+    // percentages would mark every node DiskPressure and reject its pods on a machine over 90% full.
+    s.push_str(
+        "  kubelet:\n    evictionHard:\n      nodefs.available: 1Gi\n      imagefs.available: 1Gi\n",
+    );
     if registry {
         s.push_str(&format!(
             "  registry:\n    mirror: {REGISTRY_ADDR}\n    insecure: true\n  images:\n    \

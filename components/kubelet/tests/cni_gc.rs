@@ -20,7 +20,7 @@ fn kubelet(gc_interval: &str) -> String {
     format!(
         "setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf \
            --hostname-override host1 --node-ip 10.250.0.11 --pod-cidr 10.244.1.0/24 \
-           --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 \
+           --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 --eviction-hard 'nodefs.available<1Gi,imagefs.available<1Gi' \
            --cni-gc-interval {gc_interval} --cni-gc-grace 10m \
            >>/var/log/kiln-kubelet.log 2>&1 </dev/null & echo $! >/run/kiln-kubelet.pid"
     )

@@ -119,7 +119,7 @@ fn kubectl_logs_and_exec_reach_the_kubelet_server() {
     lab.sh(
         "setsid /usr/local/bin/kiln-kubelet --kubeconfig /etc/kiln/kubelet.conf --hostname-override host1 \
            --node-ip 10.250.0.11 --pod-cidr 10.244.1.0/24 --restart-backoff-base 1 \
-           --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 >/var/log/kiln-kubelet.log 2>&1 </dev/null &",
+           --pod-infra-container-image 10.250.0.1:5000/kiln/pause:1 --eviction-hard 'nodefs.available<1Gi,imagefs.available<1Gi' >/var/log/kiln-kubelet.log 2>&1 </dev/null &",
         b"",
     );
     let node = wait_sh(

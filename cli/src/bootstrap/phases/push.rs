@@ -452,7 +452,7 @@ pub fn node_api_server(ctx: &Context) -> String {
 pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
     let net = &ctx.cluster.config.spec.networking;
-    let mut bootstrap = if h.is_controller() {
+    let mut extra = if h.is_controller() {
         String::new()
     } else {
         format!(" --bootstrap-kubeconfig={BOOTSTRAP_KUBECONFIG}")
@@ -462,13 +462,17 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
             .iter()
             .map(|c| format!("{}:6443", c.node_address()))
             .collect();
-        bootstrap.push_str(&format!(
+        extra.push_str(&format!(
             " --apiserver-lb-listen={NODE_LB} --apiserver-lb-backend={}",
             backends.join(",")
         ));
     }
+    if let Some(thresholds) = ctx.cluster.config.spec.kubelet.eviction_hard_flag() {
+        // `<` is a shell redirection: the whole value is quoted.
+        extra.push_str(&format!(" '--eviction-hard={thresholds}'"));
+    }
     Ok(format!(
-        "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf{bootstrap} \
+        "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf{extra} \
          --pod-manifest-path={MANIFESTS} \
          --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={} \
          --pod-cidr={} --pod-infra-container-image={} \

@@ -258,10 +258,11 @@ pub fn node_status(obj: &Value, _: i64) -> Value {
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        // As upstream's printer: any status but True (False or Unknown) is NotReady; "Unknown" only
+        // when the node has no Ready condition at all.
         .map(|c| match c["status"].as_str() {
             Some("True") => "Ready",
-            Some("False") => "NotReady",
-            _ => "Unknown",
+            _ => "NotReady",
         })
         .unwrap_or("Unknown");
     let mut s = ready.to_string();
@@ -537,6 +538,8 @@ mod tests {
         assert_eq!(node_roles(&node, 0), json!("control-plane"));
         assert_eq!(node_version(&node, 0), json!("v1.33.0"));
         assert_eq!(node_status(&json!({}), 0), json!("Unknown"));
+        let lost = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
+        assert_eq!(node_status(&lost, 0), json!("NotReady"));
         assert_eq!(node_roles(&json!({}), 0), json!("<none>"));
     }
 }

@@ -1,4 +1,8 @@
 //! A one-host `kiln lab` for tests that need a real host (root): up on creation, down on drop.
+//!
+//! The tests start the kubelet with `--eviction-hard 'nodefs.available<1Gi,imagefs.available<1Gi'`: a lab host
+//! shares this machine's disk, whose fill level (a build cache) is not the host's, so upstream's percentage
+//! defaults would reject every pod with DiskPressure on a machine more than 90% full.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
