@@ -199,11 +199,12 @@ fn init_joins_the_workers_and_join_converges() {
             .unwrap()
             .trim_end()
     );
-    // Workers run only the kubelet: no control-plane binary or key was pushed to them.
+    // Workers run only the node components (the kubelet, the proxy and the node's cluster DNS, a static pod
+    // on every host): no control-plane binary or key was pushed to them.
     let worker = lab.ssh_ok("host2", "ls /usr/local/bin; ls /etc/kiln/pki");
     assert_eq!(
         worker.split_whitespace().collect::<Vec<_>>(),
-        vec!["kiln-kubelet", "kiln-proxy", "ca.crt"]
+        vec!["kiln-dns", "kiln-kubelet", "kiln-proxy", "ca.crt"]
     );
 
     // Joining again changes nothing.

@@ -24,7 +24,8 @@ pub enum LabCommand {
         #[arg(long)]
         no_registry: bool,
         /// Also push this image to the lab registry (repeatable): `dnsutils` (busybox + the real dig),
-        /// `kubectl` (busybox + the real kubectl).
+        /// `kubectl` (busybox + the real kubectl), `agnhost` (busybox + kiln's agnhost, the e2e test
+        /// image; built with the workspace).
         #[arg(long = "image", value_parser = crate::lab::images::EXTRA_NAMES.to_vec())]
         images: Vec<String>,
     },

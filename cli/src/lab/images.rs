@@ -46,12 +46,15 @@ type Build = fn(&Path) -> Result<ImageSpec, LabError>;
 /// Every lab's images.
 const DEFAULT: &[(&str, &str, Build)] =
     &[("pause", "1", pause_spec), ("busybox", "1", busybox_spec)];
-/// Images a lab gets only when asked (`kiln lab up --image NAME`): each carries tens of MB.
+/// Images a lab gets only when asked (`kiln lab up --image NAME`): each carries tens of MB. agnhost is
+/// one of them: kiln's debug build of it is ~30 MB (plus glibc), too much to push into every lab that
+/// never runs the conformance tests.
 const EXTRA: &[(&str, &str, Build)] = &[
     ("dnsutils", "1", dnsutils_spec),
     ("kubectl", "1", kubectl_spec),
+    ("agnhost", "1", agnhost_spec),
 ];
-pub const EXTRA_NAMES: &[&str] = &["dnsutils", "kubectl"];
+pub const EXTRA_NAMES: &[&str] = &["dnsutils", "kubectl", "agnhost"];
 
 /// The default images and the named extras, built into the shared cache once (an archive that exists
 /// is not rebuilt, so its inputs are read only the first time).
@@ -66,7 +69,7 @@ pub fn ensure_images(extra: &[String]) -> Result<Vec<BuiltImage>, LabError> {
     let mut out = Vec::new();
     for (name, tag, build) in wanted {
         let archive = dir.join(format!("{name}-{tag}.oci.tar"));
-        if !archive.exists() {
+        if !archive.exists() || built_binary_is_newer(name, &archive) {
             let spec = build(dir)?;
             let bytes = build_archive(&spec)?;
             write_file(&archive, &bytes, 0o644)?;
@@ -74,6 +77,29 @@ pub fn ensure_images(extra: &[String]) -> Result<Vec<BuiltImage>, LabError> {
         out.push(BuiltImage { name, tag, archive });
     }
     Ok(out)
+}
+
+/// agnhost is built by this workspace, so it changes while its tag does not: its archive is rebuilt
+/// whenever the binary is newer than it (the other images' inputs are the machine's own packages).
+fn built_binary_is_newer(name: &str, archive: &Path) -> bool {
+    if name != "agnhost" {
+        return false;
+    }
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match (
+        agnhost_binary().as_deref().and_then(modified),
+        modified(archive),
+    ) {
+        (Some(bin), Some(arc)) => bin > arc,
+        _ => false,
+    }
+}
+
+/// kiln's agnhost binary, found as the bootstrapper finds kiln-kubelet and the other components: next
+/// to the running `kiln` (the same cargo target directory, CARGO_TARGET_DIR or `target/`).
+fn agnhost_binary() -> Option<PathBuf> {
+    let p = std::env::current_exe().ok()?.parent()?.join("agnhost");
+    p.is_file().then_some(p)
 }
 
 fn pause_spec(cache: &Path) -> Result<ImageSpec, LabError> {
@@ -123,6 +149,7 @@ fn dnsutils_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
     entries.extend(binary_with_libraries(
         "dnsutils",
         "/usr/bin/dig",
+        "usr/bin/dig",
         "bind9-dnsutils",
     )?);
     Ok(ImageSpec {
@@ -141,12 +168,41 @@ fn kubectl_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         reason: "kubectl is not on the PATH".into(),
     })?;
     let mut entries = busybox_entries("kubectl")?;
-    entries.extend(binary_with_libraries("kubectl", &path, "kubectl")?);
+    entries.extend(binary_with_libraries(
+        "kubectl",
+        &path,
+        "usr/bin/kubectl",
+        "kubectl",
+    )?);
     Ok(ImageSpec {
         name: "kubectl",
         tag: "1",
         entries,
         cmd: vec!["/bin/sleep", "3600"],
+    })
+}
+
+/// kiln's agnhost (images/agnhost) at /agnhost with the shared libraries it links, on the busybox
+/// layer, entrypoint /agnhost, as upstream's e2e-test-images/agnhost: pods give the subcommand as
+/// args (`args: [netexec, --http-port=8080]`) and tests exec busybox tools in it.
+fn agnhost_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
+    let bin = agnhost_binary().ok_or_else(|| LabError::Image {
+        image: "agnhost".into(),
+        reason: "no agnhost binary next to kiln (cargo build --workspace, or -p kiln-agnhost)"
+            .into(),
+    })?;
+    let mut entries = busybox_entries("agnhost")?;
+    entries.extend(binary_with_libraries(
+        "agnhost",
+        &bin.to_string_lossy(),
+        "agnhost",
+        "kiln-agnhost",
+    )?);
+    Ok(ImageSpec {
+        name: "agnhost",
+        tag: "1",
+        entries,
+        cmd: vec!["/agnhost"],
     })
 }
 
@@ -160,9 +216,14 @@ fn which(program: &str) -> Option<String> {
     })
 }
 
-/// `binary` at /usr/bin/<its name>, and every shared library `ldd` names (with the dynamic loader) at
+/// `binary` at `dest` in the image, and every shared library `ldd` names (with the dynamic loader) at
 /// its own path, symlinks resolved. A static binary (kubectl) brings only itself.
-fn binary_with_libraries(image: &str, binary: &str, package: &str) -> Result<Vec<Entry>, LabError> {
+fn binary_with_libraries(
+    image: &str,
+    binary: &str,
+    dest: &str,
+    package: &str,
+) -> Result<Vec<Entry>, LabError> {
     let fail = |reason: String| LabError::Image {
         image: image.into(),
         reason,
@@ -170,11 +231,7 @@ fn binary_with_libraries(image: &str, binary: &str, package: &str) -> Result<Vec
     let read = |p: &str| {
         std::fs::read(p).map_err(|e| fail(format!("{p}: {e} (apt-get install {package})")))
     };
-    let name = Path::new(binary)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut entries = vec![Entry::File(format!("usr/bin/{name}"), read(binary)?, 0o755)];
+    let mut entries = vec![Entry::File(dest.to_string(), read(binary)?, 0o755)];
     let ldd = std::process::Command::new("ldd")
         .arg(binary)
         .output()

@@ -294,6 +294,11 @@ pub fn prepare_create(
     if spec.generation {
         meta["generation"] = json!(1);
     }
+    if spec.status_subresource && obj.get("status").is_none_or(Value::is_null) {
+        // Upstream's strategies reset status on create to the kind's zero value, which Go always
+        // serializes (`status: {}`): clients read `resp.status` right after create.
+        obj["status"] = json!({});
+    }
     (spec.defaults)(&mut obj);
     let obj = decode(spec, obj, validation)?;
     validate(spec, &obj)?;
@@ -431,6 +436,22 @@ mod tests {
             .unwrap()
             .ends_with('Z'));
         assert_eq!(p["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn created_objects_with_a_status_subresource_always_carry_status() {
+        use crate::registry::apps::DEPLOYMENTS;
+        use crate::registry::services::SERVICES;
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                         "spec": {"ports": [{"port": 80}]}});
+        let s = prepare_create(&SERVICES, Some("default"), svc, FieldValidation::Strict).unwrap();
+        assert_eq!(s["status"], json!({"loadBalancer": {}}));
+        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                       "spec": {"selector": {"matchLabels": {"a": "b"}},
+                                "template": {"metadata": {"labels": {"a": "b"}},
+                                             "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let d = prepare_create(&DEPLOYMENTS, Some("default"), d, FieldValidation::Strict).unwrap();
+        assert_eq!(d["status"], json!({}));
     }
 
     #[test]

@@ -193,6 +193,10 @@ pub fn wants_node_ports(obj: &Value) -> bool {
 }
 
 pub fn service_defaults(obj: &mut Value) {
+    // ServiceStatus.LoadBalancer is a struct, not a pointer, upstream: always `loadBalancer: {}`.
+    if obj["status"].is_object() && obj["status"]["loadBalancer"].is_null() {
+        obj["status"]["loadBalancer"] = json!({});
+    }
     let spec = &mut obj["spec"];
     if !spec.is_object() {
         return;

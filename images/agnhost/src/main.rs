@@ -1,0 +1,117 @@
+use clap::{Parser, Subcommand};
+
+use kiln_agnhost::{
+    connect, dns, entrypoint_tester, liveness, logs_generator, mounttest, netexec, pause, porter,
+    serve_hostname, test_webserver,
+};
+
+/// Subcommands of the Kubernetes e2e test image, as upstream agnhost names and runs them.
+#[derive(Parser)]
+#[command(name = "agnhost", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Attempts a TCP or UDP connection and prints a classified error (TIMEOUT, REFUSED, DNS, OTHER).
+    Connect(connect::ConnectArgs),
+    /// Prints the host's DNS suffix list.
+    #[command(name = "dns-suffix")]
+    DnsSuffix,
+    /// Prints the host's DNS server list.
+    #[command(name = "dns-server-list")]
+    DnsServerList,
+    /// Prints the host's /etc/hosts file.
+    #[command(name = "etc-hosts")]
+    EtcHosts,
+    /// Prints the args it's passed and exits.
+    #[command(name = "entrypoint-tester", disable_help_flag = true)]
+    EntrypointTester {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Starts a server that is alive for 10 seconds.
+    Liveness,
+    /// Outputs lines of logs to stdout uniformly.
+    #[command(name = "logs-generator")]
+    LogsGenerator(logs_generator::LogsGeneratorArgs),
+    /// Creates files with given permissions and outputs FS type, owner, mode, permissions, contents of
+    /// files.
+    Mounttest(mounttest::MounttestArgs),
+    /// Creates HTTP(S) and UDP servers with various endpoints.
+    Netexec(netexec::NetexecArgs),
+    /// Pauses the execution.
+    Pause(pause::PauseArgs),
+    /// Serves requested data on ports specified in environment variables.
+    Porter(porter::PorterArgs),
+    /// Serves the hostname.
+    #[command(name = "serve-hostname")]
+    ServeHostname(serve_hostname::ServeHostnameArgs),
+    /// Starts a simple HTTP fileserver.
+    #[command(name = "test-webserver")]
+    TestWebserver(test_webserver::TestWebserverArgs),
+}
+
+fn main() {
+    // Logs on stderr, like Go's log package: stdout stays exactly the output tests compare.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::EntrypointTester { .. } => entrypoint_tester::run(),
+        Command::DnsSuffix => dns::run(dns::suffixes, dns::RESOLV_CONF),
+        Command::DnsServerList => dns::run(dns::servers, dns::RESOLV_CONF),
+        Command::EtcHosts => dns::run_etc_hosts(),
+        Command::Mounttest(a) => mounttest::run(a),
+        command => {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("agnhost: starting the runtime: {e}");
+                    std::process::exit(1);
+                }
+            };
+            rt.block_on(serve(command))
+        }
+    };
+    std::process::exit(code);
+}
+
+/// The subcommands that serve or wait; a failure to start is logged and exits 1, as Go's log.Fatal.
+async fn serve(command: Command) -> i32 {
+    let result: Result<i32, String> = match command {
+        Command::Connect(a) => Ok(connect::run(a).await),
+        Command::Liveness => liveness::run().await.map_err(|e| e.to_string()),
+        Command::LogsGenerator(a) => Ok(logs_generator::run(a).await),
+        Command::Netexec(a) => netexec::run(a).await.map_err(|e| e.to_string()),
+        Command::Pause(a) => Ok(pause::run(a).await),
+        Command::Porter(a) => Ok(porter::run(a).await),
+        Command::ServeHostname(a) => serve_hostname::run(a).await.map_err(|e| e.to_string()),
+        Command::TestWebserver(a) => test_webserver::run(a).await.map_err(|e| e.to_string()),
+        Command::EntrypointTester { .. }
+        | Command::DnsSuffix
+        | Command::DnsServerList
+        | Command::EtcHosts
+        | Command::Mounttest(_) => unreachable!("handled without a runtime"),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!("{e}");
+            1
+        }
+    }
+}

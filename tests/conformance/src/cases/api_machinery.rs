@@ -1,0 +1,258 @@
+//! sig-api-machinery entries: watches, namespaces, discovery.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use serde_json::json;
+
+use super::{case, Case};
+use crate::ctx::{from_json, Ctx};
+use crate::error::{CaseError, CaseResult};
+use crate::{must, must_eq};
+
+pub const CASES: &[Case] = &[
+    case!(
+        "[sig-api-machinery] Watchers should observe add, update, and delete watch notifications on configmaps [Conformance]",
+        "watch",
+        watch_notifications
+    ),
+    case!(
+        "[sig-api-machinery] Namespaces [Serial] should patch a Namespace [Conformance]",
+        "namespaces",
+        patch_namespace
+    ),
+    case!(
+        "[sig-api-machinery] Namespaces [Serial] should ensure that all pods are removed when a namespace is deleted [Conformance]",
+        "namespaces",
+        namespace_deletes_pods
+    ),
+    case!(
+        "[sig-api-machinery] Namespaces [Serial] should ensure that all services are removed when a namespace is deleted [Conformance]",
+        "namespaces",
+        namespace_deletes_services
+    ),
+];
+
+const WATCH_LABEL: &str = "watch-this-configmap";
+
+/// Watchers, configmaps: three watches (label A, label B, A or B). Creating, modifying twice and
+/// deleting a configmap labelled A MUST be seen as ADDED, MODIFIED, MODIFIED, DELETED by watches A and
+/// A-or-B; creating and deleting one labelled B MUST be seen by B and A-or-B; watch A MUST NOT see B.
+async fn watch_notifications(ctx: &Ctx) -> CaseResult {
+    let cms: Api<ConfigMap> = ctx.api();
+    let rv = cms
+        .list_metadata(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let (a, b) = ("multiple-watchers-A", "multiple-watchers-B");
+    let watch = |selector: String| {
+        let cms = cms.clone();
+        let rv = rv.clone();
+        async move {
+            cms.watch(&WatchParams::default().labels(&selector), &rv)
+                .await
+                .map(|s| s.boxed())
+        }
+    };
+    let mut wa = watch(format!("{WATCH_LABEL}={a}")).await?;
+    let mut wb = watch(format!("{WATCH_LABEL}={b}")).await?;
+    let mut wab = watch(format!("{WATCH_LABEL} in ({a},{b})")).await?;
+
+    let make = |name: &str, label: &str| {
+        from_json::<ConfigMap>(json!({"metadata": {"name": name, "labels": {WATCH_LABEL: label}}}))
+    };
+    cms.create(
+        &PostParams::default(),
+        &make("e2e-watch-test-configmap-a", a)?,
+    )
+    .await?;
+    for n in 1..=2 {
+        let patch = json!({"data": {"mutation": n.to_string()}});
+        cms.patch(
+            "e2e-watch-test-configmap-a",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    cms.delete("e2e-watch-test-configmap-a", &DeleteParams::default())
+        .await?;
+    cms.create(
+        &PostParams::default(),
+        &make("e2e-watch-test-configmap-b", b)?,
+    )
+    .await?;
+    cms.delete("e2e-watch-test-configmap-b", &DeleteParams::default())
+        .await?;
+
+    let want_a = ["ADDED a", "MODIFIED a 1", "MODIFIED a 2", "DELETED a 2"];
+    let want_b = ["ADDED b", "DELETED b"];
+    let got_a = next_events(&mut wa, want_a.len()).await?;
+    must_eq!(got_a, want_a, "watch A");
+    let got_b = next_events(&mut wb, want_b.len()).await?;
+    must_eq!(got_b, want_b, "watch B");
+    let got_ab = next_events(&mut wab, want_a.len() + want_b.len()).await?;
+    let mut want_ab: Vec<&str> = want_a.to_vec();
+    want_ab.extend(want_b);
+    must_eq!(got_ab, want_ab, "watch A or B");
+    // Nothing more arrives on A: B's configmap is not its business.
+    let extra = tokio::time::timeout(Duration::from_secs(2), wa.next()).await;
+    must!(
+        !matches!(
+            extra,
+            Ok(Some(Ok(WatchEvent::Added(_)
+                | WatchEvent::Modified(_)
+                | WatchEvent::Deleted(_))))
+        ),
+        "watch A saw an event it did not select: {extra:?}"
+    );
+    Ok(())
+}
+
+type EventStream = futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>;
+
+/// The next `n` add/modify/delete events as "TYPE <a|b> [mutation]" (bookmarks skipped).
+async fn next_events(w: &mut EventStream, n: usize) -> CaseResult<Vec<String>> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let ev = tokio::time::timeout(Duration::from_secs(30), w.try_next())
+            .await
+            .map_err(|_| CaseError::Failed(format!("no watch event after {out:?}")))??;
+        let (kind, cm) = match ev {
+            Some(WatchEvent::Added(cm)) => ("ADDED", cm),
+            Some(WatchEvent::Modified(cm)) => ("MODIFIED", cm),
+            Some(WatchEvent::Deleted(cm)) => ("DELETED", cm),
+            Some(WatchEvent::Bookmark(_)) => continue,
+            Some(WatchEvent::Error(e)) => {
+                return Err(CaseError::Failed(format!("watch error: {}", e.message)))
+            }
+            None => return Err(CaseError::Failed(format!("the watch ended after {out:?}"))),
+        };
+        let name = cm.metadata.name.unwrap_or_default();
+        let which = name.rsplit('-').next().unwrap_or_default().to_string();
+        let mutation = cm
+            .data
+            .and_then(|d| d.get("mutation").cloned())
+            .map(|m| format!(" {m}"))
+            .unwrap_or_default();
+        out.push(format!("{kind} {which}{mutation}"));
+    }
+    Ok(out)
+}
+
+/// Namespace patching: a merge patch adding a label MUST be applied (read back with it).
+async fn patch_namespace(ctx: &Ctx) -> CaseResult {
+    let namespaces: Api<Namespace> = ctx.all();
+    let patch = json!({"metadata": {"labels": {"testLabel": "testValue"}}});
+    namespaces
+        .patch(&ctx.ns, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let ns = namespaces.get(&ctx.ns).await?;
+    let label = ns.metadata.labels.and_then(|l| l.get("testLabel").cloned());
+    must_eq!(label.as_deref(), Some("testValue"), "the patched label");
+    Ok(())
+}
+
+/// A second namespace of the case's own, deleted at the end whatever happens.
+async fn extra_namespace(ctx: &Ctx, base: &str) -> CaseResult<String> {
+    let name = format!("{base}-{}", ctx.ns.rsplit('-').next().unwrap_or("x"));
+    let obj: Namespace = from_json(json!({"metadata": {"name": name}}))?;
+    ctx.all::<Namespace>()
+        .create(&PostParams::default(), &obj)
+        .await?;
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(ctx.client.clone(), &name);
+    ctx.wait(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async { Ok(sas.get_opt("default").await?.ok_or("not yet")) },
+    )
+    .await?;
+    Ok(name)
+}
+
+/// Delete `ns` and wait until it is gone (upstream allows 3 minutes).
+async fn delete_namespace_and_wait(ctx: &Ctx, ns: &str) -> CaseResult {
+    let namespaces: Api<Namespace> = ctx.all();
+    namespaces.delete(ns, &DeleteParams::default()).await?;
+    ctx.wait(
+        &format!("namespace {ns} gone"),
+        Duration::from_secs(180),
+        || async {
+            Ok(match namespaces.get_opt(ns).await? {
+                None => Ok(()),
+                Some(n) => Err(format!("phase {:?}", n.status.and_then(|s| s.phase))),
+            })
+        },
+    )
+    .await
+}
+
+/// Namespace api, pods removed: deleting a namespace MUST remove its pods, and a namespace re-created
+/// with the same name MUST have none.
+async fn namespace_deletes_pods(ctx: &Ctx) -> CaseResult {
+    let ns = extra_namespace(ctx, "nsdeletetest").await?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pod: Pod = from_json(json!({
+        "metadata": {"name": "test-pod"},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "nginx", "image": ctx.images().pause()}]},
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    ctx.wait("test-pod Running", crate::ctx::POD_START, || async {
+        let p = pods.get("test-pod").await?;
+        Ok(if crate::ctx::phase(&p) == "Running" {
+            Ok(())
+        } else {
+            Err(crate::ctx::describe_status(&p))
+        })
+    })
+    .await?;
+    delete_namespace_and_wait(ctx, &ns).await?;
+    let again = extra_namespace(ctx, "nsdeletetest").await?;
+    let left = pods.list(&ListParams::default()).await?.items.len();
+    let result = if left == 0 {
+        Ok(())
+    } else {
+        Err(CaseError::Failed(format!(
+            "the re-created namespace {again} holds {left} pods"
+        )))
+    };
+    let _ = ctx
+        .all::<Namespace>()
+        .delete(&again, &DeleteParams::background())
+        .await;
+    result
+}
+
+/// Namespace api, services removed: deleting a namespace MUST remove its Services, and a namespace
+/// re-created with the same name MUST have none.
+async fn namespace_deletes_services(ctx: &Ctx) -> CaseResult {
+    let ns = extra_namespace(ctx, "nsdeletetest").await?;
+    let svcs: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
+    let svc: Service = from_json(json!({
+        "metadata": {"name": "test-service"},
+        "spec": {"selector": {"foo": "bar", "baz": "blah"}, "ports": [{"port": 80, "targetPort": 80}]},
+    }))?;
+    svcs.create(&PostParams::default(), &svc).await?;
+    delete_namespace_and_wait(ctx, &ns).await?;
+    let again = extra_namespace(ctx, "nsdeletetest").await?;
+    let left = svcs.list(&ListParams::default()).await?.items.len();
+    let result = if left == 0 {
+        Ok(())
+    } else {
+        Err(CaseError::Failed(format!(
+            "the re-created namespace {again} holds {left} Services"
+        )))
+    };
+    let _ = ctx
+        .all::<Namespace>()
+        .delete(&again, &DeleteParams::background())
+        .await;
+    result
+}

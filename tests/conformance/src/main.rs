@@ -1,0 +1,168 @@
+//! `kiln-conformance`: run upstream's conformance list (or a --focus/--skip part of it) against a
+//! cluster, print `N passed, M failed` by SIG, write JUnit and the Markdown score, and gate on
+//! passing.txt. Any cluster works given a kubeconfig; CI runs it on a lab cluster (tests/lab.rs).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use kiln_conformance::ctx::{Cluster, Images};
+use kiln_conformance::runner::{self, Options, Selection};
+use kiln_conformance::{gate, report};
+use regex::Regex;
+
+#[derive(Parser)]
+#[command(version, about)]
+struct Args {
+    /// Kubeconfig of the cluster under test; default: KUBECONFIG or ~/.kube/config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Run only entries whose codename matches this regex.
+    #[arg(long)]
+    focus: Option<Regex>,
+    /// Leave out entries whose codename matches this regex.
+    #[arg(long)]
+    skip: Option<Regex>,
+    /// Entries run at once, each in its own namespace.
+    #[arg(long, default_value_t = 6)]
+    parallel: usize,
+    /// A case that runs longer fails.
+    #[arg(long, default_value_t = 600)]
+    case_timeout_secs: u64,
+    /// Registry and repository of the test images (agnhost, busybox, pause, dnsutils).
+    #[arg(long, default_value = "10.250.0.1:5000/kiln")]
+    images: String,
+    /// The kubectl binary the cases drive.
+    #[arg(long, default_value = "kubectl")]
+    kubectl: String,
+    /// Write JUnit XML here.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the Markdown score (docs/conformance.md) here.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Fail when an entry listed in this file does not pass.
+    #[arg(long)]
+    passing: Option<PathBuf>,
+    /// Add newly passing entries to --passing.
+    #[arg(long, requires = "passing")]
+    update_passing: bool,
+    /// Print the selected entries, whether kiln has a test for each, and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kiln-conformance: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let selection = Selection {
+        focus: args.focus,
+        skip: args.skip,
+    };
+    let entries = selection.entries();
+    if args.list {
+        let written: std::collections::BTreeSet<&str> = kiln_conformance::cases::all()
+            .into_iter()
+            .map(|c| c.codename)
+            .collect();
+        for e in &entries {
+            let mark = if written.contains(e.codename) {
+                "test "
+            } else {
+                "-    "
+            };
+            println!("{mark} {}", e.codename);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Read the gate first: a bad passing file fails before anything runs.
+    let passing = args.passing.as_deref().map(gate::read).transpose()?;
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    let cluster = Arc::new(Cluster {
+        client: kube::Client::try_from(config)?,
+        kubeconfig: args.kubeconfig.clone(),
+        kubectl: args.kubectl,
+        images: Images {
+            prefix: args.images,
+        },
+    });
+    let opts = Options {
+        parallel: args.parallel,
+        case_timeout: Duration::from_secs(args.case_timeout_secs),
+    };
+    let outcomes = runner::run(cluster, &entries, &opts).await;
+    print!("{}", report::summary(&outcomes));
+    if let Some(path) = &args.junit {
+        write(path, &report::junit(&outcomes))?;
+    }
+    if let Some(path) = &args.report {
+        let kiln_commit = std::env::var("KILN_COMMIT").unwrap_or_else(|_| "(unknown)".into());
+        write(
+            path,
+            &report::markdown(&outcomes, kiln_conformance::list::COMMIT, &kiln_commit),
+        )?;
+    }
+    let Some(passing) = passing else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let verdict = gate::judge(&passing, &outcomes);
+    for r in &verdict.regressed {
+        println!("REGRESSED (in passing.txt, did not pass): {r}");
+    }
+    if !verdict.newly_passing.is_empty() {
+        let file = args.passing.as_ref().expect("checked above");
+        if args.update_passing {
+            gate::write_grown(file, &verdict.newly_passing)?;
+            println!(
+                "added {} newly passing entries to {}",
+                verdict.newly_passing.len(),
+                file.display()
+            );
+        } else {
+            println!(
+                "{} entries pass that {} does not list yet (--update-passing adds them):",
+                verdict.newly_passing.len(),
+                file.display()
+            );
+            for s in &verdict.newly_passing {
+                println!("  {s}");
+            }
+        }
+    }
+    Ok(if verdict.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Temporary file + rename: a report is whole or absent.
+fn write(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

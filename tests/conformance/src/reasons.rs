@@ -1,0 +1,91 @@
+//! Why an entry without a kiln test cannot pass yet, in one line: matched by a part of its codename,
+//! first match wins. Each reason names what kiln lacks (and the issue that delivers it), so the report
+//! says what to build, not only that something failed.
+
+/// (part of the codename, reason)
+pub const REASONS: &[(&str, &str)] = &[
+    (
+        "AdmissionWebhook",
+        "admission webhooks are not implemented (issue #24)",
+    ),
+    (
+        "CustomResource",
+        "CustomResourceDefinitions are not served (issue #24)",
+    ),
+    (
+        "CRD",
+        "CustomResourceDefinitions are not served (issue #24)",
+    ),
+    (
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicy (CEL) is not implemented (issue #24)",
+    ),
+    (
+        "Aggregator",
+        "API aggregation is not implemented (issue #24)",
+    ),
+    (
+        "API priority and fairness",
+        "flowcontrol.apiserver.k8s.io is not served",
+    ),
+    ("[sig-apps] Job ", "Jobs are not served (issue #23)"),
+    ("[sig-apps] CronJob", "CronJobs are not served (issue #23)"),
+    (
+        "[sig-apps] StatefulSet",
+        "StatefulSets are not served (issue #23)",
+    ),
+    (
+        "DisruptionController",
+        "PodDisruptionBudgets are not served (issue #23)",
+    ),
+    (
+        "ControllerRevision",
+        "ControllerRevisions are not served (issue #23)",
+    ),
+    (
+        "ReplicationController",
+        "ReplicationControllers are not served",
+    ),
+    ("PodTemplates", "PodTemplates are not served"),
+    (
+        "PersistentVolume",
+        "PersistentVolumes are not served (issue #23)",
+    ),
+    ("CSI", "CSI objects are not served (issue #23)"),
+    ("ResourceQuota", "ResourceQuota is not served (issue #25)"),
+    ("LimitRange", "LimitRange is not served (issue #25)"),
+    ("RuntimeClass", "RuntimeClasses are not served"),
+    ("IngressClass", "IngressClasses are not served"),
+    ("Ingress API", "Ingresses are not served"),
+    (
+        "Proxy version v1",
+        "the pods/proxy, services/proxy and nodes/proxy subresources are not served (issue #30)",
+    ),
+];
+
+/// The one-line reason of an entry no case covers.
+pub fn unwritten(codename: &str) -> String {
+    let why = REASONS
+        .iter()
+        .find(|(part, _)| codename.contains(part))
+        .map(|(_, r)| *r);
+    match why {
+        Some(r) => format!("no kiln test yet: {r}"),
+        None => "no kiln test yet".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_first_matching_part_gives_the_reason() {
+        assert_eq!(
+            super::unwritten("[sig-apps] Job should run a job to completion [Conformance]"),
+            "no kiln test yet: Jobs are not served (issue #23)"
+        );
+        assert_eq!(
+            super::unwritten("[sig-node] Something else"),
+            "no kiln test yet"
+        );
+    }
+}

@@ -1,0 +1,48 @@
+//! The conformance harness on a 3-host lab cluster, as CI runs it: `kiln init`, then every entry of
+//! the list through `kiln-conformance`, gated on passing.txt (an entry that passed on main and fails
+//! now fails this test). The JUnit file and the score page land in $CARGO_TARGET_DIR/conformance/.
+
+use std::path::PathBuf;
+
+use kiln_tests::{bin, run, Cluster, TestLab};
+
+#[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
+fn the_conformance_list_on_a_three_host_lab() {
+    let lab = TestLab::up_with_images("t-conf", 3, true, &["dnsutils", "agnhost"]);
+    let c = Cluster::on(lab, "");
+    c.kiln(&["init", "--wait-timeout", "150"]);
+
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = bin("kiln-conformance")
+        .parent()
+        .expect("target dir")
+        .join("conformance");
+    std::fs::create_dir_all(&out).unwrap();
+    let harness = bin("kiln-conformance");
+    let passing = here.join("passing.txt");
+    let (junit, report) = (out.join("junit.xml"), out.join("conformance.md"));
+    let o = run(&mut c.lab.in_lab(&[
+        harness.to_str().unwrap(),
+        "--kubeconfig",
+        &c.admin,
+        "--passing",
+        passing.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    println!("{stdout}\n{stderr}");
+    assert!(
+        o.status.success(),
+        "kiln-conformance failed ({}): an entry of passing.txt no longer passes\n{stdout}",
+        o.status
+    );
+    assert!(stdout.contains(" passed, "), "{stdout}");
+    assert!(std::fs::read_to_string(&junit)
+        .unwrap()
+        .contains("<testsuite"));
+}
