@@ -45,15 +45,19 @@ macro_rules! must {
 /// Fail the case unless the two are equal, showing both.
 #[macro_export]
 macro_rules! must_eq {
-    ($left:expr, $right:expr, $($arg:tt)+) => {{
-        let (l, r) = (&$left, &$right);
-        if l != r {
-            return Err($crate::error::CaseError::Failed(format!(
-                "{}: got {:?}, want {:?}",
-                format!($($arg)+),
-                l,
-                r
-            )));
+    // A match, not a let: temporaries in the operands live to the end of the comparison.
+    ($left:expr, $right:expr, $($arg:tt)+) => {
+        match (&$left, &$right) {
+            (l, r) => {
+                if l != r {
+                    return Err($crate::error::CaseError::Failed(format!(
+                        "{}: got {:?}, want {:?}",
+                        format!($($arg)+),
+                        l,
+                        r
+                    )));
+                }
+            }
         }
-    }};
+    };
 }

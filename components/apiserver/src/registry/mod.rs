@@ -4,6 +4,7 @@
 pub mod apps;
 pub mod certificates;
 pub mod columns;
+pub mod config_keys;
 pub mod defaults;
 pub mod lifecycle;
 pub mod rbac;

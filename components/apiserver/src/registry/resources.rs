@@ -5,6 +5,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 
 use super::columns::{self as c, col};
+use super::config_keys::{configmap_validation, secret_validation};
 use super::defaults::{
     namespace_defaults, pod_defaults, pod_grace, pod_validation, secret_defaults,
 };
@@ -285,7 +286,7 @@ pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
     fields: &[],
     decode: typed::<ConfigMap>,
     defaults: no_defaults,
-    validate: no_validation,
+    validate: configmap_validation,
     graceful_delete: None,
     ..ResourceSpec::BASE
 };
@@ -330,7 +331,7 @@ pub static SECRETS: ResourceSpec = ResourceSpec {
     }],
     decode: typed::<Secret>,
     defaults: secret_defaults,
-    validate: no_validation,
+    validate: secret_validation,
     graceful_delete: None,
     ..ResourceSpec::BASE
 };

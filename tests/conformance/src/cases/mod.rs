@@ -9,6 +9,7 @@ use crate::error::CaseResult;
 
 mod api_machinery;
 mod node;
+mod runtime;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
 pub type Run = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CaseResult>;
@@ -35,7 +36,7 @@ pub(crate) use case;
 
 /// Every written case.
 pub fn all() -> Vec<&'static Case> {
-    [api_machinery::CASES, node::CASES]
+    [api_machinery::CASES, node::CASES, runtime::CASES]
         .into_iter()
         .flatten()
         .collect()
