@@ -9,6 +9,7 @@ use crate::error::CaseResult;
 
 mod api_machinery;
 mod node;
+mod objects;
 mod runtime;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
@@ -36,10 +37,15 @@ pub(crate) use case;
 
 /// Every written case.
 pub fn all() -> Vec<&'static Case> {
-    [api_machinery::CASES, node::CASES, runtime::CASES]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        api_machinery::CASES,
+        node::CASES,
+        objects::CASES,
+        runtime::CASES,
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 #[cfg(test)]
