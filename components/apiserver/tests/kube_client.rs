@@ -418,3 +418,53 @@ async fn store_over_mutual_tls() {
     );
     assert_eq!(c.kubectl_ok(&["get", "--raw", "/readyz"]).await, "ok");
 }
+
+/// Read back right after create, a Service and a Deployment carry `status` as upstream serializes its
+/// zero value (`{loadBalancer: {}}`, `{}`): clients read `resp.status` without a None check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_objects_carry_their_zero_status() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let pp = PostParams::default();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let created = services.create(&pp, &svc).await.unwrap();
+    let lb = created.status.and_then(|s| s.load_balancer);
+    assert!(lb.is_some(), "create's answer has no status.loadBalancer");
+    let raw: serde_json::Value = client
+        .request(
+            http::Request::get("/api/v1/namespaces/default/services/web")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw["status"], json!({"loadBalancer": {}}));
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "registry.local/app:1"}]}}}
+    }))
+    .unwrap();
+    deployments.create(&pp, &d).await.unwrap();
+    let raw: serde_json::Value = client
+        .request(
+            http::Request::get("/apis/apps/v1/namespaces/default/deployments/web")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        raw["status"].is_object(),
+        "deployment read back without status: {raw}"
+    );
+}
