@@ -26,6 +26,16 @@ pub const CASES: &[Case] = &[
         patch_namespace
     ),
     case!(
+        "[sig-api-machinery] Namespaces [Serial] should apply an update to a Namespace [Conformance]",
+        "namespaces",
+        update_namespace
+    ),
+    case!(
+        "[sig-api-machinery] Namespaces [Serial] should apply changes to a namespace status [Conformance]",
+        "namespaces",
+        namespace_status
+    ),
+    case!(
         "[sig-api-machinery] Namespaces [Serial] should ensure that all pods are removed when a namespace is deleted [Conformance]",
         "namespaces",
         namespace_deletes_pods
@@ -156,6 +166,66 @@ async fn patch_namespace(ctx: &Ctx) -> CaseResult {
     let ns = namespaces.get(&ctx.ns).await?;
     let label = ns.metadata.labels.and_then(|l| l.get("testLabel").cloned());
     must_eq!(label.as_deref(), Some("testValue"), "the patched label");
+    Ok(())
+}
+
+/// Namespace, update: after a get and an update adding label e2e=updated, a get MUST show the label.
+async fn update_namespace(ctx: &Ctx) -> CaseResult {
+    let namespaces: Api<Namespace> = ctx.all();
+    let mut ns = namespaces.get(&ctx.ns).await?;
+    ns.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("e2e-ns-update".into(), "updated".into());
+    namespaces
+        .replace(&ctx.ns, &PostParams::default(), &ns)
+        .await?;
+    let got = namespaces.get(&ctx.ns).await?;
+    let label = got
+        .metadata
+        .labels
+        .and_then(|l| l.get("e2e-ns-update").cloned());
+    must_eq!(label.as_deref(), Some("updated"), "the updated label");
+    Ok(())
+}
+
+/// Namespace, apply changes to a namespace status: a patch of /status adding condition StatusPatch MUST
+/// be read back through /status; an update of /status adding condition StatusUpdate MUST be too.
+async fn namespace_status(ctx: &Ctx) -> CaseResult {
+    let namespaces: Api<Namespace> = ctx.all();
+    let has = |ns: &Namespace, t: &str| {
+        ns.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == t && c.status == "True"))
+    };
+    let patch = json!({"status": {"conditions": [{
+        "type": "StatusPatch", "status": "True", "reason": "E2E", "message": "Patched by an e2e test"
+    }]}});
+    namespaces
+        .patch_status(&ctx.ns, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let got = namespaces.get_status(&ctx.ns).await?;
+    must!(
+        has(&got, "StatusPatch"),
+        "the patched condition is not in the status: {:?}",
+        got.status
+    );
+    let mut updated = got.clone();
+    if let Some(conds) = updated.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        conds.push(from_json(json!({
+            "type": "StatusUpdate", "status": "True", "reason": "E2E", "message": "Updated by an e2e test"
+        }))?);
+    }
+    namespaces
+        .replace_status(&ctx.ns, &PostParams::default(), &updated)
+        .await?;
+    let got = namespaces.get_status(&ctx.ns).await?;
+    must!(
+        has(&got, "StatusUpdate") && has(&got, "StatusPatch"),
+        "the updated status lacks a condition: {:?}",
+        got.status
+    );
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use crate::ctx::Ctx;
 use crate::error::CaseResult;
 
 mod api_machinery;
+mod instrumentation;
 mod node;
 mod objects;
 mod runtime;
@@ -39,6 +40,7 @@ pub(crate) use case;
 pub fn all() -> Vec<&'static Case> {
     [
         api_machinery::CASES,
+        instrumentation::CASES,
         node::CASES,
         objects::CASES,
         runtime::CASES,
