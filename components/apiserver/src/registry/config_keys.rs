@@ -1,5 +1,6 @@
-//! Keys of ConfigMap and Secret data, validated as upstream's `IsConfigMapKey`: every key becomes a
-//! file name in a volume and may become an environment variable, so "" or "../x" must never be stored.
+//! ConfigMap and Secret data: keys validated as upstream's `IsConfigMapKey` (every key becomes a
+//! file name in a volume and may become an environment variable, so "" or "../x" must never be stored),
+//! and `immutable: true` enforced on updates.
 
 use serde_json::{json, Value};
 
@@ -64,6 +65,33 @@ fn validate_maps(obj: &Value, fields: &[&str]) -> Vec<Cause> {
     causes
 }
 
+/// Upstream's rule for `immutable: true`: it cannot be unset, and the named maps cannot change.
+fn immutable(old: &Value, new: &Value, fields: &[&str]) -> Vec<Cause> {
+    if old["immutable"] != json!(true) {
+        return Vec::new();
+    }
+    const DETAIL: &str = "field is immutable when `immutable` is set";
+    let mut causes = Vec::new();
+    if new["immutable"] != json!(true) {
+        causes.push(Cause::forbidden("immutable", DETAIL));
+    }
+    for field in fields {
+        let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
+        if old[*field] != new[*field] && !(empty(&old[*field]) && empty(&new[*field])) {
+            causes.push(Cause::forbidden(field, DETAIL));
+        }
+    }
+    causes
+}
+
+pub fn configmap_update_validation(old: &Value, new: &Value) -> Vec<Cause> {
+    immutable(old, new, &["data", "binaryData"])
+}
+
+pub fn secret_update_validation(old: &Value, new: &Value) -> Vec<Cause> {
+    immutable(old, new, &["data"])
+}
+
 pub fn configmap_validation(obj: &Value) -> Vec<Cause> {
     validate_maps(obj, &["data", "binaryData"])
 }
@@ -100,5 +128,33 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(key_errors(&"k".repeat(254)).len(), 1);
+    }
+
+    #[test]
+    fn immutable_data_and_flag_cannot_change() {
+        let old = json!({"immutable": true, "data": {"a": "b"}});
+        assert!(configmap_update_validation(
+            &old,
+            &json!({"immutable": true, "data": {"a": "b"}, "metadata": {"labels": {"x": "y"}}})
+        )
+        .is_empty());
+        let changed =
+            configmap_update_validation(&old, &json!({"immutable": true, "data": {"a": "c"}}));
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].field, "data");
+        assert_eq!(
+            changed[0].message,
+            "Forbidden: field is immutable when `immutable` is set"
+        );
+        let unset = secret_update_validation(
+            &json!({"immutable": true, "data": {"a": "Yg=="}}),
+            &json!({"immutable": false, "data": {"a": "Yg=="}}),
+        );
+        assert_eq!(unset[0].field, "immutable");
+        assert!(configmap_update_validation(
+            &json!({"data": {"a": "b"}}),
+            &json!({"data": {"a": "c"}})
+        )
+        .is_empty());
     }
 }

@@ -382,6 +382,15 @@ pub fn prepare_update(
         new["metadata"]["generation"] = json!(generation);
     }
     validate(spec, &new)?;
+    let causes = (spec.validate_update)(old, &new);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            spec.group,
+            spec.kind,
+            name_of(&new),
+            causes,
+        ));
+    }
     Ok(new)
 }
 

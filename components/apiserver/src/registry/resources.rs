@@ -5,7 +5,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 
 use super::columns::{self as c, col};
-use super::config_keys::{configmap_validation, secret_validation};
+use super::config_keys::{
+    configmap_update_validation, configmap_validation, secret_update_validation, secret_validation,
+};
 use super::defaults::{
     namespace_defaults, pod_defaults, pod_grace, pod_validation, secret_defaults,
 };
@@ -287,6 +289,7 @@ pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
     decode: typed::<ConfigMap>,
     defaults: no_defaults,
     validate: configmap_validation,
+    validate_update: configmap_update_validation,
     graceful_delete: None,
     ..ResourceSpec::BASE
 };
@@ -332,6 +335,7 @@ pub static SECRETS: ResourceSpec = ResourceSpec {
     decode: typed::<Secret>,
     defaults: secret_defaults,
     validate: secret_validation,
+    validate_update: secret_update_validation,
     graceful_delete: None,
     ..ResourceSpec::BASE
 };

@@ -78,6 +78,8 @@ pub struct ResourceSpec {
     pub defaults: fn(&mut Value),
     /// Kind-specific validation; empty = valid.
     pub validate: fn(&Value) -> Vec<Cause>,
+    /// Kind-specific rules on an update, given (old, new): immutable fields; empty = valid.
+    pub validate_update: fn(&Value, &Value) -> Vec<Cause>,
     pub graceful_delete: Option<GracefulDelete>,
     /// Serves `<resource>/scale` as an autoscaling/v1 Scale.
     pub scale: Option<ScaleSpec>,
@@ -145,6 +147,7 @@ impl ResourceSpec {
         decode: passthrough,
         defaults: no_defaults,
         validate: no_validation,
+        validate_update: no_update_validation,
         graceful_delete: None,
         scale: None,
         actions: &[],
@@ -208,6 +211,10 @@ where
 pub fn no_defaults(_: &mut Value) {}
 
 pub fn no_validation(_: &Value) -> Vec<Cause> {
+    Vec::new()
+}
+
+pub fn no_update_validation(_: &Value, _: &Value) -> Vec<Cause> {
     Vec::new()
 }
 

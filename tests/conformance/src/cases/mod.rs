@@ -12,6 +12,7 @@ mod instrumentation;
 mod node;
 mod objects;
 mod runtime;
+mod storage;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
 pub type Run = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CaseResult>;
@@ -44,6 +45,7 @@ pub fn all() -> Vec<&'static Case> {
         node::CASES,
         objects::CASES,
         runtime::CASES,
+        storage::CASES,
     ]
     .into_iter()
     .flatten()
