@@ -8,6 +8,7 @@ use crate::ctx::Ctx;
 use crate::error::CaseResult;
 
 mod api_machinery;
+mod auth;
 mod instrumentation;
 mod node;
 mod objects;
@@ -41,6 +42,7 @@ pub(crate) use case;
 pub fn all() -> Vec<&'static Case> {
     [
         api_machinery::CASES,
+        auth::CASES,
         instrumentation::CASES,
         node::CASES,
         objects::CASES,
