@@ -282,6 +282,11 @@ pub fn to_json<T: Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or_default()
 }
 
+/// List options selecting `key=value`.
+pub fn by_label(key: &str, value: &str) -> kube::api::ListParams {
+    kube::api::ListParams::default().labels(&format!("{key}={value}"))
+}
+
 pub fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()

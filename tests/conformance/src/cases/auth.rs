@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{case, Case};
-use crate::ctx::{from_json, Ctx};
+use crate::ctx::{by_label, from_json, Ctx};
 use crate::error::CaseResult;
 use crate::{must, must_eq};
 
@@ -78,10 +78,6 @@ async fn root_ca_configmap(ctx: &Ctx) -> CaseResult {
     Ok(())
 }
 
-fn labelled() -> ListParams {
-    ListParams::default().labels("test-serviceaccount-static=true")
-}
-
 /// ServiceAccount lifecycle: a created ServiceAccount (labelled) MUST be readable; a patch setting
 /// automountServiceAccountToken false MUST be read back; a list by label MUST find it; after a
 /// deletecollection by label it MUST be gone.
@@ -105,7 +101,9 @@ async fn serviceaccount_lifecycle(ctx: &Ctx) -> CaseResult {
         Some(false),
         "automountServiceAccountToken after the patch"
     );
-    let listed = sas.list(&labelled()).await?;
+    let listed = sas
+        .list(&by_label("test-serviceaccount-static", "true"))
+        .await?;
     must!(
         listed
             .items
@@ -113,9 +111,14 @@ async fn serviceaccount_lifecycle(ctx: &Ctx) -> CaseResult {
             .any(|s| s.metadata.name.as_deref() == Some("testserviceaccount")),
         "the ServiceAccount is not listed by its label"
     );
-    sas.delete_collection(&DeleteParams::default(), &labelled())
+    sas.delete_collection(
+        &DeleteParams::default(),
+        &by_label("test-serviceaccount-static", "true"),
+    )
+    .await?;
+    let after = sas
+        .list(&by_label("test-serviceaccount-static", "true"))
         .await?;
-    let after = sas.list(&labelled()).await?;
     must!(
         after.items.is_empty(),
         "the ServiceAccount remains after deletecollection"

@@ -2,11 +2,11 @@
 //! entry's MUSTs in its doc comment.
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{case, Case};
-use crate::ctx::{from_json, Ctx};
+use crate::ctx::{by_label, from_json, Ctx};
 use crate::error::CaseResult;
 use crate::{must, must_eq};
 
@@ -34,10 +34,6 @@ fn test_event(ctx: &Ctx, name: &str) -> CaseResult<Event> {
     }))
 }
 
-fn labelled() -> ListParams {
-    ListParams::default().labels("testevent-constant=true")
-}
-
 /// Event, manage lifecycle: a created Event MUST be listed across all namespaces by its label; after a
 /// patch of its message a get MUST return the new message; after delete, the list MUST NOT include it.
 async fn event_lifecycle(ctx: &Ctx) -> CaseResult {
@@ -46,7 +42,7 @@ async fn event_lifecycle(ctx: &Ctx) -> CaseResult {
         .create(&PostParams::default(), &test_event(ctx, "event-test")?)
         .await?;
     let all: Api<Event> = Api::all(ctx.client.clone());
-    let listed = all.list(&labelled()).await?;
+    let listed = all.list(&by_label("testevent-constant", "true")).await?;
     must!(
         listed
             .items
@@ -71,7 +67,7 @@ async fn event_lifecycle(ctx: &Ctx) -> CaseResult {
     events
         .delete("event-test", &DeleteParams::default())
         .await?;
-    let after = events.list(&labelled()).await?;
+    let after = events.list(&by_label("testevent-constant", "true")).await?;
     must!(
         !after
             .items
@@ -94,12 +90,15 @@ async fn event_delete_collection(ctx: &Ctx) -> CaseResult {
             )
             .await?;
     }
-    let listed = events.list(&labelled()).await?;
+    let listed = events.list(&by_label("testevent-constant", "true")).await?;
     must_eq!(listed.items.len(), 3, "labelled events listed");
     events
-        .delete_collection(&DeleteParams::default(), &labelled())
+        .delete_collection(
+            &DeleteParams::default(),
+            &by_label("testevent-constant", "true"),
+        )
         .await?;
-    let after = events.list(&labelled()).await?;
+    let after = events.list(&by_label("testevent-constant", "true")).await?;
     must!(
         after.items.is_empty(),
         "{} events remain after deletecollection",

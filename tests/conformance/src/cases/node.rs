@@ -355,19 +355,14 @@ async fn configmap_env(ctx: &Ctx) -> CaseResult {
     Ok(())
 }
 
-/// ConfigMap, from environment variables: envFrom with a prefix MUST expose every key, prefixed.
-async fn configmap_env_from(ctx: &Ctx) -> CaseResult {
-    create_configmap(
-        ctx,
-        "configmap-envfrom",
-        json!({"data-1": "value-1", "data-2": "value-2", "data-3": "value-3"}),
-    )
-    .await?;
-    let mut pod = shell_pod(ctx, "pod-configmaps-envfrom", "env", json!([]))?;
+/// The envFrom entries' shared body: the source `<kind>` named `name` holds data-1..3; a pod with two
+/// envFrom entries for it (one with prefix `p-`) MUST see every key, plain and prefixed.
+async fn expect_env_from(ctx: &Ctx, pod: &str, reference: &str, name: &str) -> CaseResult {
+    let mut pod = shell_pod(ctx, pod, "env", json!([]))?;
     if let Some(spec) = pod.spec.as_mut() {
         spec.containers[0].env_from = Some(from_json(json!([
-            {"configMapRef": {"name": "configmap-envfrom"}},
-            {"prefix": "p-", "configMapRef": {"name": "configmap-envfrom"}},
+            {reference: {"name": name}},
+            {"prefix": "p-", reference: {"name": name}},
         ]))?);
     }
     ctx.expect_output(
@@ -384,6 +379,22 @@ async fn configmap_env_from(ctx: &Ctx) -> CaseResult {
     )
     .await?;
     Ok(())
+}
+
+fn three_keys() -> serde_json::Value {
+    json!({"data-1": "value-1", "data-2": "value-2", "data-3": "value-3"})
+}
+
+/// ConfigMap, from environment variables: envFrom with a prefix MUST expose every key, prefixed.
+async fn configmap_env_from(ctx: &Ctx) -> CaseResult {
+    create_configmap(ctx, "configmap-envfrom", three_keys()).await?;
+    expect_env_from(
+        ctx,
+        "pod-configmaps-envfrom",
+        "configMapRef",
+        "configmap-envfrom",
+    )
+    .await
 }
 
 /// Secrets, pod environment field: a key referenced by secretKeyRef MUST be the env var's value.
@@ -402,31 +413,6 @@ async fn secret_env(ctx: &Ctx) -> CaseResult {
 
 /// Secrets, pod environment from source: envFrom (with and without a prefix) MUST expose every key.
 async fn secret_env_from(ctx: &Ctx) -> CaseResult {
-    create_secret(
-        ctx,
-        "secret-envfrom",
-        json!({"data-1": "value-1", "data-2": "value-2", "data-3": "value-3"}),
-    )
-    .await?;
-    let mut pod = shell_pod(ctx, "pod-secrets-envfrom", "env", json!([]))?;
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.containers[0].env_from = Some(from_json(json!([
-            {"secretRef": {"name": "secret-envfrom"}},
-            {"prefix": "p-", "secretRef": {"name": "secret-envfrom"}},
-        ]))?);
-    }
-    ctx.expect_output(
-        &pod,
-        "c",
-        &[
-            "data-1=value-1",
-            "data-2=value-2",
-            "data-3=value-3",
-            "p-data-1=value-1",
-            "p-data-2=value-2",
-            "p-data-3=value-3",
-        ],
-    )
-    .await?;
-    Ok(())
+    create_secret(ctx, "secret-envfrom", three_keys()).await?;
+    expect_env_from(ctx, "pod-secrets-envfrom", "secretRef", "secret-envfrom").await
 }

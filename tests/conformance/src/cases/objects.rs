@@ -13,7 +13,7 @@ use kube::api::{
 use serde_json::json;
 
 use super::{case, Case};
-use crate::ctx::{describe_status, from_json, phase, Ctx, POD_START};
+use crate::ctx::{by_label, describe_status, from_json, phase, Ctx, POD_START};
 use crate::error::{CaseError, CaseResult};
 use crate::{must, must_eq};
 
@@ -62,10 +62,6 @@ fn pause_pod(ctx: &Ctx, name: &str, labels: serde_json::Value) -> CaseResult<Pod
     }))
 }
 
-fn selector(key: &str, value: &str) -> ListParams {
-    ListParams::default().labels(&format!("{key}={value}"))
-}
-
 fn unique() -> String {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -79,7 +75,7 @@ fn unique() -> String {
 async fn pods_submitted_and_removed(ctx: &Ctx) -> CaseResult {
     let pods: Api<Pod> = ctx.api();
     let value = unique();
-    let lp = selector("time", &value);
+    let lp = by_label("time", &value);
     let before = pods.list(&lp).await?;
     must!(
         before.items.is_empty(),
@@ -170,7 +166,7 @@ async fn pods_updated(ctx: &Ctx) -> CaseResult {
         .insert("time".into(), new_value.clone());
     pods.replace("pod-update", &PostParams::default(), &current)
         .await?;
-    let found = pods.list(&selector("time", &new_value)).await?;
+    let found = pods.list(&by_label("time", &new_value)).await?;
     must_eq!(found.items.len(), 1, "pods listed by the updated label");
     Ok(())
 }
@@ -186,10 +182,10 @@ async fn pods_delete_collection(ctx: &Ctx) -> CaseResult {
     for i in 1..=3 {
         ctx.wait_running(&format!("test-pod-{i}")).await?;
     }
-    pods.delete_collection(&DeleteParams::default(), &selector("type", "Testing"))
+    pods.delete_collection(&DeleteParams::default(), &by_label("type", "Testing"))
         .await?;
     ctx.wait("the pods to be deleted", POD_START, || async {
-        let left = pods.list(&selector("type", "Testing")).await?;
+        let left = pods.list(&by_label("type", "Testing")).await?;
         Ok(if left.items.is_empty() {
             Ok(())
         } else {
@@ -243,7 +239,7 @@ async fn secret_patch(ctx: &Ctx) -> CaseResult {
     }))?;
     secrets.create(&PostParams::default(), &s).await?;
     let listed = secrets
-        .list(&selector("testsecret-constant", "true"))
+        .list(&by_label("testsecret-constant", "true"))
         .await?;
     must!(
         listed
@@ -279,11 +275,11 @@ async fn secret_patch(ctx: &Ctx) -> CaseResult {
     secrets
         .delete_collection(
             &DeleteParams::default(),
-            &selector("testsecret-constant", "true"),
+            &by_label("testsecret-constant", "true"),
         )
         .await?;
     let after = secrets
-        .list(&selector("testsecret-constant", "true"))
+        .list(&by_label("testsecret-constant", "true"))
         .await?;
     must!(
         after.items.is_empty(),
@@ -322,7 +318,7 @@ async fn configmap_lifecycle(ctx: &Ctx) -> CaseResult {
         .cloned();
     must_eq!(label.as_deref(), Some("patched"), "the patched label");
     let all: Api<ConfigMap> = Api::all(ctx.client.clone());
-    let listed = all.list(&selector("test-configmap-static", "true")).await?;
+    let listed = all.list(&by_label("test-configmap-static", "true")).await?;
     must!(
         listed
             .items
@@ -333,10 +329,10 @@ async fn configmap_lifecycle(ctx: &Ctx) -> CaseResult {
     );
     cms.delete_collection(
         &DeleteParams::default(),
-        &selector("test-configmap-static", "true"),
+        &by_label("test-configmap-static", "true"),
     )
     .await?;
-    let after = cms.list(&selector("test-configmap-static", "true")).await?;
+    let after = cms.list(&by_label("test-configmap-static", "true")).await?;
     must!(
         after.items.is_empty(),
         "the ConfigMap is still listed after deletecollection"
@@ -412,15 +408,15 @@ async fn lease_api(ctx: &Ctx) -> CaseResult {
             )
             .await?;
     }
-    let labelled = leases.list(&selector("deletecollection", "true")).await?;
+    let labelled = leases.list(&by_label("deletecollection", "true")).await?;
     must_eq!(labelled.items.len(), 2, "leases listed by label");
     leases
         .delete_collection(
             &DeleteParams::default(),
-            &selector("deletecollection", "true"),
+            &by_label("deletecollection", "true"),
         )
         .await?;
-    let labelled = leases.list(&selector("deletecollection", "true")).await?;
+    let labelled = leases.list(&by_label("deletecollection", "true")).await?;
     must!(
         labelled.items.is_empty(),
         "labelled leases remain after deletecollection"

@@ -162,6 +162,13 @@ fn condition(pod: &Pod, type_: &str) -> Option<String> {
         .map(|c| c.status.clone())
 }
 
+/// Has the container ever run (running now, or ended)?
+fn started(s: &ContainerStatus) -> bool {
+    s.state
+        .as_ref()
+        .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+}
+
 /// The terminated exit code of a container status, if it has ended.
 fn exit_code(s: &ContainerStatus) -> Option<i32> {
     s.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code)
@@ -352,11 +359,7 @@ async fn init_fails_restart_always(ctx: &Ctx) -> CaseResult {
                     )));
                 }
                 let st = statuses(&pod, false);
-                if st.iter().any(|s| {
-                    s.state
-                        .as_ref()
-                        .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
-                }) {
+                if st.iter().any(started) {
                     return Err(CaseError::Failed(format!(
                         "run1 started though init1 fails: {}",
                         describe_status(&pod)
@@ -378,11 +381,7 @@ async fn init_fails_restart_always(ctx: &Ctx) -> CaseResult {
         "the Initialized condition"
     );
     let init = statuses(&pod, true);
-    let init2_started = init.get(1).is_some_and(|s| {
-        s.state
-            .as_ref()
-            .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
-    });
+    let init2_started = init.get(1).is_some_and(started);
     must!(
         !init2_started,
         "init2 started though init1 never succeeded: {}",
@@ -421,11 +420,7 @@ async fn init_fails_restart_never(ctx: &Ctx) -> CaseResult {
         "init2 should have failed: {}",
         describe_status(&pod)
     );
-    let run1_started = statuses(&pod, false).iter().any(|s| {
-        s.state
-            .as_ref()
-            .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
-    });
+    let run1_started = statuses(&pod, false).iter().any(started);
     must!(
         !run1_started,
         "run1 started though init2 failed: {}",
