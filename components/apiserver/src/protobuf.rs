@@ -14,6 +14,7 @@ const PROTOS: &[&str] = &[
     include_str!("../proto/core_v1.proto"),
     include_str!("../proto/coordination_v1.proto"),
     include_str!("../proto/apps_v1.proto"),
+    include_str!("../proto/batch_v1.proto"),
     include_str!("../proto/policy_v1.proto"),
     include_str!("../proto/autoscaling_v1.proto"),
     include_str!("../proto/discovery_v1.proto"),
@@ -403,6 +404,8 @@ mod tests {
             "k8s.io.api.core.v1.Pod",
             "k8s.io.api.core.v1.Namespace",
             "k8s.io.api.coordination.v1.Lease",
+            "k8s.io.api.batch.v1.Job",
+            "k8s.io.api.batch.v1.CronJob",
             "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
         ] {
             assert!(schema().contains_key(ty), "{ty}");

@@ -62,6 +62,19 @@ impl Cause {
         }
     }
 
+    /// A value outside a fixed set: `Unsupported value: "Always": supported values: "OnFailure", "Never"`.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+            field: field.to_string(),
+        }
+    }
+
     pub fn forbidden(field: &str, detail: &str) -> Self {
         Cause {
             reason: "FieldValueForbidden",

@@ -5,13 +5,17 @@
 //! `client` (a kube-rs client from `--kubeconfig`), `leader_election` (a coordination.k8s.io Lease),
 //! `events` (core/v1 Events like client-go's recorder), `serving` (health and metrics endpoints) and
 //! `node_matching` (node selectors and taint tolerations, as the scheduler and the daemonset and
-//! node lifecycle controllers need them).
+//! node lifecycle controllers need them). Behind the `cron` feature: `cron` (CronJob schedules and
+//! time zones as upstream reads them), shared by the API server's validation and the cronjob
+//! controller.
 
 pub mod duration;
 pub mod store_snapshot;
 
 #[cfg(feature = "kit")]
 pub mod client;
+#[cfg(feature = "cron")]
+pub mod cron;
 #[cfg(feature = "kit")]
 pub mod events;
 #[cfg(feature = "kit")]

@@ -44,6 +44,11 @@ pub struct Options {
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub pod_eviction_timeout: Duration,
 
+    /// Terminated pods (Succeeded or Failed) kept before podgc deletes the oldest; 0 disables that
+    /// part of podgc.
+    #[arg(long, default_value_t = 12500)]
+    pub terminated_pod_gc_threshold: usize,
+
     /// The CA (PEM certificate and key) the csrsigning controller signs approved CSRs with; without
     /// both, csrsigning stays idle.
     #[arg(long)]

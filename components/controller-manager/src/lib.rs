@@ -8,6 +8,8 @@
 pub mod cidr;
 pub mod config;
 pub mod context;
+pub mod cronjob;
+pub mod cronjob_plan;
 pub mod csr;
 pub mod csr_approving;
 pub mod csr_signing;
@@ -16,19 +18,29 @@ pub mod daemonset_plan;
 pub mod deployment;
 pub mod deployment_plan;
 pub mod deployment_status;
+pub mod disruption;
+pub mod disruption_owners;
+pub mod disruption_plan;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod garbage_collector;
+pub mod job;
+pub mod job_indexes;
+pub mod job_plan;
 pub mod namespace;
 pub mod node_lifecycle;
 pub mod nodeipam;
+pub mod podgc;
 pub mod pods;
 pub mod replicaset;
 pub mod root_ca;
 pub mod selector;
 pub mod serviceaccount;
+pub mod statefulset;
+pub mod statefulset_plan;
 pub mod token_cleaner;
 pub mod trafficdist;
+pub mod ttl_after_finished;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,6 +88,26 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "deployment",
         enabled_by_default: true,
         run: |ctx| deployment::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "job",
+        enabled_by_default: true,
+        run: |ctx| job::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "podgc",
+        enabled_by_default: true,
+        run: |ctx| podgc::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "ttl-after-finished",
+        enabled_by_default: true,
+        run: |ctx| ttl_after_finished::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "disruption",
+        enabled_by_default: true,
+        run: |ctx| disruption::run(ctx).boxed(),
     },
     ControllerSpec {
         name: "endpoint",
@@ -132,6 +164,16 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "tokencleaner",
         enabled_by_default: true,
         run: |ctx| token_cleaner::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "cronjob",
+        enabled_by_default: true,
+        run: |ctx| cronjob::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "statefulset",
+        enabled_by_default: true,
+        run: |ctx| statefulset::run(ctx).boxed(),
     },
 ];
 

@@ -29,18 +29,13 @@ pub const REASONS: &[(&str, &str)] = &[
         "flowcontrol.apiserver.k8s.io is not served",
     ),
     ("[sig-apps] Job ", "Jobs are not served (issue #23)"),
-    ("[sig-apps] CronJob", "CronJobs are not served (issue #23)"),
     (
         "[sig-apps] StatefulSet",
-        "StatefulSets are not served (issue #23)",
-    ),
-    (
-        "DisruptionController",
-        "PodDisruptionBudgets are not served (issue #23)",
+        "the kubelet does not reject a pod whose hostPort is taken (no Failed pod for the StatefulSet to recreate)",
     ),
     (
         "ControllerRevision",
-        "ControllerRevisions are not served (issue #23)",
+        "the DaemonSet controller does not record ControllerRevisions yet",
     ),
     (
         "ReplicationController",

@@ -1,7 +1,8 @@
 //! Phase leave-cluster (first in reset): while the rest of the cluster keeps running, a host being reset
-//! is drained (cordoned, its pods evicted so their controllers recreate them elsewhere), its Node deleted,
-//! and — for a control plane — its store member removed, so the remaining members keep a quorum that
-//! counts only live members. Skipped when the whole control plane is being reset or the API is down.
+//! is drained (cordoned, its pods evicted as their PodDisruptionBudgets allow, so their controllers
+//! recreate them elsewhere), its Node deleted, and — for a control plane — its store member removed,
+//! so the remaining members keep a quorum that counts only live members. Skipped when the whole
+//! control plane is being reset or the API is down.
 
 use std::time::Duration;
 
@@ -67,6 +68,83 @@ async fn wait_gone(client: &kube::Client, pods: &[(String, String)], limit: Dura
     }
 }
 
+/// How long a drain retries an eviction that a PodDisruptionBudget refuses: long enough for the
+/// pods that replace evicted ones elsewhere to become ready and give the budget room again.
+const BUDGET_TIMEOUT: Duration = Duration::from_secs(300);
+/// Pause between refused evictions: doubling up to kubectl drain's fixed 5 s.
+const BUDGET_RETRY_FIRST: Duration = Duration::from_secs(1);
+const BUDGET_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// The budget a refused eviction names and why, from upstream's DisruptionBudget cause ("The
+/// disruption budget web needs 2 healthy pods and has 2 currently").
+pub fn refusing_budget(status: &kube::core::Status) -> (String, String) {
+    let cause = status
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.iter().find(|c| c.reason == "DisruptionBudget"));
+    let Some(cause) = cause else {
+        return ("(unknown)".into(), status.message.clone());
+    };
+    let name = cause
+        .message
+        .strip_prefix("The disruption budget ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("(unknown)");
+    (name.to_string(), cause.message.clone())
+}
+
+/// Evicts one pod through the eviction API, waiting out its disruption budget for up to `limit`.
+/// Ok(false): the pod was already gone.
+async fn evict_within_budget(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    limit: Duration,
+) -> Result<bool, String> {
+    let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut pause = BUDGET_RETRY_FIRST;
+    loop {
+        match tokio::time::timeout(API_TIMEOUT, api.evict(name, &EvictParams::default())).await {
+            Ok(Ok(_)) => return Ok(true),
+            Ok(Err(kube::Error::Api(e))) if e.code == 404 => return Ok(false),
+            Ok(Err(kube::Error::Api(e))) if e.code == 429 => {
+                let (budget, why) = refusing_budget(&e);
+                if tokio::time::Instant::now() + pause > deadline {
+                    return Err(format!(
+                        "evicting pod {ns}/{name}: PodDisruptionBudget {ns}/{budget} still refuses it after {}s ({why}); \
+                         scale the workload up, or relax or delete the budget, and run the reset again",
+                        limit.as_secs()
+                    ));
+                }
+                tracing::info!(
+                    "evicting pod {ns}/{name}: {} {why} (will retry after {}s)",
+                    e.message,
+                    pause.as_secs()
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(BUDGET_RETRY_MAX);
+            }
+            Ok(Err(e)) => return Err(format!("evicting pod {ns}/{name}: {e}")),
+            Err(_) => return Err(format!("evicting pod {ns}/{name}: no answer")),
+        }
+    }
+}
+
+/// The admin client without kube-rs's own retry of 429/503/504: a refused eviction must come back
+/// at once, for the drain's loop to report and retry it within its own bound.
+async fn drain_client(ctx: &Context) -> Result<kube::Client, String> {
+    let path = ctx.admin_conf();
+    let kc = kube::config::Kubeconfig::read_from(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).map_err(|e| e.to_string())
+}
+
 /// Pods a drain leaves alone: mirror pods (the kubelet owns them) and DaemonSet pods (they would come
 /// straight back), like `kubectl drain --ignore-daemonsets`.
 pub fn evictable(pod: &Pod) -> bool {
@@ -99,7 +177,7 @@ pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, 
             "no admin.conf in the state directory".into(),
         ));
     }
-    let client = match tokio::time::timeout(API_TIMEOUT, wait::admin_client(ctx)).await {
+    let client = match tokio::time::timeout(API_TIMEOUT, drain_client(ctx)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => return Ok(Outcome::Skipped(format!("cluster not reachable: {e}"))),
         Err(_) => return Ok(Outcome::Skipped("cluster not reachable".into())),
@@ -129,18 +207,26 @@ pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, 
             pods.list(&ListParams::default().fields(&format!("spec.nodeName={host}"))),
         )
         .await?;
+        // Like `kubectl drain`: every pod's eviction at once, each retried while its
+        // PodDisruptionBudget refuses it (429), so one guarded pod does not hold up the others.
+        let targets: Vec<(String, String)> = on_node
+            .items
+            .iter()
+            .filter(|p| evictable(p))
+            .filter_map(|p| Some((p.metadata.namespace.clone()?, p.metadata.name.clone()?)))
+            .collect();
+        let results = futures::future::join_all(
+            targets
+                .iter()
+                .map(|(ns, name)| evict_within_budget(&client, ns, name, BUDGET_TIMEOUT)),
+        )
+        .await;
         let mut evicted = vec![];
-        for p in on_node.items.iter().filter(|p| evictable(p)) {
-            let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
-                continue;
-            };
-            let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
-            match tokio::time::timeout(API_TIMEOUT, api.evict(name, &EvictParams::default())).await
-            {
-                Ok(Ok(_)) => evicted.push((ns.clone(), name.clone())),
-                Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
-                Ok(Err(e)) => return Err(err(host, format!("evicting pod {ns}/{name}: {e}"))),
-                Err(_) => return Err(err(host, format!("evicting pod {ns}/{name}: no answer"))),
+        for ((ns, name), result) in targets.into_iter().zip(results) {
+            match result {
+                Ok(true) => evicted.push((ns, name)),
+                Ok(false) => {}
+                Err(e) => return Err(err(host, e)),
             }
         }
         // Like `kubectl drain`: wait (bounded) until the kubelet, still running, has stopped them; what
@@ -186,6 +272,29 @@ mod tests {
 
     fn pod(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn refused_evictions_name_their_budget() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 429, "reason": "TooManyRequests",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            refusing_budget(&status),
+            (
+                "web".to_string(),
+                "The disruption budget web needs 2 healthy pods and has 2 currently".to_string()
+            )
+        );
+        let bare: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 429, "message": "Too many requests"
+        }))
+        .unwrap();
+        assert_eq!(refusing_budget(&bare).0, "(unknown)");
     }
 
     #[test]

@@ -93,7 +93,15 @@ pub(super) async fn delete_object(
             .is_some_and(|f| !f.is_empty());
         if grace.is_some() || has_finalizers || spec.terminating {
             if obj["metadata"]["deletionTimestamp"].is_string() {
-                return Ok(obj);
+                // Already being deleted: only a shorter grace period changes anything (the
+                // kubelet's final grace-0 delete of a pod that finalizers still hold). Recording
+                // it lets the removal of the last finalizer delete the object at once.
+                let current = obj["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(0);
+                if spec.terminating || grace.unwrap_or(0) >= current {
+                    return Ok(obj);
+                }
             }
             if spec.terminating {
                 obj["status"]["phase"] = json!("Terminating");

@@ -5,6 +5,7 @@ pub mod apply;
 pub mod crud;
 pub mod delete;
 pub mod discovery;
+pub mod eviction;
 pub mod health;
 pub mod list;
 pub mod namespaces;

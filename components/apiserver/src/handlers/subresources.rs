@@ -1,7 +1,8 @@
 //! Subresources beyond status: `<resource>/scale` (autoscaling/v1 Scale over any kind with a
 //! `ScaleSpec`), and the action subresources `pods/binding` (the scheduler's write) and
-//! `pods/eviction` (a graceful delete). Each is a different view of, or a constrained write to, the
-//! parent object, so they reuse the generic read-modify-write loop.
+//! `pods/eviction` (a delete disruption budgets may refuse: `eviction.rs`). Each is a different
+//! view of, or a constrained write to, the parent object, so they reuse the generic
+//! read-modify-write loop.
 
 use std::collections::HashMap;
 
@@ -10,7 +11,6 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::crud::{guaranteed_update, patch_request, read, required_name};
-use super::delete::{delete_object, DeleteOptions};
 use super::{json_response, ok_json, AppState, Target};
 use crate::patch;
 use crate::registry::lifecycle::{now_rfc3339, UpdateScope};
@@ -110,7 +110,7 @@ pub async fn scale(
 }
 
 /// The Status a successful action subresource answers with (upstream: 201 + Status Success).
-fn success() -> Response {
+pub(super) fn success() -> Response {
     json_response(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -185,8 +185,7 @@ pub async fn binding(
     Ok(success())
 }
 
-/// POST pods/<name>/eviction: a delete with the Eviction's deleteOptions (no disruption budgets
-/// are served yet, so every eviction is allowed).
+/// POST pods/<name>/eviction: a delete that PodDisruptionBudgets may refuse (`eviction.rs`).
 pub async fn eviction(
     state: &AppState,
     target: &Target,
@@ -194,18 +193,7 @@ pub async fn eviction(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let eviction = super::parse_body(headers, body)?;
-    let name = required_name(target)?;
-    let opts = DeleteOptions::from_body(&eviction["deleteOptions"]);
-    let (pod, _) = read(state, target, name).await?;
-    crate::admission::node_restriction(
-        state,
-        target,
-        Some("eviction"),
-        crate::admission::node_restriction::Op::Create(&pod),
-    )?;
-    delete_object(state, target, name, &opts, query).await?;
-    Ok(success())
+    super::eviction::evict(state, target, headers, query, body).await
 }
 
 /// certificatesigningrequests/<name>/approval: only `status.conditions` change (Approved / Denied),

@@ -150,6 +150,9 @@ pub fn cluster_roles() -> Vec<Value> {
         "replicasets",
         "replicasets/scale",
         "daemonsets",
+        "statefulsets",
+        "statefulsets/scale",
+        "controllerrevisions",
     ];
     vec![
         role(
@@ -184,6 +187,9 @@ pub fn cluster_roles() -> Vec<Value> {
             vec![
                 rule(&[""], &workloads, ALL),
                 rule(&["apps"], &apps, ALL),
+                rule(&["policy"], &["poddisruptionbudgets"], ALL),
+                rule(&["batch"], &["jobs"], ALL),
+                rule(&["batch"], &["cronjobs"], ALL),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
                 rule(&["coordination.k8s.io"], &["leases"], ALL),
                 rule(
@@ -204,6 +210,9 @@ pub fn cluster_roles() -> Vec<Value> {
             vec![
                 rule(&[""], &workloads, ALL),
                 rule(&["apps"], &apps, ALL),
+                rule(&["policy"], &["poddisruptionbudgets"], ALL),
+                rule(&["batch"], &["jobs"], ALL),
+                rule(&["batch"], &["cronjobs"], ALL),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
                 rule(&["coordination.k8s.io"], &["leases"], ALL),
                 rule(&[""], &["namespaces"], READ),
@@ -228,6 +237,9 @@ pub fn cluster_roles() -> Vec<Value> {
                     READ,
                 ),
                 rule(&["apps"], &apps, READ),
+                rule(&["policy"], &["poddisruptionbudgets"], READ),
+                rule(&["batch"], &["jobs"], READ),
+                rule(&["batch"], &["cronjobs"], READ),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
             ],
         ),
@@ -358,10 +370,23 @@ pub fn cluster_roles() -> Vec<Value> {
                         "daemonsets/status",
                         "controllerrevisions",
                         "statefulsets",
+                        "statefulsets/status",
+                        "statefulsets/scale",
                     ],
                     ALL,
                 ),
+                rule(&["batch"], &["jobs", "jobs/status", "jobs/finalizers"], ALL),
+                rule(
+                    &["batch"],
+                    &["cronjobs", "cronjobs/status", "cronjobs/finalizers"],
+                    ALL,
+                ),
                 rule(&["discovery.k8s.io"], &["endpointslices"], ALL),
+                rule(
+                    &["policy"],
+                    &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+                    ALL,
+                ),
                 rule(
                     &["certificates.k8s.io"],
                     &[

@@ -10,7 +10,7 @@ use super::strategy::{typed, Column, ResourceSpec, ScaleSpec};
 use crate::selectors::label_selector_string;
 use crate::status::Cause;
 
-const NAME_COL: Column = col(
+pub(super) const NAME_COL: Column = col(
     "Name",
     "string",
     "name",
@@ -18,7 +18,7 @@ const NAME_COL: Column = col(
     0,
     c::name,
 );
-const AGE_COL: Column = col(
+pub(super) const AGE_COL: Column = col(
     "Age",
     "string",
     "",
@@ -26,7 +26,7 @@ const AGE_COL: Column = col(
     0,
     c::age,
 );
-const CONTAINERS_COL: Column = col(
+pub(super) const CONTAINERS_COL: Column = col(
     "Containers",
     "string",
     "",
@@ -34,7 +34,7 @@ const CONTAINERS_COL: Column = col(
     1,
     containers,
 );
-const IMAGES_COL: Column = col(
+pub(super) const IMAGES_COL: Column = col(
     "Images",
     "string",
     "",
@@ -42,7 +42,7 @@ const IMAGES_COL: Column = col(
     1,
     images,
 );
-const SELECTOR_COL: Column = col(
+pub(super) const SELECTOR_COL: Column = col(
     "Selector",
     "string",
     "",
@@ -138,7 +138,7 @@ fn ds_node_selector(obj: &Value, _: i64) -> Value {
     })
 }
 
-fn set_default(obj: &mut Value, field: &str, value: Value) {
+pub(super) fn set_default(obj: &mut Value, field: &str, value: Value) {
     if obj[field].is_null() {
         obj[field] = value;
     }
@@ -184,7 +184,7 @@ pub fn daemonset_defaults(obj: &mut Value) {
 }
 
 /// Go's `%#v` of a map[string]string, as upstream's selector mismatch message prints it.
-fn go_map(labels: &Value) -> String {
+pub(super) fn go_map(labels: &Value) -> String {
     let pairs: Vec<String> = labels
         .as_object()
         .map(|m| {

@@ -346,7 +346,9 @@ pub fn prepare_update(
             // Only status changes through /status; metadata and spec stay as stored.
             let status = new.get("status").cloned();
             new["spec"] = old.get("spec").cloned().unwrap_or(Value::Null);
-            new["metadata"] = old["metadata"].clone();
+            if !spec.status_takes_metadata {
+                new["metadata"] = old["metadata"].clone();
+            }
             match status {
                 Some(s) => new["status"] = s,
                 None => {

@@ -5,11 +5,15 @@ pub mod apps;
 pub mod certificates;
 pub mod columns;
 pub mod config_keys;
+pub mod cronjobs;
 pub mod defaults;
+pub mod jobs;
 pub mod lifecycle;
+pub mod policy;
 pub mod rbac;
 pub mod resources;
 pub mod services;
+pub mod statefulsets;
 pub mod strategy;
 
 pub use strategy::ResourceSpec;

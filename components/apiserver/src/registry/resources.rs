@@ -541,6 +541,11 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::rbac::SELF_SUBJECT_RULES_REVIEWS,
     &super::rbac::SUBJECT_ACCESS_REVIEWS,
     &super::rbac::SELF_SUBJECT_REVIEWS,
+    &super::jobs::JOBS,
+    &super::cronjobs::CRONJOBS,
+    &super::policy::PODDISRUPTIONBUDGETS,
+    &super::statefulsets::STATEFULSETS,
+    &super::statefulsets::CONTROLLERREVISIONS,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.

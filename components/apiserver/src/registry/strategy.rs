@@ -64,6 +64,9 @@ pub struct ResourceSpec {
     pub verbs: &'static [&'static str],
     /// Serves `<resource>/status`; then the main endpoint ignores status and /status ignores the rest.
     pub status_subresource: bool,
+    /// `/status` also takes the request's metadata (labels, annotations, …), for kinds whose
+    /// upstream status strategy resets only the spec (CronJob); otherwise it keeps the stored one.
+    pub status_takes_metadata: bool,
     /// metadata.generation starts at 1 and increments on spec changes.
     pub generation: bool,
     /// The name must be a DNS-1123 label (namespaces), not just a subdomain.
@@ -139,6 +142,7 @@ impl ResourceSpec {
         categories: &[],
         verbs: ALL_VERBS,
         status_subresource: false,
+        status_takes_metadata: false,
         generation: false,
         name_is_label: false,
         name_is_path_segment: false,

@@ -9,10 +9,14 @@ use crate::error::CaseResult;
 
 mod api_machinery;
 mod auth;
+mod cronjobs;
+mod disruption;
 mod instrumentation;
+mod jobs;
 mod node;
 mod objects;
 mod runtime;
+mod statefulsets;
 mod storage;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
@@ -43,10 +47,14 @@ pub fn all() -> Vec<&'static Case> {
     [
         api_machinery::CASES,
         auth::CASES,
+        cronjobs::CASES,
+        disruption::CASES,
         instrumentation::CASES,
+        jobs::CASES,
         node::CASES,
         objects::CASES,
         runtime::CASES,
+        statefulsets::CASES,
         storage::CASES,
     ]
     .into_iter()
