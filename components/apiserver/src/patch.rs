@@ -107,7 +107,12 @@ fn strategic(target: &mut Value, patch: &Value, path: &str) -> Result<(), PatchE
         let child = field_path(path, k);
         match (v, t.get_mut(k)) {
             (Value::Array(items), Some(Value::Array(existing))) => match patch_list(&child) {
-                PatchList::MergeKey(key) => merge_list(existing, items, key, &child)?,
+                PatchList::MergeKey(key) => {
+                    let order = p
+                        .get(&format!("$setElementOrder/{k}"))
+                        .and_then(Value::as_array);
+                    merge_list(existing, items, key, &child, order)?
+                }
                 PatchList::MergeSet => {
                     for item in items {
                         if !existing.contains(item) {
@@ -140,8 +145,60 @@ fn strip_directives(items: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// Merges `items` into the list at schema path `list` by its merge key.
+/// Merges `items` into the list at schema path `list` by its merge key, then orders the result as
+/// upstream's normalizeElementOrder: the patch's items in the patch's (or `$setElementOrder`'s)
+/// order, the server-only items in their stored order, interleaved by the stored order where both
+/// are known — so an item new to the list goes before the server-only item it meets.
 fn merge_list(
+    existing: &mut Vec<Value>,
+    items: &[Value],
+    key: &str,
+    list: &str,
+    set_order: Option<&Vec<Value>>,
+) -> Result<(), PatchError> {
+    let server_order: Vec<Value> = existing
+        .iter()
+        .filter_map(|e| e.get(key).cloned())
+        .collect();
+    merge_items(existing, items, key, list)?;
+    let patch_order: Vec<Value> = match set_order {
+        Some(order) => order.iter().filter_map(|e| e.get(key).cloned()).collect(),
+        None => items
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .filter_map(|i| i.get(key).cloned())
+            .collect(),
+    };
+    let index = |order: &[Value], item: &Value| {
+        item.get(key)
+            .and_then(|id| order.iter().position(|o| o == id))
+    };
+    let (mut patched, server_only): (Vec<Value>, Vec<Value>) = std::mem::take(existing)
+        .into_iter()
+        .partition(|e| index(&patch_order, e).is_some());
+    patched.sort_by_key(|e| index(&patch_order, e));
+    // mergeSortedSlice(left = server-only, right = patched, by the stored order).
+    let (mut left, mut right) = (
+        server_only.into_iter().peekable(),
+        patched.into_iter().peekable(),
+    );
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+            (Some(l), Some(r)) => matches!(
+                (index(&server_order, l), index(&server_order, r)),
+                (Some(li), Some(ri)) if li < ri
+            ),
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        existing.extend(next);
+    }
+    Ok(())
+}
+
+fn merge_items(
     existing: &mut Vec<Value>,
     items: &[Value],
     key: &str,
@@ -348,7 +405,8 @@ mod tests {
         let out = apply(PatchType::Strategic, &t, &p).unwrap();
         assert_eq!(
             out["spec"]["containers"],
-            json!([{"name": "a", "image": "1"}, {"name": "c", "image": "3"}])
+            // Upstream's order: the patch's new item before the server-only one.
+            json!([{"name": "c", "image": "3"}, {"name": "a", "image": "1"}])
         );
     }
 
@@ -438,7 +496,7 @@ mod tests {
     fn strategic_merges_service_account_secrets_by_name() {
         let t = json!({"kind": "ServiceAccount", "secrets": [{"name": "a"}]});
         let out = smp(t, json!({"secrets": [{"name": "b"}]}));
-        assert_eq!(out["secrets"], json!([{"name": "a"}, {"name": "b"}]));
+        assert_eq!(out["secrets"], json!([{"name": "b"}, {"name": "a"}]));
     }
 
     #[test]
@@ -466,8 +524,19 @@ mod tests {
         assert_eq!(out["spec"]["schedulingGates"], json!([{"name": "b"}]));
         assert_eq!(
             out["spec"]["resourceClaims"],
-            json!([{"name": "gpu", "resourceClaimName": "c1"},
-                   {"name": "fpga", "resourceClaimName": "c2"}])
+            // Upstream's normalizeElementOrder: an item new to the list goes first.
+            json!([{"name": "fpga", "resourceClaimName": "c2"},
+                   {"name": "gpu", "resourceClaimName": "c1"}])
+        );
+        // With kubectl apply's $setElementOrder, its order wins.
+        let out = smp(
+            json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}),
+            json!({"spec": {"$setElementOrder/containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+                "containers": [{"name": "c", "image": "x"}]}}),
+        );
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "a"}, {"name": "b"}, {"name": "c", "image": "x"}])
         );
     }
 
@@ -480,11 +549,11 @@ mod tests {
         let out = smp(t, p);
         assert_eq!(
             out["status"]["podIPs"],
-            json!([{"ip": "10.0.0.1"}, {"ip": "fd00::1"}])
+            json!([{"ip": "fd00::1"}, {"ip": "10.0.0.1"}])
         );
         assert_eq!(
             out["status"]["hostIPs"],
-            json!([{"ip": "192.168.0.1"}, {"ip": "fd01::1"}])
+            json!([{"ip": "fd01::1"}, {"ip": "192.168.0.1"}])
         );
         assert_eq!(
             out["status"]["resourceClaimStatuses"]

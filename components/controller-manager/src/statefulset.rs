@@ -270,12 +270,15 @@ async fn create_revision(
     }
 }
 
+/// Records in the background: an ordered rollout waits on each sync, and each sync should not
+/// wait on its events.
 async fn event(st: &State, set: &StatefulSet, type_: &str, reason: &str, message: String) {
-    let _ = st
-        .ctx
-        .recorder
-        .record(&object_reference(set), type_, reason, &message)
-        .await;
+    let recorder = st.ctx.recorder.clone();
+    let object = object_reference(set);
+    let (type_, reason) = (type_.to_string(), reason.to_string());
+    tokio::spawn(async move {
+        let _ = recorder.record(&object, &type_, &reason, &message).await;
+    });
 }
 
 /// Does the apiserver serve persistentvolumeclaims? (kiln does not yet; then claims cannot be made.)

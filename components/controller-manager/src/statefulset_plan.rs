@@ -541,10 +541,10 @@ pub fn plan(
     }
 
     let mut blocked = false;
-    for i in 0..replicas.len() {
+    for (i, slot) in replicas.iter_mut().enumerate() {
         let ordinal = start + i as i32;
         let name = pod_name(set, ordinal);
-        let p = &replicas[i];
+        let p = &*slot;
         if matches!(phase(p), "Failed" | "Succeeded") && !is_terminating(p) {
             let why = if phase(p) == "Failed" {
                 DeleteWhy::Failed
@@ -555,9 +555,9 @@ pub fn plan(
                 pod: name.clone(),
                 why,
             });
-            replicas[i] = versioned_pod(set, rev, ordinal);
+            *slot = versioned_pod(set, rev, ordinal);
         }
-        let p = &replicas[i];
+        let p = &*slot;
         if !is_created(p) {
             plan.steps.push(Step::Create(Box::new(p.clone())));
             if monotonic {

@@ -167,6 +167,32 @@ fn api_disagrees(p: &Pod, computed: &ApiPodStatus) -> bool {
             .any(|c| api_condition(&c.type_) != Some(c.status.as_str()))
 }
 
+/// Conditions the kubelet computes; every other type belongs to someone else.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "PodScheduled",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+    "PodReadyToStartContainers",
+];
+
+/// The kubelet posts the whole status, so it carries over the conditions others wrote — an
+/// eviction's DisruptionTarget, podgc's, readiness gates — as upstream's status manager does: a
+/// Job's pod failure policy matches on them after the pod has failed.
+pub fn keep_foreign_conditions(p: &Pod, status: &mut ApiPodStatus) {
+    let Some(api) = p.status.as_ref().and_then(|s| s.conditions.as_ref()) else {
+        return;
+    };
+    let list = status.conditions.get_or_insert_with(Vec::new);
+    for c in api {
+        if !KUBELET_CONDITIONS.contains(&c.type_.as_str())
+            && !list.iter().any(|x| x.type_ == c.type_)
+        {
+            list.push(c.clone());
+        }
+    }
+}
+
 pub struct WorkloadPods {
     node_name: String,
     node_ip: String,
@@ -311,11 +337,12 @@ impl WorkloadPods {
                 continue;
             }
             let u = uid(p);
-            let status = match (self.refused.get(u), self.runtime.pod_status(u)) {
+            let mut status = match (self.refused.get(u), self.runtime.pod_status(u)) {
                 (Some(msg), _) => refused_status(msg, &self.node_ip),
                 (None, Some(rt)) => api_status(&rt, &self.node_ip, rt.pod_ip.as_deref()),
                 (None, None) => continue,
             };
+            keep_foreign_conditions(p, &mut status);
             let fp = fingerprint(&status);
             if self.posted.get(u) == Some(&fp) && !api_disagrees(p, &status) {
                 continue;

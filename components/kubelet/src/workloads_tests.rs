@@ -112,3 +112,26 @@ fn a_status_written_by_someone_else_is_posted_again() {
     p.status = None;
     assert!(api_disagrees(&p, &ready("True")));
 }
+
+#[test]
+fn conditions_others_wrote_survive_the_kubelets_status() {
+    let p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"containers": []},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]},
+    }))
+    .unwrap();
+    let mut status: ApiPodStatus = serde_json::from_value(serde_json::json!({
+        "phase": "Failed", "conditions": [{"type": "Ready", "status": "False"}]}))
+    .unwrap();
+    keep_foreign_conditions(&p, &mut status);
+    let conds = status.conditions.unwrap();
+    let types: Vec<(&str, &str)> = conds
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    // The kubelet's own Ready stays its own; the eviction's condition is carried over.
+    assert_eq!(types, [("Ready", "False"), ("DisruptionTarget", "True")]);
+}

@@ -235,9 +235,28 @@ async fn locate_running_pod(ctx: &Ctx) -> CaseResult<String> {
     .await
 }
 
+/// The pods of the case's namespace through a client that, like the e2e framework's client-go,
+/// does not resend a 429 by itself (kube-rs's default policy retries it for minutes).
+async fn evicting_pods(ctx: &Ctx) -> CaseResult<Api<Pod>> {
+    let config_error = |e: &dyn std::fmt::Display| CaseError::Failed(format!("kubeconfig: {e}"));
+    let mut config = match &ctx.cluster.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| config_error(&e))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| config_error(&e))?
+        }
+        None => kube::Config::infer().await.map_err(|e| config_error(&e))?,
+    };
+    config.default_retry = false;
+    let client = kube::Client::try_from(config)?;
+    Ok(Api::namespaced(client, &ctx.ns))
+}
+
 /// An eviction the budget MUST refuse, with the DisruptionBudget cause.
 async fn expect_refused(ctx: &Ctx, pod: &str) -> CaseResult {
-    match ctx.api::<Pod>().evict(pod, &EvictParams::default()).await {
+    let pods = evicting_pods(ctx).await?;
+    match pods.evict(pod, &EvictParams::default()).await {
         Ok(_) => Err(CaseError::Failed(format!(
             "evicting {pod} succeeded; the budget should have refused it"
         ))),
@@ -259,7 +278,10 @@ async fn expect_refused(ctx: &Ctx, pod: &str) -> CaseResult {
 }
 
 async fn evict(ctx: &Ctx, pod: &str) -> CaseResult {
-    ctx.api::<Pod>().evict(pod, &EvictParams::default()).await?;
+    evicting_pods(ctx)
+        .await?
+        .evict(pod, &EvictParams::default())
+        .await?;
     Ok(())
 }
 

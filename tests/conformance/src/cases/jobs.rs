@@ -30,6 +30,11 @@ pub const CASES: &[Case] = &[
         pod_failure_policy_fails_early
     ),
     case!(
+        "[sig-apps] Job should allow to use a pod failure policy to ignore failure matching on DisruptionTarget condition [Conformance]",
+        "job",
+        pod_failure_policy_ignores_disruptions
+    ),
+    case!(
         "[sig-apps] Job should create pods for an Indexed job with completion indexes and specified hostname [Conformance]",
         "job",
         indexed_job
@@ -76,6 +81,8 @@ fn test_job(
         "succeed" => "exit 0",
         // Fail the first time, succeed when restarted with the same /data.
         "failOnce" => "if [ -r /data/foo ] ; then exit 0 ; else touch /data/foo ; exit 1 ; fi",
+        // Run until evicted the first time, succeed when the index's pod starts again.
+        "notTerminateOncePerIndex" => "if [ -r /data/foo-$JOB_COMPLETION_INDEX ] ; then exit 0 ; else touch /data/foo-$JOB_COMPLETION_INDEX ; sleep 1000000 ; fi",
         other => panic!("unknown job behavior {other}"),
     };
     let volume = match node {
@@ -298,6 +305,58 @@ async fn pod_failure_policy_fails_early(ctx: &Ctx) -> CaseResult {
         "the Job failed early, not after backoffLimit: {}",
         summary(&failed)
     );
+    Ok(())
+}
+
+/// Pod failure policy, Ignore on DisruptionTarget: an Indexed Job of 3 pinned to one node, each pod
+/// running until evicted once; after all 3 are evicted (each MUST be gone), the failures MUST be
+/// ignored (backoffLimit 2 would otherwise fail the Job) and the Job MUST complete.
+async fn pod_failure_policy_ignores_disruptions(ctx: &Ctx) -> CaseResult {
+    let node = any_node(ctx).await?;
+    let mut job = test_job(
+        ctx,
+        "notTerminateOncePerIndex",
+        "evicted-pod-ignore-on-disruption-condition",
+        "Never",
+        3,
+        3,
+        Some(&node),
+    );
+    job["spec"]["backoffLimit"] = json!(2);
+    job["spec"]["completionMode"] = json!("Indexed");
+    job["spec"]["podFailurePolicy"] = json!({"rules": [{"action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]});
+    let job = create(ctx, job).await?;
+    let name = job.metadata.name.unwrap_or_default();
+    let jobs: Api<Job> = ctx.api();
+    ctx.wait(
+        &format!("3 ready pods of job {name}"),
+        JOB_TIMEOUT,
+        || async {
+            let j = jobs.get(&name).await?;
+            let ready = j.status.as_ref().and_then(|s| s.ready).unwrap_or(0);
+            Ok(if ready == 3 { Ok(()) } else { Err(summary(&j)) })
+        },
+    )
+    .await?;
+    let running = wait_pods_running(ctx, &name, 3).await?;
+    // No budget covers these pods: every eviction is allowed at once.
+    let pods: Api<Pod> = ctx.api();
+    for p in &running {
+        let pod = p.metadata.name.clone().unwrap_or_default();
+        pods.evict(&pod, &kube::api::EvictParams::default()).await?;
+    }
+    for p in &running {
+        let pod = p.metadata.name.clone().unwrap_or_default();
+        ctx.wait(&format!("evicted pod {pod} gone"), JOB_TIMEOUT, || async {
+            Ok(match pods.get_opt(&pod).await? {
+                None => Ok(()),
+                Some(p) => Err(crate::ctx::describe_status(&p)),
+            })
+        })
+        .await?;
+    }
+    wait_complete(ctx, &name, "CompletionsReached", 3).await?;
     Ok(())
 }
 

@@ -438,6 +438,8 @@ async fn scale_subresource(ctx: &Ctx) -> CaseResult {
         .await?;
     wait_pods(ctx, &selector(), 1, true).await?;
     wait_status(ctx, SS).await?;
+    // The controller reports the pod it made on its next sync; read the scale once it has.
+    wait_status_count(ctx, SS, "replicas", 1).await?;
 
     let scale = sets.get_scale(SS).await?;
     must_eq!(
