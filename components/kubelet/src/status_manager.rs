@@ -160,7 +160,11 @@ pub fn status_patch(uid: &str, status: &ApiPodStatus) -> serde_json::Value {
     ])
 }
 
-async fn post_status(client: &Client, p: &Pod, status: &ApiPodStatus) -> Result<(), StatusError> {
+pub async fn post_status(
+    client: &Client,
+    p: &Pod,
+    status: &ApiPodStatus,
+) -> Result<(), StatusError> {
     let ns = p.metadata.namespace.as_deref().unwrap_or("default");
     let name = p.metadata.name.as_deref().unwrap_or_default();
     let pod = format!("{ns}/{name}");

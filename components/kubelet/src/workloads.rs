@@ -167,6 +167,69 @@ fn api_disagrees(p: &Pod, computed: &ApiPodStatus) -> bool {
             .any(|c| api_condition(&c.type_) != Some(c.status.as_str()))
 }
 
+/// The status of a pod the kubelet stopped because it was deleted: Failed (Succeeded if every
+/// container had already exited 0), not ready, each container terminated — one still running when
+/// it was killed reports upstream's exit code 137, one that never started ContainerStatusUnknown.
+pub fn terminal_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut status = p.status.clone().unwrap_or_default();
+    let mut all_ok = true;
+    for c in status.container_statuses.iter_mut().flatten() {
+        let state = c.state.clone().unwrap_or_default();
+        let terminated = match (state.terminated, state.running) {
+            (Some(t), _) => t,
+            (None, Some(r)) => ContainerStateTerminated {
+                exit_code: 137,
+                reason: Some("Error".into()),
+                started_at: r.started_at,
+                finished_at: Some(now.clone()),
+                container_id: c.container_id.clone(),
+                ..Default::default()
+            },
+            (None, None) => ContainerStateTerminated {
+                exit_code: 137,
+                reason: Some("ContainerStatusUnknown".into()),
+                message: Some(
+                    "The container could not be located when the pod was terminated".into(),
+                ),
+                finished_at: Some(now.clone()),
+                ..Default::default()
+            },
+        };
+        all_ok &= terminated.exit_code == 0;
+        c.state = Some(ContainerState {
+            terminated: Some(terminated),
+            ..Default::default()
+        });
+        c.ready = false;
+        c.started = Some(false);
+    }
+    let no_containers = status.container_statuses.as_ref().is_none_or(Vec::is_empty);
+    status.phase = Some(
+        if all_ok && !no_containers {
+            "Succeeded"
+        } else {
+            "Failed"
+        }
+        .into(),
+    );
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == "Ready" || c.type_ == "ContainersReady" {
+            if c.status != "False" {
+                c.last_transition_time = Some(now.clone());
+            }
+            c.status = "False".into();
+            c.reason = Some("PodCompleted".into());
+        }
+    }
+    if status.host_ip.is_none() {
+        status.host_ip = Some(node_ip.into());
+    }
+    status
+}
+
 /// Conditions the kubelet computes; every other type belongs to someone else.
 const KUBELET_CONDITIONS: &[&str] = &[
     "PodScheduled",
@@ -320,6 +383,17 @@ impl WorkloadPods {
                     name,
                     uid,
                 } => {
+                    // The pod's last word before it goes: a terminal phase (upstream's kubelet
+                    // never deletes a pod it has not reported Failed or Succeeded), which a
+                    // Job's replacement policy and pod failure policy wait for.
+                    if let Some(p) = self.pods.get(&uid).filter(|p| !terminal(p)) {
+                        let status = terminal_status(p, &self.node_ip);
+                        if let Err(e) = crate::status_manager::post_status(client, p, &status).await
+                        {
+                            tracing::warn!(error = %e, "posting the final status of a deleted pod");
+                            continue;
+                        }
+                    }
                     if let Err(e) = finalize(client, &namespace, &name, &uid).await {
                         tracing::warn!(error = %e, "removing deleted pod");
                     } else {

@@ -135,3 +135,56 @@ fn conditions_others_wrote_survive_the_kubelets_status() {
     // The kubelet's own Ready stays its own; the eviction's condition is carried over.
     assert_eq!(types, [("Ready", "False"), ("DisruptionTarget", "True")]);
 }
+
+#[test]
+fn a_deleted_pod_ends_failed_with_its_killed_containers_terminated() {
+    let p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"containers": []},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "DisruptionTarget", "status": "True"}],
+            "containerStatuses": [
+                {"name": "a", "image": "", "imageID": "", "ready": true, "restartCount": 0,
+                 "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}},
+                {"name": "b", "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0}}}]},
+    }))
+    .unwrap();
+    let s = terminal_status(&p, "10.0.0.2");
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+    let cs = s.container_statuses.unwrap();
+    let a = cs[0].state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!((a.exit_code, a.reason.as_deref()), (137, Some("Error")));
+    assert_eq!(
+        cs[1]
+            .state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        0
+    );
+    let conds = s.conditions.unwrap();
+    assert!(conds
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "False"));
+    assert!(conds
+        .iter()
+        .any(|c| c.type_ == "DisruptionTarget" && c.status == "True"));
+
+    let mut done = p.clone();
+    done.status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .as_mut()
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        terminal_status(&done, "").phase.as_deref(),
+        Some("Succeeded")
+    );
+}
