@@ -13,6 +13,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::job_indexes::Indexes;
 use crate::pods::{deletion_order, is_ready};
+pub use crate::pods::{is_active, phase};
 
 /// Held on every pod the Job made until its outcome is counted in the Job's status, so a pod
 /// deleted (or garbage collected) before the controller saw it finish is never lost or doubled.
@@ -32,13 +33,6 @@ pub const FAILURE_TARGET: &str = "FailureTarget";
 pub const SUCCESS_CRITERIA_MET: &str = "SuccessCriteriaMet";
 pub const SUSPENDED: &str = "Suspended";
 
-pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
-}
-
 pub fn spec(job: &Job) -> k8s_openapi::api::batch::v1::JobSpec {
     job.spec.clone().unwrap_or_default()
 }
@@ -56,11 +50,6 @@ pub fn has_finalizer(pod: &Pod) -> bool {
         .finalizers
         .as_ref()
         .is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER))
-}
-
-/// Running or pending and not being deleted.
-pub fn is_active(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none() && !matches!(phase(pod), "Succeeded" | "Failed")
 }
 
 /// Being deleted and not yet finished.

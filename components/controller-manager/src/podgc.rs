@@ -14,6 +14,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::context::{spawn_reflector, Context};
+use crate::pods::phase;
 
 const GC_PERIOD: Duration = Duration::from_secs(20);
 /// A node missing from the cache is re-read before its pods go (upstream's quarantine).
@@ -35,13 +36,6 @@ pub enum Reason {
     Terminated,
     Orphaned,
     UnscheduledTerminating,
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
 }
 
 fn node_of(p: &Pod) -> &str {

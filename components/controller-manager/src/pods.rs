@@ -15,7 +15,8 @@ pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|r| r.controller == Some(true))
 }
 
-fn phase(pod: &Pod) -> &str {
+/// The pod's phase, Pending when it has none yet.
+pub fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())

@@ -139,36 +139,44 @@ fn owner_patch(meta: &ObjectMeta, refs: Vec<OwnerReference>) -> serde_json::Valu
     json!({"metadata": {"ownerReferences": refs, "resourceVersion": meta.resource_version}})
 }
 
-async fn claim_pods(
+/// ClaimPods / ClaimControllerRevisions: adopt matching orphans, release owned objects that stopped
+/// matching (`member` adds a kind's own test to the selector), return the owned ones.
+async fn claim_objects<K>(
     set: &StatefulSet,
-    api: &Api<Pod>,
+    api: &Api<K>,
     key: &str,
-) -> Result<Vec<Arc<Pod>>, StatefulSetError> {
+    what: &'static [&'static str; 3],
+    member: impl Fn(&K) -> bool,
+) -> Result<Vec<Arc<K>>, StatefulSetError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let [listing, adopting, releasing] = *what;
     let all = api
         .list(&ListParams::default())
         .await
-        .map_err(api_err("listing pods", key))?;
+        .map_err(api_err(listing, key))?;
     let sel = set.spec.as_ref().map(|s| &s.selector);
     let mut owned = Vec::new();
-    for pod in all.items {
-        let matches =
-            selector::matches(sel, pod.metadata.labels.as_ref()) && sp::is_member(set, &pod);
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
-        match claim(set, &pod.metadata, matches) {
-            Claim::Owned => owned.push(Arc::new(pod)),
+    for obj in all.items {
+        let meta = obj.meta().clone();
+        let matches = selector::matches(sel, meta.labels.as_ref()) && member(&obj);
+        let name = meta.name.clone().unwrap_or_default();
+        let mut refs = meta.owner_references.clone().unwrap_or_default();
+        match claim(set, &meta, matches) {
+            Claim::Owned => owned.push(Arc::new(obj)),
             Claim::Adopt => {
                 refs.push(owner_reference(set));
-                let p = api
+                let o = api
                     .patch(
                         &name,
                         &PatchParams::default(),
-                        &Patch::Merge(&owner_patch(&pod.metadata, refs)),
+                        &Patch::Merge(&owner_patch(&meta, refs)),
                     )
                     .await
-                    .map_err(api_err("adopting a pod", key))?;
-                tracing::info!(set = %key, pod = %name, "adopted");
-                owned.push(Arc::new(p));
+                    .map_err(api_err(adopting, key))?;
+                tracing::info!(set = %key, object = %name, "adopted");
+                owned.push(Arc::new(o));
             }
             Claim::Release => {
                 let uid = set.metadata.uid.clone().unwrap_or_default();
@@ -176,56 +184,10 @@ async fn claim_pods(
                 api.patch(
                     &name,
                     &PatchParams::default(),
-                    &Patch::Merge(&owner_patch(&pod.metadata, refs)),
+                    &Patch::Merge(&owner_patch(&meta, refs)),
                 )
                 .await
-                .map_err(api_err("releasing a pod", key))?;
-            }
-            Claim::Ignore => {}
-        }
-    }
-    Ok(owned)
-}
-
-async fn claim_revisions(
-    set: &StatefulSet,
-    api: &Api<ControllerRevision>,
-    key: &str,
-) -> Result<Vec<Arc<ControllerRevision>>, StatefulSetError> {
-    let all = api
-        .list(&ListParams::default())
-        .await
-        .map_err(api_err("listing controllerrevisions", key))?;
-    let sel = set.spec.as_ref().map(|s| &s.selector);
-    let mut owned = Vec::new();
-    for rev in all.items {
-        let matches = selector::matches(sel, rev.metadata.labels.as_ref());
-        let name = rev.metadata.name.clone().unwrap_or_default();
-        let mut refs = rev.metadata.owner_references.clone().unwrap_or_default();
-        match claim(set, &rev.metadata, matches) {
-            Claim::Owned => owned.push(Arc::new(rev)),
-            Claim::Adopt => {
-                refs.push(owner_reference(set));
-                let r = api
-                    .patch(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Merge(&owner_patch(&rev.metadata, refs)),
-                    )
-                    .await
-                    .map_err(api_err("adopting a controllerrevision", key))?;
-                owned.push(Arc::new(r));
-            }
-            Claim::Release => {
-                let uid = set.metadata.uid.clone().unwrap_or_default();
-                refs.retain(|r| r.uid != uid);
-                api.patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&owner_patch(&rev.metadata, refs)),
-                )
-                .await
-                .map_err(api_err("releasing a controllerrevision", key))?;
+                .map_err(api_err(releasing, key))?;
             }
             Claim::Ignore => {}
         }
@@ -472,8 +434,26 @@ async fn reconcile(set: Arc<StatefulSet>, st: Arc<State>) -> Result<Action, Stat
     else {
         return Ok(Action::await_change());
     };
-    let pods = claim_pods(&set, &pods_api, &key).await?;
-    let mut revisions = claim_revisions(&set, &revs_api, &key).await?;
+    let pods = claim_objects(
+        &set,
+        &pods_api,
+        &key,
+        &["listing pods", "adopting a pod", "releasing a pod"],
+        |p: &Pod| sp::is_member(&set, p),
+    )
+    .await?;
+    let mut revisions = claim_objects(
+        &set,
+        &revs_api,
+        &key,
+        &[
+            "listing controllerrevisions",
+            "adopting a controllerrevision",
+            "releasing a controllerrevision",
+        ],
+        |_: &ControllerRevision| true,
+    )
+    .await?;
     sort_revisions(&mut revisions);
     let mut collision_count = set
         .status
