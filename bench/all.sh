@@ -28,6 +28,7 @@ section "Store vs etcd 3.4 (bench/store.sh 0.2)" bench/store.sh 0.2
 section "Scheduler and controllers (bench/control-plane.sh)" bench/control-plane.sh
 section "API server (bench/apiserver.sh)" bench/apiserver.sh
 section "Pod start (bench/pod-start.sh)" bench/pod-start.sh
+section "Workload controllers (bench/workloads.sh)" bench/workloads.sh
 section "Proxy sync (bench/proxy-sync.sh)" bench/proxy-sync.sh
 section "Cluster DNS (bench/dns.sh)" bench/dns.sh
 section "Control-plane memory (bench/control-plane-rss.sh)" bench/control-plane-rss.sh

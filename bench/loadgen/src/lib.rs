@@ -13,3 +13,4 @@ pub mod pod_start;
 pub mod proxy_sync;
 pub mod stats;
 pub mod store_floor;
+pub mod workloads;

@@ -41,6 +41,27 @@ enum Cmd {
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
     },
+    /// COUNT Jobs of one short pod each against the same COUNT pods created directly.
+    Jobs {
+        #[arg(long)]
+        kubeconfig: String,
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        #[arg(long, default_value = "10.250.0.1:5000/kiln/busybox:1")]
+        image: String,
+        /// Create calls in flight at once.
+        #[arg(long, default_value_t = 20)]
+        inflight: usize,
+    },
+    /// An OrderedReady StatefulSet scaled up from nothing against as many sequential single pods.
+    Statefulset {
+        #[arg(long)]
+        kubeconfig: String,
+        #[arg(long, default_value_t = 10)]
+        replicas: usize,
+        #[arg(long, default_value = "10.250.0.1:5000/kiln/busybox:1")]
+        image: String,
+    },
     /// The anchor of pod start: sandbox + container straight over CRI, no kubelet.
     CriFloor {
         #[arg(long, default_value = "unix:///run/containerd/containerd.sock")]
@@ -180,6 +201,35 @@ async fn main() {
             )
             .await
             {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
+        Cmd::Jobs {
+            kubeconfig,
+            count,
+            image,
+            inflight,
+        } => {
+            match kiln_bench::workloads::jobs(&kubeconfig, count, &image, inflight).await {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
+        Cmd::Statefulset {
+            kubeconfig,
+            replicas,
+            image,
+        } => {
+            match kiln_bench::workloads::statefulset(&kubeconfig, replicas, &image).await {
                 Ok(s) => print(&s),
                 Err(e) => {
                     eprintln!("kiln-bench: {e}");

@@ -47,12 +47,36 @@ fn upload_temps_script() -> String {
 }
 
 /// Paths of kiln that exist, one per line; an empty mount point counts as absent (it was there before).
-fn present_script() -> String {
+/// `local_path`: a local-path directory outside [`PATHS`] ([`local_path_dir`]), checked the same way.
+fn present_script(local_path: Option<&str>) -> String {
+    let mut paths = PATHS.join(" ");
+    if let Some(d) = local_path {
+        paths.push_str(&format!(" '{d}'"));
+    }
     format!(
-        "for p in {}; do [ -e $p ] || continue; if mountpoint -q $p 2>/dev/null && [ -z \"$(ls -A $p)\" ]; then continue; fi; echo $p; done; \
+        "for p in {paths}; do [ -e $p ] || continue; if mountpoint -q $p 2>/dev/null && [ -z \"$(ls -A $p)\" ]; then continue; fi; echo $p; done; \
          grep -qs '^{MANAGED}' /etc/rc.local && echo /etc/rc.local; {}",
-        PATHS.join(" "),
         upload_temps_script()
+    )
+}
+
+/// The local-path provisioner's directory when cluster.yaml moved it out of /var/lib/kiln (which
+/// reset removes whole). Validation keeps it a plain absolute path, so it is safe in a script.
+pub(crate) fn local_path_dir(cluster: &crate::config::ClusterConfig) -> Option<String> {
+    let dir = &cluster.spec.storage.local_path.dir;
+    let covered = PATHS
+        .iter()
+        .any(|p| p.starts_with('/') && dir.starts_with(p));
+    (!covered).then(|| dir.display().to_string())
+}
+
+/// Removes what the provisioner made in a custom local-path directory — its `pvc-*` volume
+/// directories — then the directory itself if nothing else is in it (it may hold the operator's
+/// files, or be a mount point: those stay, and the residue scan names the directory).
+fn local_path_remove_script(dir: &str) -> String {
+    format!(
+        "if [ -d '{dir}' ]; then find '{dir}' -mindepth 1 -maxdepth 1 -name 'pvc-*' -exec rm -rf {{}} +; \
+         mountpoint -q '{dir}' 2>/dev/null || rmdir '{dir}' 2>/dev/null; fi; true"
     )
 }
 
@@ -163,8 +187,11 @@ pub(super) async fn cleanup_network(t: &dyn Transport) -> Result<Outcome, Bootst
     )))
 }
 
-pub(super) async fn remove_files(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
-    let present = t.run(&present_script()).await?;
+pub(super) async fn remove_files(
+    t: &dyn Transport,
+    local_path: Option<&str>,
+) -> Result<Outcome, BootstrapError> {
+    let present = t.run(&present_script(local_path)).await?;
     if present.trim().is_empty() {
         return Ok(Outcome::Skipped("nothing to remove".into()));
     }
@@ -177,6 +204,9 @@ pub(super) async fn remove_files(t: &dyn Transport) -> Result<Outcome, Bootstrap
         upload_temps_script()
     ))
     .await?;
+    if let Some(d) = local_path {
+        t.run(&local_path_remove_script(d)).await?;
+    }
     if t.probe("test -d /run/systemd/system", None)
         .await?
         .success()
@@ -190,8 +220,11 @@ pub(super) async fn remove_files(t: &dyn Transport) -> Result<Outcome, Bootstrap
 }
 
 /// The residue scan: no kiln file, directory or process is left.
-pub(super) async fn verify_clean(t: &dyn Transport) -> Result<Outcome, BootstrapError> {
-    let files = t.run(&present_script()).await?;
+pub(super) async fn verify_clean(
+    t: &dyn Transport,
+    local_path: Option<&str>,
+) -> Result<Outcome, BootstrapError> {
+    let files = t.run(&present_script(local_path)).await?;
     let procs = t.run(&kiln_pids_script()).await?;
     let network = t.run(NETWORK_RESIDUE).await?;
     let workloads = t.run(super::phases::runtime::WORKLOAD_RESIDUE).await?;
@@ -210,5 +243,46 @@ pub(super) async fn verify_clean(t: &dyn Transport) -> Result<Outcome, Bootstrap
             host: t.host().to_string(),
             residue: residue.join("\n"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(dir: &str) -> crate::config::ClusterConfig {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src/config/fixtures/minimal.yaml"),
+        )
+        .unwrap();
+        let mut c = crate::config::parse(&text, "minimal.yaml").unwrap();
+        c.spec.storage.local_path.dir = dir.into();
+        c
+    }
+
+    #[test]
+    fn a_local_path_dir_under_var_lib_kiln_goes_with_it_and_another_is_cleaned_on_its_own() {
+        assert_eq!(local_path_dir(&cluster("/var/lib/kiln/local-path")), None);
+        assert_eq!(
+            local_path_dir(&cluster("/srv/kiln-volumes")).as_deref(),
+            Some("/srv/kiln-volumes")
+        );
+        // Not fooled by a shared prefix that is not a parent directory.
+        assert_eq!(
+            local_path_dir(&cluster("/var/lib/kilnish")).as_deref(),
+            Some("/var/lib/kilnish")
+        );
+        let script = local_path_remove_script("/srv/kiln-volumes");
+        assert!(
+            script.contains("-name 'pvc-*' -exec rm -rf {} +"),
+            "{script}"
+        );
+        assert!(script.contains("rmdir '/srv/kiln-volumes'"), "{script}");
+        assert!(
+            !script.contains("rm -rf '/srv"),
+            "never the whole directory: {script}"
+        );
+        assert!(present_script(Some("/srv/kiln-volumes")).contains(" '/srv/kiln-volumes'; do"));
     }
 }

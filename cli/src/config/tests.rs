@@ -15,6 +15,7 @@ fn fixture(name: &str) -> (String, &'static str) {
         "bad-cluster-dns.yaml" => include_str!("fixtures/bad-cluster-dns.yaml"),
         "bad-cluster-dns-range.yaml" => include_str!("fixtures/bad-cluster-dns-range.yaml"),
         "bad-kubelet.yaml" => include_str!("fixtures/bad-kubelet.yaml"),
+        "bad-storage.yaml" => include_str!("fixtures/bad-storage.yaml"),
         other => panic!("no fixture {other}"),
     };
     (name.to_string(), text)
@@ -208,6 +209,53 @@ fn eviction_thresholds_become_one_kubelet_flag() {
     assert_eq!(
         c.spec.kubelet.eviction_hard_flag().as_deref(),
         Some("imagefs.available<5%,nodefs.available<1Gi")
+    );
+}
+
+#[test]
+fn local_path_storage_defaults_on_under_var_lib_kiln_and_renders_the_kubelet_flag() {
+    let (file, text) = fixture("minimal.yaml");
+    let c = parse(text, &file).unwrap();
+    let lp = &c.spec.storage.local_path;
+    assert!(lp.enabled);
+    assert_eq!(lp.dir, PathBuf::from("/var/lib/kiln/local-path"));
+    assert_eq!(
+        lp.kubelet_flag(),
+        "--local-path-dir=/var/lib/kiln/local-path"
+    );
+    let with = |storage: &str| {
+        let text = format!("{text}  storage:\n{storage}");
+        parse(&text, &file)
+    };
+    let off = with("    localPath:\n      enabled: false\n").unwrap();
+    assert_eq!(
+        off.spec.storage.local_path.kubelet_flag(),
+        "--local-path-dir="
+    );
+    let moved = with("    localPath:\n      dir: /srv/kiln-volumes\n").unwrap();
+    assert!(moved.spec.storage.local_path.enabled);
+    assert_eq!(
+        moved.spec.storage.local_path.kubelet_flag(),
+        "--local-path-dir=/srv/kiln-volumes"
+    );
+    let typo = with("    localPaths: {}\n").unwrap_err().to_string();
+    assert!(typo.contains("localPaths"), "{typo}");
+    for bad in ["relative/dir", "/", "/srv/a/../b"] {
+        let e = with(&format!("    localPath:\n      dir: {bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.storage.localPath.dir") || e.contains("storage.localPath.dir"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_local_path_dir_a_shell_would_read_is_refused_with_its_line() {
+    assert_eq!(
+        error_lines("bad-storage.yaml"),
+        ["bad-storage.yaml:13: storage.localPath.dir: invalid local-path directory '/srv/kiln volumes/../x': may contain only letters, digits, '/', '.', '_' and '-'"]
     );
 }
 

@@ -48,6 +48,8 @@ pub struct ClusterSpec {
     #[serde(default)]
     pub kubelet: Kubelet,
     #[serde(default)]
+    pub storage: Storage,
+    #[serde(default)]
     pub pki: Pki,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<Registry>,
@@ -275,6 +277,56 @@ impl Kubelet {
             .map(|(signal, value)| format!("{signal}<{value}"))
             .collect();
         Some(pairs.join(","))
+    }
+}
+
+/// Storage kiln provides itself.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Storage {
+    #[serde(default)]
+    pub local_path: LocalPath,
+}
+
+/// The node-local `kiln.io/local-path` provisioner in every kubelet, and the default StorageClass
+/// `local-path` that `kiln init` creates for it.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalPath {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Where each node keeps its volumes (`pvc-<uid>_<namespace>_<name>` directories).
+    #[serde(default = "default_local_path_dir")]
+    pub dir: PathBuf,
+}
+
+pub const DEFAULT_LOCAL_PATH_DIR: &str = "/var/lib/kiln/local-path";
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_local_path_dir() -> PathBuf {
+    DEFAULT_LOCAL_PATH_DIR.into()
+}
+
+impl Default for LocalPath {
+    fn default() -> Self {
+        LocalPath {
+            enabled: true,
+            dir: default_local_path_dir(),
+        }
+    }
+}
+
+impl LocalPath {
+    /// The kubelet's `--local-path-dir` value: the directory, or empty (the provisioner off).
+    pub fn kubelet_flag(&self) -> String {
+        if self.enabled {
+            format!("--local-path-dir={}", self.dir.display())
+        } else {
+            "--local-path-dir=".into()
+        }
     }
 }
 

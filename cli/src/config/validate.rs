@@ -47,6 +47,7 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
     }
     hosts(c, &mut out);
     networking(c, &mut out);
+    storage(c, &mut out);
     if let Some(ep) = &c.spec.control_plane_endpoint {
         if let Err(why) = split_host_port(ep) {
             out.push(problem(
@@ -277,6 +278,40 @@ fn kubelet(c: &ClusterConfig, out: &mut Vec<Problem>) {
                 format!("invalid threshold '{value}': {why}"),
             ));
         }
+    }
+}
+
+/// The local-path directory goes onto the kubelet's command line and is what `kiln reset` cleans:
+/// an absolute, plain path (no `.`/`..`, no characters a shell or a unit file would read), never `/`.
+fn storage(c: &ClusterConfig, out: &mut Vec<Problem>) {
+    let dir = &c.spec.storage.local_path.dir;
+    let text = dir.display().to_string();
+    let plain = text
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || "/._-".contains(ch));
+    let why = if !dir.is_absolute() {
+        Some("must be an absolute path")
+    } else if !plain {
+        Some("may contain only letters, digits, '/', '.', '_' and '-'")
+    } else if dir.components().any(|p| {
+        matches!(
+            p,
+            std::path::Component::ParentDir | std::path::Component::CurDir
+        )
+    }) || text.contains("/./")
+        || text.ends_with("/.")
+    {
+        Some("must not contain '.' or '..' components")
+    } else if dir.parent().is_none() {
+        Some("must not be the root directory")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        out.push(problem(
+            "spec.storage.localPath.dir",
+            format!("invalid local-path directory '{text}': {why}"),
+        ));
     }
 }
 

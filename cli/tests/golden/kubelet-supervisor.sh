@@ -5,7 +5,7 @@
 echo $$ > /run/kiln/kubelet-supervisor.pid
 trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM INT
 while :; do
-  /usr/local/bin/kiln-kubelet --kubeconfig=/etc/kiln/kubelet.conf --bootstrap-kubeconfig=/etc/kiln/bootstrap-kubelet.conf --pod-manifest-path=/etc/kiln/manifests --root-dir=/var/lib/kiln/kubelet --hostname-override=host2 --node-ip=10.250.0.12 --pod-cidr=10.244.2.0/24 --pod-infra-container-image=10.250.0.1:5000/kiln/pause:1 --cluster-dns=10.96.0.10 --cluster-domain=cluster.local >> /var/log/kiln/kubelet.log 2>&1 &
+  /usr/local/bin/kiln-kubelet --kubeconfig=/etc/kiln/kubelet.conf --bootstrap-kubeconfig=/etc/kiln/bootstrap-kubelet.conf --pod-manifest-path=/etc/kiln/manifests --root-dir=/var/lib/kiln/kubelet --hostname-override=host2 --node-ip=10.250.0.12 --pod-cidr=10.244.2.0/24 --pod-infra-container-image=10.250.0.1:5000/kiln/pause:1 --cluster-dns=10.96.0.10 --cluster-domain=cluster.local --local-path-dir=/var/lib/kiln/local-path >> /var/log/kiln/kubelet.log 2>&1 &
   child=$!
   wait "$child"
   echo "$(date -Is) kiln-kubelet exited with status $?; restarting in 2s" >> /var/log/kiln/kubelet.log

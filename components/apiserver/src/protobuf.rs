@@ -16,6 +16,7 @@ const PROTOS: &[&str] = &[
     include_str!("../proto/apps_v1.proto"),
     include_str!("../proto/batch_v1.proto"),
     include_str!("../proto/policy_v1.proto"),
+    include_str!("../proto/storage_v1.proto"),
     include_str!("../proto/autoscaling_v1.proto"),
     include_str!("../proto/discovery_v1.proto"),
     include_str!("../proto/rbac_v1.proto"),
@@ -406,6 +407,9 @@ mod tests {
             "k8s.io.api.coordination.v1.Lease",
             "k8s.io.api.batch.v1.Job",
             "k8s.io.api.batch.v1.CronJob",
+            "k8s.io.api.storage.v1.StorageClass",
+            "k8s.io.api.storage.v1.CSIDriver",
+            "k8s.io.api.core.v1.PersistentVolumeClaim",
             "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
         ] {
             assert!(schema().contains_key(ty), "{ty}");

@@ -20,7 +20,8 @@ use kiln_common::node_matching::{any_term_matches, selector_matches, tolerated};
 use crate::deployment_plan::template_hash;
 use crate::pods::{is_active, is_available, is_ready};
 
-/// Upstream labels daemon pods with their ControllerRevision's hash; ours is the template hash.
+/// Daemon pods carry the hash of the ControllerRevision they were made from
+/// (`daemonset_history`); so does the revision itself.
 pub const HASH_LABEL: &str = "controller-revision-hash";
 
 fn toleration(key: &str, effect: &str) -> Toleration {
@@ -219,20 +220,24 @@ pub fn plan(
     nodes: &[Arc<Node>],
     pods: &[Arc<Pod>],
     pending: &BTreeSet<String>,
+    hash: &str,
     now: Timestamp,
 ) -> Plan {
-    let hash = current_hash(ds);
     let min_ready = ds
         .spec
         .as_ref()
         .and_then(|s| s.min_ready_seconds)
         .unwrap_or(0);
     let mut by_node: BTreeMap<String, Vec<&Arc<Pod>>> = BTreeMap::new();
-    for p in pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-    {
-        if let Some(n) = pod_node(p) {
+    // Nodes whose daemon pod is still terminating get no new one until it is gone (upstream's
+    // podsShouldBeOnNode without surge), so a replacement never runs beside its predecessor and
+    // a node counts as unavailable once, not twice.
+    let mut terminating: BTreeSet<String> = BTreeSet::new();
+    for p in pods {
+        let Some(n) = pod_node(p) else { continue };
+        if p.metadata.deletion_timestamp.is_some() {
+            terminating.insert(n);
+        } else {
             by_node.entry(n).or_default().push(p);
         }
     }
@@ -254,7 +259,7 @@ pub fn plan(
         plan.delete.extend(failed.iter().map(|p| name(p)));
         active.retain(|p| is_active(p));
         if active.is_empty() {
-            if !pending.contains(&node_name) {
+            if !pending.contains(&node_name) && !terminating.contains(&node_name) {
                 plan.create.push(node_name);
             }
             unavailable += 1;
@@ -263,7 +268,7 @@ pub fn plan(
         // Keep one: the current template's if any, else the oldest.
         active.sort_by_key(|p| {
             (
-                hash_of(p) != Some(hash.as_str()),
+                hash_of(p) != Some(hash),
                 p.metadata.creation_timestamp.as_ref().map(|t| t.0),
             )
         });
@@ -272,7 +277,7 @@ pub fn plan(
         if !is_available(keep, min_ready, now) {
             unavailable += 1;
         }
-        if hash_of(keep) != Some(hash.as_str()) {
+        if hash_of(keep) != Some(hash) {
             if !is_available(keep, min_ready, now) {
                 // An old pod that is down anyway is replaced at once.
                 plan.delete.push(name(keep));
@@ -297,9 +302,9 @@ pub fn compute_status(
     ds: &DaemonSet,
     nodes: &[Arc<Node>],
     pods: &[Arc<Pod>],
+    hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
-    let hash = current_hash(ds);
     let min_ready = ds
         .spec
         .as_ref()
@@ -334,7 +339,7 @@ pub fn compute_status(
         if on_node.iter().any(|p| is_available(p, min_ready, now)) {
             *s.number_available.get_or_insert(0) += 1;
         }
-        if on_node.iter().any(|p| hash_of(p) == Some(hash.as_str())) {
+        if on_node.iter().any(|p| hash_of(p) == Some(hash)) {
             *s.updated_number_scheduled.get_or_insert(0) += 1;
         }
     }
@@ -447,7 +452,14 @@ mod tests {
             pod_on(&d, "gone", &h, true, "c"),
         ];
         let now = Timestamp::now();
-        let p = plan(&d, &nodes, &pods, &BTreeSet::from(["n3".to_string()]), now);
+        let p = plan(
+            &d,
+            &nodes,
+            &pods,
+            &BTreeSet::from(["n3".to_string()]),
+            &h,
+            now,
+        );
         assert_eq!(p.create, ["n2"]);
         let mut del = p.delete.clone();
         del.sort();
@@ -459,9 +471,10 @@ mod tests {
             .iter()
             .map(|n| pod_on(&d2, n, &h, true, &format!("old-{n}")))
             .collect();
-        let p = plan(&d2, &nodes[..3], &pods, &BTreeSet::new(), now);
+        let h2 = current_hash(&d2);
+        let p = plan(&d2, &nodes[..3], &pods, &BTreeSet::new(), &h2, now);
         assert_eq!((p.create.len(), p.delete.len()), (0, 1));
-        let s = compute_status(&d2, &nodes[..3], &pods, now);
+        let s = compute_status(&d2, &nodes[..3], &pods, &h2, now);
         assert_eq!(
             (
                 s.desired_number_scheduled,
@@ -475,7 +488,23 @@ mod tests {
             (Some(0), Some(3))
         );
         // One node without its pod: the budget is used up, nothing else goes.
-        let p = plan(&d2, &nodes[..3], &pods[1..], &BTreeSet::new(), now);
+        let p = plan(&d2, &nodes[..3], &pods[1..], &BTreeSet::new(), &h2, now);
         assert_eq!((p.create, p.delete.len()), (vec!["n1".to_string()], 0));
+    }
+
+    #[test]
+    fn no_replacement_while_the_old_pod_terminates() {
+        let d = ds("agent:1");
+        let h = current_hash(&d);
+        let nodes = vec![node("n1", json!([]), false)];
+        let mut going = (*pod_on(&d, "n1", &h, false, "old")).clone();
+        going.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+        let now = Timestamp::now();
+        let p = plan(&d, &nodes, &[Arc::new(going)], &BTreeSet::new(), &h, now);
+        assert_eq!(p, Plan::default());
+        // Once it is gone, the node gets its pod.
+        let p = plan(&d, &nodes, &[], &BTreeSet::new(), &h, now);
+        assert_eq!(p.create, ["n1"]);
     }
 }

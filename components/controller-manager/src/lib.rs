@@ -14,6 +14,7 @@ pub mod csr;
 pub mod csr_approving;
 pub mod csr_signing;
 pub mod daemonset;
+pub mod daemonset_history;
 pub mod daemonset_plan;
 pub mod deployment;
 pub mod deployment_plan;
@@ -23,6 +24,7 @@ pub mod disruption_owners;
 pub mod disruption_plan;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod ephemeral_volume;
 pub mod garbage_collector;
 pub mod job;
 pub mod job_indexes;
@@ -32,12 +34,21 @@ pub mod node_lifecycle;
 pub mod nodeipam;
 pub mod podgc;
 pub mod pods;
+pub mod pv_controller;
+pub mod pv_match;
+pub mod pv_plan;
+pub mod pv_pods;
+pub mod pv_protection;
+pub mod pv_queue;
+pub mod pvc_protection;
 pub mod replicaset;
+pub mod replicationcontroller;
 pub mod root_ca;
 pub mod selector;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod statefulset_plan;
+pub mod statefulset_retention;
 pub mod token_cleaner;
 pub mod trafficdist;
 pub mod ttl_after_finished;
@@ -75,9 +86,34 @@ pub struct ControllerSpec {
 
 pub static CONTROLLERS: &[ControllerSpec] = &[
     ControllerSpec {
+        name: "persistentvolume-binder",
+        enabled_by_default: true,
+        run: |ctx| pv_controller::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "pvc-protection",
+        enabled_by_default: true,
+        run: |ctx| pvc_protection::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "pv-protection",
+        enabled_by_default: true,
+        run: |ctx| pv_protection::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "ephemeral-volume",
+        enabled_by_default: true,
+        run: |ctx| ephemeral_volume::run(ctx).boxed(),
+    },
+    ControllerSpec {
         name: "replicaset",
         enabled_by_default: true,
         run: |ctx| replicaset::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "replicationcontroller",
+        enabled_by_default: true,
+        run: |ctx| replicationcontroller::run(ctx).boxed(),
     },
     ControllerSpec {
         name: "daemonset",

@@ -1,23 +1,31 @@
 //! replicaset: keeps `spec.replicas` active pods per ReplicaSet — adopting matching orphans,
 //! releasing owned pods that stopped matching, creating from the template, deleting in upstream's
-//! order — and reports replicas / fullyLabeled / ready / available / observedGeneration. In-memory
-//! expectations keep a reconcile that runs before the watch shows our own writes from acting twice:
-//! while the cache is behind them, the pods are read from the API instead.
+//! order — and reports replicas / fullyLabeled / ready / available / observedGeneration and the
+//! ReplicaFailure condition. In-memory expectations keep a reconcile that runs before the watch
+//! shows our own writes from acting twice: while the cache is behind them, the pods are read from
+//! the API instead. The loop is generic over [`ReplicaOwner`], so ReplicationControllers
+//! (`replicationcontroller.rs`) run the same code, as upstream runs one ReplicaSetController for both.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 use k8s_openapi::jiff::Timestamp;
-use kiln_common::events::{object_reference, NORMAL};
+use k8s_openapi::NamespaceResourceScope;
+use kiln_common::events::{object_reference, NORMAL, WARNING};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, applier, trigger_self, Action, ReconcileRequest};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::context::{spawn_reflector_with_changes, Context};
@@ -26,14 +34,63 @@ use crate::pods::{
 };
 use crate::selector;
 
+/// What the replica loop needs from a kind that keeps N copies of a pod template: ReplicaSet
+/// (LabelSelector) and ReplicationController (a plain label map, read as matchLabels).
+pub trait ReplicaOwner:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + serde::Serialize
+    + Send
+    + Sync
+    + 'static
+{
+    const API_VERSION: &'static str;
+    const KIND: &'static str;
+    fn replicas(&self) -> i32;
+    fn min_ready_seconds(&self) -> i32;
+    fn selector(&self) -> Option<LabelSelector>;
+    fn template(&self) -> Option<PodTemplateSpec>;
+    /// The stored status in ReplicaSet form (both kinds' statuses have the same fields).
+    fn replica_status(&self) -> Option<ReplicaSetStatus>;
+}
+
+impl ReplicaOwner for ReplicaSet {
+    const API_VERSION: &'static str = "apps/v1";
+    const KIND: &'static str = "ReplicaSet";
+    fn replicas(&self) -> i32 {
+        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+    }
+    fn min_ready_seconds(&self) -> i32 {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+    }
+    fn selector(&self) -> Option<LabelSelector> {
+        self.spec.as_ref().map(|s| s.selector.clone())
+    }
+    fn template(&self) -> Option<PodTemplateSpec> {
+        self.spec.as_ref().and_then(|s| s.template.clone())
+    }
+    fn replica_status(&self) -> Option<ReplicaSetStatus> {
+        self.status.clone()
+    }
+}
+
+/// Upstream's condition type for a failed create or delete.
+pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+
 /// How long to wait for the watch to show our own creates/deletes before acting again anyway.
 const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaSetError {
-    #[error("{action} for ReplicaSet {rs}: {source}")]
+    #[error("{action} for {kind} {rs}: {source}")]
     Api {
         action: &'static str,
+        kind: &'static str,
         rs: String,
         source: kube::Error,
     },
@@ -76,29 +133,25 @@ pub fn claim_pods(
     claim
 }
 
-pub fn owner_reference(rs: &ReplicaSet) -> OwnerReference {
+pub fn owner_reference<T: ReplicaOwner>(rs: &T) -> OwnerReference {
     OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: rs.metadata.name.clone().unwrap_or_default(),
-        uid: rs.metadata.uid.clone().unwrap_or_default(),
+        api_version: T::API_VERSION.into(),
+        kind: T::KIND.into(),
+        name: rs.meta().name.clone().unwrap_or_default(),
+        uid: rs.meta().uid.clone().unwrap_or_default(),
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
 }
 
-/// A new pod from the template: template labels and annotations, `<rs>-` generateName, owned.
-pub fn new_pod(rs: &ReplicaSet) -> Pod {
-    let template = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.clone())
-        .unwrap_or_default();
+/// A new pod from the template: template labels and annotations, `<owner>-` generateName, owned.
+pub fn new_pod<T: ReplicaOwner>(rs: &T) -> Pod {
+    let template = rs.template().unwrap_or_default();
     let meta = template.metadata.unwrap_or_default();
     Pod {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}-", rs.metadata.name.as_deref().unwrap_or("rs"))),
-            namespace: rs.metadata.namespace.clone(),
+            generate_name: Some(format!("{}-", rs.meta().name.as_deref().unwrap_or("rs"))),
+            namespace: rs.meta().namespace.clone(),
             labels: meta.labels,
             annotations: meta.annotations,
             finalizers: meta.finalizers,
@@ -111,18 +164,31 @@ pub fn new_pod(rs: &ReplicaSet) -> Pod {
 }
 
 /// +n to create, −n to delete.
-pub fn diff(rs: &ReplicaSet, active: usize) -> i64 {
-    let want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) as i64;
-    want - active as i64
+pub fn diff<T: ReplicaOwner>(rs: &T, active: usize) -> i64 {
+    rs.replicas() as i64 - active as i64
 }
 
-pub fn compute_status(rs: &ReplicaSet, active: &[Arc<Pod>], now: Timestamp) -> ReplicaSetStatus {
-    let spec = rs.spec.as_ref();
-    let min_ready = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
-    let template_labels = spec
-        .and_then(|s| s.template.as_ref())
-        .and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
+/// A create or delete that failed this sync: upstream's manageReplicasErr.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManageFailure {
+    /// `FailedCreate` or `FailedDelete`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// calculateStatus: the counts, and ReplicaFailure set on a failure (kept while one is already
+/// there) and removed after a sync that manages the replicas without one.
+pub fn compute_status<T: ReplicaOwner>(
+    rs: &T,
+    active: &[Arc<Pod>],
+    failure: Option<&ManageFailure>,
+    now: Timestamp,
+) -> ReplicaSetStatus {
+    let min_ready = rs.min_ready_seconds();
+    let template_labels = rs
+        .template()
+        .and_then(|t| t.metadata)
+        .and_then(|m| m.labels)
         .unwrap_or_default();
     let fully_labeled = active
         .iter()
@@ -133,6 +199,22 @@ pub fn compute_status(rs: &ReplicaSet, active: &[Arc<Pod>], now: Timestamp) -> R
                 .all(|(k, v)| labels.get(k) == Some(v))
         })
         .count();
+    let mut conditions = rs
+        .replica_status()
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    let has_failure = conditions.iter().any(|c| c.type_ == REPLICA_FAILURE);
+    match failure {
+        Some(f) if !has_failure => conditions.push(ReplicaSetCondition {
+            type_: REPLICA_FAILURE.into(),
+            status: "True".into(),
+            reason: Some(f.reason.into()),
+            message: Some(f.message.clone()),
+            last_transition_time: Some(Time(now)),
+        }),
+        None if has_failure => conditions.retain(|c| c.type_ != REPLICA_FAILURE),
+        _ => {}
+    }
     ReplicaSetStatus {
         replicas: active.len() as i32,
         fully_labeled_replicas: Some(fully_labeled as i32),
@@ -143,20 +225,34 @@ pub fn compute_status(rs: &ReplicaSet, active: &[Arc<Pod>], now: Timestamp) -> R
                 .filter(|p| is_available(p, min_ready, now))
                 .count() as i32,
         ),
-        observed_generation: rs.metadata.generation,
-        conditions: rs.status.as_ref().and_then(|s| s.conditions.clone()),
+        observed_generation: rs.meta().generation,
+        conditions: (!conditions.is_empty()).then_some(conditions),
         ..Default::default()
     }
 }
 
-struct State {
+/// The message of a refused request (what upstream's err.Error() shows), else the error itself.
+fn error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+struct State<T: ReplicaOwner> {
     ctx: Context,
     pods: Store<Pod>,
-    /// rs uid → (active pod count we expect the watch to show, give up waiting at).
+    /// owner uid → (active pod count we expect the watch to show, give up waiting at).
     expectations: Mutex<HashMap<String, (usize, Instant)>>,
+    _kind: std::marker::PhantomData<fn() -> T>,
 }
 
 pub async fn run(ctx: Context) {
+    run_for::<ReplicaSet>(ctx).await
+}
+
+/// The replica loop for one kind.
+pub async fn run_for<T: ReplicaOwner>(ctx: Context) {
     // Pod events trigger reconciles only after the pod cache holds them: a reconcile run on a
     // separate watch's event could still count a pod that was just deleted, and then wait for the
     // next requeue to replace it.
@@ -164,11 +260,11 @@ pub async fn run(ctx: Context) {
     if pods.wait_until_ready().await.is_err() {
         return;
     }
-    let (rs_store, rs_writer) = reflector::store();
+    let (rs_store, rs_writer) = reflector::store::<T>();
     let sets = reflector::reflector(
         rs_writer,
         watcher(
-            Api::<ReplicaSet>::all(ctx.client.clone()),
+            Api::<T>::all(ctx.client.clone()),
             watcher::Config::default(),
         ),
     )
@@ -178,10 +274,11 @@ pub async fn run(ctx: Context) {
     let pod_triggers = pod_changes
         .flat_map(move |pod| futures::stream::iter(owners_of(&owners, &pod)))
         .map(|rs| Ok(ReconcileRequest::from(rs)));
-    let state = Arc::new(State {
+    let state = Arc::new(State::<T> {
         ctx: ctx.clone(),
         pods,
         expectations: Mutex::new(HashMap::new()),
+        _kind: std::marker::PhantomData,
     });
     applier(
         |rs, st| Box::pin(reconcile(rs, st)),
@@ -195,11 +292,11 @@ pub async fn run(ctx: Context) {
     .await;
 }
 
-/// The ReplicaSets a pod event concerns: its controller, or any that could adopt it.
-fn owners_of(store: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectRef<ReplicaSet>> {
+/// The owners a pod event concerns: its controller, or any that could adopt it.
+fn owners_of<T: ReplicaOwner>(store: &Store<T>, pod: &Pod) -> Vec<ObjectRef<T>> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     if let Some(r) = controller_ref(&pod.metadata) {
-        if r.kind == "ReplicaSet" {
+        if r.kind == T::KIND {
             return vec![ObjectRef::new(&r.name).within(&ns)];
         }
         return Vec::new();
@@ -207,33 +304,35 @@ fn owners_of(store: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectRef<ReplicaSet>>
     store
         .state()
         .iter()
-        .filter(|rs| rs.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .filter(|rs| {
-            selector::matches(
-                rs.spec.as_ref().map(|s| &s.selector),
-                pod.metadata.labels.as_ref(),
-            )
-        })
+        .filter(|rs| rs.meta().namespace.as_deref() == Some(ns.as_str()))
+        .filter(|rs| selector::matches(rs.selector().as_ref(), pod.metadata.labels.as_ref()))
         .map(|rs| ObjectRef::from_obj(rs.as_ref()))
         .collect()
 }
 
 fn api_err<'a>(
     action: &'static str,
+    kind: &'static str,
     rs: &'a str,
 ) -> impl FnOnce(kube::Error) -> ReplicaSetError + 'a {
     move |source| ReplicaSetError::Api {
         action,
+        kind,
         rs: rs.to_string(),
         source,
     }
 }
 
-async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, ReplicaSetError> {
-    let ns = rs.metadata.namespace.clone().unwrap_or_default();
-    let name = rs.metadata.name.clone().unwrap_or_default();
+async fn reconcile<T: ReplicaOwner>(
+    rs: Arc<T>,
+    st: Arc<State<T>>,
+) -> Result<Action, ReplicaSetError> {
+    let kind = T::KIND;
+    let meta = rs.meta();
+    let ns = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
     let key = format!("{ns}/{name}");
-    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let uid = meta.uid.clone().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(st.ctx.client.clone(), &ns);
     let mut in_ns: Vec<Arc<Pod>> = st
         .pods
@@ -261,14 +360,14 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         in_ns = pods_api
             .list(&ListParams::default())
             .await
-            .map_err(api_err("listing pods", &key))?
+            .map_err(api_err("listing pods", kind, &key))?
             .items
             .into_iter()
             .map(Arc::new)
             .collect();
     }
-    let claim = claim_pods(&rs.metadata, rs.spec.as_ref().map(|s| &s.selector), &in_ns);
-    let ours = owner_reference(&rs);
+    let claim = claim_pods(meta, rs.selector().as_ref(), &in_ns);
+    let ours = owner_reference(rs.as_ref());
     for pod in &claim.adopt {
         let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
         refs.push(ours.clone());
@@ -277,8 +376,8 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         pods_api
             .patch(&pod_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(api_err("adopting a pod", &key))?;
-        tracing::info!(rs = %key, pod = %pod_name, "adopted");
+            .map_err(api_err("adopting a pod", kind, &key))?;
+        tracing::info!(kind, owner = %key, pod = %pod_name, "adopted");
     }
     for pod in &claim.release {
         let refs: Vec<_> = pod
@@ -294,7 +393,7 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         pods_api
             .patch(&pod_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(api_err("releasing a pod", &key))?;
+            .map_err(api_err("releasing a pod", kind, &key))?;
     }
     let mut active: Vec<Arc<Pod>> = claim
         .owned
@@ -304,11 +403,13 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         .cloned()
         .collect();
     let now = Timestamp::now();
+    let reference = object_reference(rs.as_ref());
+    let mut failure: Option<ManageFailure> = None;
 
-    if rs.metadata.deletion_timestamp.is_none() {
-        let d = diff(&rs, active.len());
+    if meta.deletion_timestamp.is_none() {
+        let d = diff(rs.as_ref(), active.len());
         if d > 0 {
-            let pod = new_pod(&rs);
+            let pod = new_pod(rs.as_ref());
             let pp = PostParams::default();
             let results =
                 futures::future::join_all((0..d).map(|_| pods_api.create(&pp, &pod))).await;
@@ -320,20 +421,34 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
                     Instant::now() + EXPECTATIONS_TIMEOUT,
                 ),
             );
-            if created > 0 {
+            for result in &results {
+                let (kind, reason, message) = match result {
+                    Ok(p) => (
+                        NORMAL,
+                        "SuccessfulCreate",
+                        format!(
+                            "Created pod: {}",
+                            p.metadata.name.as_deref().unwrap_or_default()
+                        ),
+                    ),
+                    Err(e) => (
+                        WARNING,
+                        "FailedCreate",
+                        format!("Error creating: {}", error_message(e)),
+                    ),
+                };
                 let _ = st
                     .ctx
                     .recorder
-                    .record(
-                        &object_reference(rs.as_ref()),
-                        NORMAL,
-                        "SuccessfulCreate",
-                        &format!("Created {created} pod(s)"),
-                    )
+                    .record(&reference, kind, reason, &message)
                     .await;
             }
-            if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
-                return Err(api_err("creating pods", &key)(e));
+            if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                tracing::warn!(kind = T::KIND, owner = %key, error = %e, "creating pods");
+                failure = Some(ManageFailure {
+                    reason: "FailedCreate",
+                    message: error_message(e),
+                });
             }
         } else if d < 0 {
             active.sort_by(deletion_order);
@@ -353,27 +468,39 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
                     Instant::now() + EXPECTATIONS_TIMEOUT,
                 ),
             );
-            for p in &victims {
+            for (p, result) in victims.iter().zip(&results) {
+                let pod_name = p.metadata.name.as_deref().unwrap_or_default();
+                let (kind, reason, message) = match result {
+                    Ok(_) => (
+                        NORMAL,
+                        "SuccessfulDelete",
+                        format!("Deleted pod: {pod_name}"),
+                    ),
+                    Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                    Err(e) => (
+                        WARNING,
+                        "FailedDelete",
+                        format!("Error deleting: {}", error_message(e)),
+                    ),
+                };
+                if reason == "FailedDelete" && failure.is_none() {
+                    failure = Some(ManageFailure {
+                        reason: "FailedDelete",
+                        message: message.trim_start_matches("Error deleting: ").into(),
+                    });
+                }
                 let _ = st
                     .ctx
                     .recorder
-                    .record(
-                        &object_reference(rs.as_ref()),
-                        NORMAL,
-                        "SuccessfulDelete",
-                        &format!(
-                            "Deleted pod: {}",
-                            p.metadata.name.as_deref().unwrap_or_default()
-                        ),
-                    )
+                    .record(&reference, kind, reason, &message)
                     .await;
             }
         }
     }
 
-    let status = compute_status(&rs, &active, now);
-    if rs.status.as_ref() != Some(&status) {
-        let rs_api: Api<ReplicaSet> = Api::namespaced(st.ctx.client.clone(), &ns);
+    let status = compute_status(rs.as_ref(), &active, failure.as_ref(), now);
+    if rs.replica_status().as_ref() != Some(&status) {
+        let rs_api: Api<T> = Api::namespaced(st.ctx.client.clone(), &ns);
         rs_api
             .patch_status(
                 &name,
@@ -381,14 +508,10 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
                 &Patch::Merge(&json!({"status": status})),
             )
             .await
-            .map_err(api_err("updating status", &key))?;
+            .map_err(api_err("updating status", kind, &key))?;
     }
     // Requeue when the next ready pod becomes available (minReadySeconds).
-    let min_ready = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.min_ready_seconds)
-        .unwrap_or(0);
+    let min_ready = rs.min_ready_seconds();
     let next = active
         .iter()
         .filter_map(|p| available_at(p, min_ready))
@@ -400,14 +523,17 @@ async fn reconcile(rs: Arc<ReplicaSet>, st: Arc<State>) -> Result<Action, Replic
         )),
         // Not settled: look again soon. The pod cache is fed by a different watch than the one
         // that triggered this sync, so it may have lagged behind the change that did.
-        None if status.ready_replicas != Some(status.replicas) || diff(&rs, active.len()) != 0 => {
+        None if failure.is_some()
+            || status.ready_replicas != Some(status.replicas)
+            || diff(rs.as_ref(), active.len()) != 0 =>
+        {
             Action::requeue(Duration::from_secs(2))
         }
         None => Action::requeue(Duration::from_secs(300)),
     })
 }
 
-fn error_policy(_rs: Arc<ReplicaSet>, err: &ReplicaSetError, _st: Arc<State>) -> Action {
+fn error_policy<T: ReplicaOwner>(_rs: Arc<T>, err: &ReplicaSetError, _st: Arc<State<T>>) -> Action {
     tracing::warn!(error = %err, "replicaset");
     Action::requeue(Duration::from_secs(2))
 }
@@ -483,11 +609,38 @@ mod tests {
             ),
             pod("b", json!({"app": "web"}), Some("rs-uid"), false),
         ];
-        let s = compute_status(&rs(), &active, Timestamp::now());
+        let s = compute_status(&rs(), &active, None, Timestamp::now());
         assert_eq!(s.replicas, 2);
         assert_eq!(s.fully_labeled_replicas, Some(1));
         assert_eq!(s.ready_replicas, Some(1));
         assert_eq!(s.available_replicas, Some(1));
         assert_eq!(s.observed_generation, Some(2));
+    }
+
+    #[test]
+    fn replica_failure_is_set_once_and_cleared_after_a_clean_sync() {
+        let now = Timestamp::now();
+        let f = ManageFailure {
+            reason: "FailedCreate",
+            message: "exceeded quota".into(),
+        };
+        let s = compute_status(&rs(), &[], Some(&f), now);
+        let c = &s.conditions.as_ref().unwrap()[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_deref()),
+            (REPLICA_FAILURE, "True", Some("FailedCreate"))
+        );
+        assert_eq!(c.message.as_deref(), Some("exceeded quota"));
+        let mut failed = rs();
+        failed.status = Some(s.clone());
+        let other = ManageFailure {
+            reason: "FailedDelete",
+            message: "x".into(),
+        };
+        assert_eq!(
+            compute_status(&failed, &[], Some(&other), now).conditions,
+            s.conditions
+        );
+        assert_eq!(compute_status(&failed, &[], None, now).conditions, None);
     }
 }

@@ -311,6 +311,50 @@ async fn create_claims(st: &State, set: &StatefulSet, pod: &Pod, ordinal: i32) {
     }
 }
 
+/// persistentVolumeClaimRetentionPolicy: each existing claim of each pod gets the ownerReferences
+/// the policy wants (`statefulset_retention`). Failures are logged; the next sync retries.
+async fn fix_claim_owners(st: &State, set: &StatefulSet, pods: &[Arc<Pod>]) {
+    if claims_for(set, 0).is_empty() || !claims_served(&st.ctx.client).await {
+        return;
+    }
+    let ns = set.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(st.ctx.client.clone(), &ns);
+    let existing = match api.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing claims for the retention policy");
+            return;
+        }
+    };
+    for pod in pods {
+        let Some(ord) = sp::ordinal_of(pod) else {
+            continue;
+        };
+        for wanted in claims_for(set, ord) {
+            let Some(claim) = existing
+                .iter()
+                .find(|c| c.metadata.name == wanted.metadata.name)
+            else {
+                continue;
+            };
+            let Some(refs) = crate::statefulset_retention::fix(claim, set, pod) else {
+                continue;
+            };
+            let mut updated = claim.clone();
+            updated.metadata.owner_references = Some(refs);
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            match api.replace(&name, &PostParams::default(), &updated).await {
+                Ok(_) => {
+                    tracing::info!(claim = %format!("{ns}/{name}"), "claim owners follow the retention policy")
+                }
+                Err(e) => {
+                    tracing::warn!(claim = %format!("{ns}/{name}"), error = %e, "updating claim owners")
+                }
+            }
+        }
+    }
+}
+
 /// recordPodEvent: `<verb> Pod <pod> in StatefulSet <set> successful|failed error: ...`.
 async fn pod_event(
     st: &State,
@@ -496,6 +540,9 @@ async fn reconcile(set: Arc<StatefulSet>, st: Arc<State>) -> Result<Action, Stat
         update: update_name.clone(),
         update_template: set_template,
     };
+    // Claims' owners follow the retention policy before any pod goes, so a condemned pod's claims
+    // are already its own when it is deleted.
+    fix_claim_owners(&st, &set, &pods).await;
     let now = Timestamp::now();
     let mut p = plan(&set, &pods, &rev, collision_count, now);
     let mut failure = None;

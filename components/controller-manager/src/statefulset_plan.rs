@@ -171,7 +171,13 @@ pub fn revision_data(set: &StatefulSet) -> Value {
         .as_ref()
         .map(|s| s.template.clone())
         .unwrap_or_default();
-    let mut t = serde_json::to_value(&template).unwrap_or_else(|_| json!({}));
+    template_patch(&template)
+}
+
+/// The replace patch of a pod template that StatefulSet and DaemonSet revisions both record
+/// (their getPatch functions produce the same shape).
+pub fn template_patch(template: &PodTemplateSpec) -> Value {
+    let mut t = serde_json::to_value(template).unwrap_or_else(|_| json!({}));
     if t["metadata"].get("creationTimestamp").is_none() {
         t["metadata"]["creationTimestamp"] = Value::Null;
     }

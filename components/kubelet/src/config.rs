@@ -149,6 +149,10 @@ pub struct Flags {
     /// reserved before containerd lists it). Hidden: for tests.
     #[arg(long, default_value = "2m", hide = true)]
     pub cni_gc_grace: String,
+    /// Where the node-local `kiln.io/local-path` provisioner makes volume directories
+    /// (`pvc-<uid>_<namespace>_<name>`); empty turns the provisioner off.
+    #[arg(long, default_value = crate::local_path::DEFAULT_DIR)]
+    pub local_path_dir: String,
 }
 
 /// The kubelet's HTTPS server (:10250).
@@ -206,6 +210,8 @@ pub struct KubeletConfig {
     pub eviction: crate::eviction::EvictionConfig,
     /// Pods' DNS: cluster DNS servers, cluster domain, the host's resolver file.
     pub dns: crate::dns_config::DnsSettings,
+    /// The local-path provisioner's directory (with workload pods only); empty: off.
+    pub local_path_dir: PathBuf,
 }
 
 impl KubeletConfig {
@@ -235,6 +241,8 @@ impl KubeletConfig {
             server: None,
             eviction: Default::default(),
             dns: Default::default(),
+            // Off unless asked for: in-process kubelets (tests) must not write under /var/lib.
+            local_path_dir: PathBuf::new(),
         }
     }
 
@@ -297,6 +305,13 @@ impl KubeletConfig {
         c.max_pods = flags.max_pods;
         c.eviction = eviction;
         c.dns = dns;
+        c.local_path_dir = PathBuf::from(&flags.local_path_dir);
+        if !flags.local_path_dir.is_empty() && !c.local_path_dir.is_absolute() {
+            return Err(ConfigError::Invalid {
+                flag: "local-path-dir",
+                message: format!("{:?} is not an absolute path", flags.local_path_dir),
+            });
+        }
         if let Some(cpu) = flags.capacity_cpu {
             c.capacity_cpu = cpu;
         }
@@ -548,6 +563,23 @@ mod tests {
         assert_eq!(s.tls, Some(("/k.crt".into(), "/k.key".into())));
         let off = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", "--port=0"]);
         assert!(KubeletConfig::from_flags(off).unwrap().server.is_none());
+    }
+
+    #[test]
+    fn local_path_dir_defaults_to_kilns_path_and_empty_turns_it_off() {
+        let dir = |args: &[&str]| {
+            let mut all = vec!["kiln-kubelet", "--hostname-override=a"];
+            all.extend_from_slice(args);
+            KubeletConfig::from_flags(Flags::parse_from(all))
+                .unwrap()
+                .local_path_dir
+        };
+        assert_eq!(dir(&[]), PathBuf::from("/var/lib/kiln/local-path"));
+        assert_eq!(
+            dir(&["--local-path-dir=/data/lp"]),
+            PathBuf::from("/data/lp")
+        );
+        assert_eq!(dir(&["--local-path-dir="]), PathBuf::new());
     }
 
     #[test]

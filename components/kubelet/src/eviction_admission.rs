@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::rank::is_critical;
 use super::{EvictionError, PodFailer, REASON};
 use crate::events::{EventRecorder, EventType, ObjectRef};
+use crate::host_ports::{self, fits, host_ports, HostPort};
 use crate::runtime::{PodStatus, Runtime, RuntimeError};
 
 /// Upstream's admission message under node pressure.
@@ -169,8 +170,10 @@ pub struct AdmissionGate {
     inner: Arc<dyn Runtime>,
     pressure: watch::Receiver<bool>,
     evicted: Evicted,
-    /// Pods rejected at admission (their Failed status may still be on its way).
-    rejected: Mutex<HashSet<String>>,
+    /// Pods rejected at admission, with why (their Failed status may still be on its way).
+    rejected: Mutex<HashMap<String, Failure>>,
+    /// The host ports of the pods this gate admitted, by UID (NodePorts admission).
+    ports: Mutex<HashMap<String, Vec<HostPort>>>,
     /// When each refused pod's Failed status was last posted from here.
     posted: Mutex<HashMap<String, Instant>>,
     failer: Arc<dyn PodFailer>,
@@ -196,7 +199,8 @@ impl AdmissionGate {
             inner,
             pressure,
             evicted,
-            rejected: Mutex::new(HashSet::new()),
+            rejected: Mutex::new(HashMap::new()),
+            ports: Mutex::new(HashMap::new()),
             posted: Mutex::new(HashMap::new()),
             failer,
             recorder,
@@ -238,31 +242,48 @@ impl AdmissionGate {
         });
     }
 
-    /// Rejects `pod`: an event the first time, and its Failed status.
-    fn reject(&self, pod: &Pod, uid: &str) {
+    /// Rejects `pod` with `failure` (upstream's rejectPod): a Warning event with the reason the first
+    /// time, and its Failed status.
+    fn reject(&self, pod: &Pod, uid: &str, failure: Failure, event_message: &str) {
         let first = self
             .rejected
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(uid.to_string());
+            .insert(uid.to_string(), failure.clone())
+            .is_none();
         if first {
-            tracing::warn!(pod = %ObjectRef::pod(pod).name, "pod rejected: the node has DiskPressure");
+            tracing::warn!(pod = %ObjectRef::pod(pod).name, reason = %failure.reason, "pod rejected");
             self.recorder.record(
                 &ObjectRef::pod(pod),
                 EventType::Warning,
-                REASON,
-                REJECT_MESSAGE.to_string(),
+                &failure.reason,
+                event_message.to_string(),
             );
         }
-        self.post_failed(
-            pod,
-            uid,
-            Failure {
-                reason: REASON.into(),
-                message: format!("Pod was rejected: {REJECT_MESSAGE}"),
-                disruption: false,
-            },
-        );
+        self.post_failed(pod, uid, failure);
+    }
+
+    /// Does the pod fit the host ports the pods still running here hold?
+    fn ports_fit(&self, pod: &Pod, uid: &str) -> bool {
+        let wanted = host_ports(pod);
+        let mut held = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+        let live: HashSet<String> = self.inner.pod_uids().into_iter().collect();
+        held.retain(|u, _| live.contains(u));
+        wanted.is_empty()
+            || fits(
+                &wanted,
+                held.iter().filter(|(u, _)| *u != uid).flat_map(|(_, p)| p),
+            )
+    }
+
+    fn hold_ports(&self, pod: &Pod, uid: &str) {
+        let wanted = host_ports(pod);
+        if !wanted.is_empty() {
+            self.ports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(uid.to_string(), wanted);
+        }
     }
 }
 
@@ -286,16 +307,39 @@ impl Runtime for AdmissionGate {
             self.post_failed(pod, uid, failure);
             return Err(self.refuse(pod, "was evicted"));
         }
-        let rejected = self
+        let earlier = self
             .rejected
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(uid);
-        if rejected || (*self.pressure.borrow() && !is_critical(pod)) {
-            self.reject(pod, uid);
+            .get(uid)
+            .cloned();
+        if let Some(failure) = earlier {
+            self.post_failed(pod, uid, failure);
+            return Err(self.refuse(pod, "was rejected"));
+        }
+        if *self.pressure.borrow() && !is_critical(pod) {
+            let failure = Failure {
+                reason: REASON.into(),
+                message: format!("Pod was rejected: {REJECT_MESSAGE}"),
+                disruption: false,
+            };
+            self.reject(pod, uid, failure, REJECT_MESSAGE);
             return Err(self.refuse(pod, "was rejected: the node has DiskPressure"));
         }
-        self.inner.run_pod(pod).await
+        // A running pod is admitted once; only a new one is checked against the ports others hold.
+        let known = self.inner.pod_uids().iter().any(|u| u == uid);
+        if !known && !self.ports_fit(pod, uid) {
+            let failure = Failure {
+                reason: host_ports::REASON.into(),
+                message: format!("Pod was rejected: {}", host_ports::MESSAGE),
+                disruption: false,
+            };
+            self.reject(pod, uid, failure, host_ports::MESSAGE);
+            return Err(self.refuse(pod, "was rejected: a host port it asks for is taken"));
+        }
+        self.inner.run_pod(pod).await?;
+        self.hold_ports(pod, uid);
+        Ok(())
     }
 
     async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError> {
@@ -311,7 +355,16 @@ impl Runtime for AdmissionGate {
     }
 
     async fn adopt(&self, wanted: &[Pod]) -> Result<(), RuntimeError> {
-        self.inner.adopt(wanted).await
+        self.inner.adopt(wanted).await?;
+        // Pods an earlier run left keep the host ports they hold.
+        let live: HashSet<String> = self.inner.pod_uids().into_iter().collect();
+        for p in wanted {
+            let uid = p.metadata.uid.as_deref().unwrap_or_default();
+            if live.contains(uid) {
+                self.hold_ports(p, uid);
+            }
+        }
+        Ok(())
     }
 
     fn status_changes(&self) -> Option<Arc<tokio::sync::Notify>> {

@@ -748,7 +748,8 @@ impl Runtime for CountingRuntime {
         None
     }
     fn pod_uids(&self) -> Vec<String> {
-        vec![]
+        let started = self.started.lock().unwrap();
+        started.iter().map(|n| format!("uid-{n}")).collect()
     }
 }
 
@@ -837,4 +838,56 @@ async fn after_spawned_tasks<T>(f: impl Fn() -> Vec<T>) -> Vec<T> {
         tokio::task::yield_now().await;
     }
     f()
+}
+
+#[tokio::test]
+async fn a_pod_whose_host_port_is_taken_is_rejected_with_node_ports() {
+    let inner = Arc::new(CountingRuntime::default());
+    let failer = Arc::new(FakeFailer::default());
+    let recorder = Arc::new(FakeRecorder::default());
+    let (_tx, rx) = pressure_channel();
+    let g = gate(
+        inner.clone(),
+        rx,
+        Evicted::default(),
+        failer.clone(),
+        recorder.clone(),
+    );
+    let with_port = |name: &str, port: i32| {
+        pod(
+            name,
+            json!({"spec": {"containers": [{"name": "c", "image": "i",
+                "ports": [{"containerPort": 80, "hostPort": port}]}]}}),
+        )
+    };
+    g.run_pod(&with_port("first", 21017)).await.unwrap();
+    let e = g
+        .run_pod(&with_port("second", 21017))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("default/second") && e.contains("host port"),
+        "{e}"
+    );
+    g.run_pod(&with_port("other", 21018)).await.unwrap();
+    // The pod holding the port may run again (a restart of its sandbox is not a new admission).
+    g.run_pod(&with_port("first", 21017)).await.unwrap();
+    assert_eq!(*inner.started.lock().unwrap(), ["first", "other", "first"]);
+
+    let failed = after_spawned_tasks(|| failer.failed.lock().unwrap().clone()).await;
+    assert_eq!(
+        failed,
+        [(
+            "second".to_string(),
+            Failure {
+                reason: "NodePorts".into(),
+                message: "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports".into(),
+                disruption: false,
+            }
+        )]
+    );
+    let events = recorder.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].reason, "NodePorts");
 }

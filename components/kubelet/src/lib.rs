@@ -18,8 +18,11 @@ pub mod env_resources;
 pub mod etc_hosts;
 pub mod events;
 pub mod eviction;
+pub mod host_ports;
 pub mod init_containers;
 pub mod lease;
+pub mod local_path;
+pub mod local_path_plan;
 pub mod logs;
 pub mod manifest;
 pub mod mirror;
@@ -340,6 +343,12 @@ async fn run_workloads(
         );
         tokio::spawn(gc);
     }
+    local_path::start(
+        client.clone(),
+        &cfg.node_name,
+        &cfg.local_path_dir,
+        shutdown.clone(),
+    );
     tracing::info!(runtime = %rt.version(), "workload pods: watching this node's pods");
     let node_ip = cfg.node_ip.to_string();
     workloads::WorkloadPods::new(&cfg.node_name, &node_ip, workload_rt)

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use base64::Engine;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{Api, PostParams};
 use kube::Client;
 
@@ -58,6 +58,14 @@ pub trait PodObjects: Send + Sync {
     async fn token(&self, req: &TokenFor<'_>) -> Result<Option<IssuedToken>, ObjectError>;
     /// The cluster CA bundle (PEM) for `ca.crt` when the namespace has no kube-root-ca.crt ConfigMap.
     fn cluster_ca(&self) -> Option<Vec<u8>>;
+    /// None: no such claim (persistentVolumeClaim and ephemeral volumes).
+    async fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeClaim>, ObjectError>;
+    /// None: no such PersistentVolume.
+    async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ObjectError>;
 }
 
 pub struct ApiObjects {
@@ -195,6 +203,28 @@ impl PodObjects for ApiObjects {
     fn cluster_ca(&self) -> Option<Vec<u8>> {
         self.cluster_ca.clone()
     }
+
+    async fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeClaim>, ObjectError> {
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        match api.get(name).await {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(api_err("persistentvolumeclaim", namespace, name, e)),
+        }
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ObjectError> {
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        match api.get(name).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(api_err("persistentvolume", "", name, e)),
+        }
+    }
 }
 
 /// In-memory objects for tests.
@@ -205,6 +235,8 @@ pub struct FakeObjects {
     pub secrets: std::sync::Mutex<BTreeMap<(String, String), Payload>>,
     pub token: std::sync::Mutex<Option<IssuedToken>>,
     pub token_requests: std::sync::Mutex<u32>,
+    pub claims: std::sync::Mutex<BTreeMap<(String, String), PersistentVolumeClaim>>,
+    pub volumes: std::sync::Mutex<BTreeMap<String, PersistentVolume>>,
 }
 
 #[cfg(test)]
@@ -260,5 +292,22 @@ impl PodObjects for FakeObjects {
 
     fn cluster_ca(&self) -> Option<Vec<u8>> {
         Some(b"CA-FROM-KUBECONFIG\n".to_vec())
+    }
+
+    async fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeClaim>, ObjectError> {
+        Ok(self
+            .claims
+            .lock()
+            .unwrap()
+            .get(&(namespace.into(), name.into()))
+            .cloned())
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ObjectError> {
+        Ok(self.volumes.lock().unwrap().get(name).cloned())
     }
 }

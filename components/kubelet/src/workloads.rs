@@ -141,6 +141,32 @@ pub fn refused_status(message: &str, node_ip: &str) -> ApiPodStatus {
     }
 }
 
+/// Upstream's reason and message for a pod stopped at its activeDeadlineSeconds.
+pub const DEADLINE_REASON: &str = "DeadlineExceeded";
+pub const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+
+/// Has the pod been active longer than `spec.activeDeadlineSeconds`, counted from `status.startTime`
+/// as upstream's active deadline handler counts it? (No start time yet: not active yet.)
+pub fn past_deadline(p: &Pod, now: k8s_openapi::jiff::Timestamp) -> bool {
+    let Some(deadline) = p.spec.as_ref().and_then(|s| s.active_deadline_seconds) else {
+        return false;
+    };
+    let Some(start) = p.status.as_ref().and_then(|s| s.start_time.as_ref()) else {
+        return false;
+    };
+    now.as_second() - start.0.as_second() >= deadline
+}
+
+/// The status of a pod stopped at its deadline: terminal, Failed whatever its containers' exits,
+/// with upstream's reason and message (a Job's DeadlineExceeded and `kubectl get pod` show them).
+pub fn deadline_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
+    let mut status = terminal_status(p, node_ip);
+    status.phase = Some("Failed".into());
+    status.reason = Some(DEADLINE_REASON.into());
+    status.message = Some(DEADLINE_MESSAGE.into());
+    status
+}
+
 /// What was posted, to post only real changes (the status carries only runtime-given times).
 fn fingerprint(s: &ApiPodStatus) -> serde_json::Value {
     serde_json::to_value(s).unwrap_or_default()
@@ -263,6 +289,9 @@ pub struct WorkloadPods {
     pods: HashMap<String, Pod>,
     stopping: HashSet<String>,
     refused: HashMap<String, String>,
+    /// Pods stopped at their activeDeadlineSeconds, with the Failed status computed when they were
+    /// (computed once, so every sync posts the same status): never started again.
+    expired: HashMap<String, ApiPodStatus>,
     posted: HashMap<String, serde_json::Value>,
     status: StatusManager,
     /// The first full list of this node's pods has arrived.
@@ -281,6 +310,7 @@ impl WorkloadPods {
             pods: HashMap::new(),
             stopping: HashSet::new(),
             refused: HashMap::new(),
+            expired: HashMap::new(),
             posted: HashMap::new(),
             status: StatusManager::default(),
             listed: false,
@@ -352,12 +382,26 @@ impl WorkloadPods {
         client: &Client,
         done: &mpsc::UnboundedSender<(String, Result<(), RuntimeError>)>,
     ) {
-        let pods: Vec<Pod> = self.pods.values().cloned().collect();
+        // Oldest first, as upstream's kubelet admits pods: when two ask for the same host port, the
+        // one created first keeps it.
+        let mut pods: Vec<Pod> = self.pods.values().cloned().collect();
+        pods.sort_by(|a, b| {
+            let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            created(a)
+                .cmp(&created(b))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
         if !self.adopted && !self.adopt(&pods).await {
             return;
         }
         let running: HashSet<String> = self.runtime.pod_uids().into_iter().collect();
-        let refused: HashSet<String> = self.refused.keys().cloned().collect();
+        self.enforce_deadlines(&pods, &running, done);
+        let refused: HashSet<String> = self
+            .refused
+            .keys()
+            .chain(self.expired.keys())
+            .cloned()
+            .collect();
         for a in plan(&self.node_name, &pods, &running, &self.stopping, &refused) {
             match a {
                 Action::Start(p) => match self.runtime.run_pod(&p).await {
@@ -412,6 +456,7 @@ impl WorkloadPods {
             }
             let u = uid(p);
             let mut status = match (self.refused.get(u), self.runtime.pod_status(u)) {
+                _ if self.expired.contains_key(u) => self.expired[u].clone(),
                 (Some(msg), _) => refused_status(msg, &self.node_ip),
                 (None, Some(rt)) => api_status(&rt, &self.node_ip, rt.pod_ip.as_deref()),
                 (None, None) => continue,
@@ -433,6 +478,40 @@ impl WorkloadPods {
         let live: HashSet<&String> = self.pods.keys().collect();
         self.posted.retain(|u, _| live.contains(u));
         self.refused.retain(|u, _| live.contains(u));
+        self.expired.retain(|u, _| live.contains(u));
+    }
+
+    /// Stops every running pod past its activeDeadlineSeconds (upstream's active deadline handler:
+    /// the pod is killed with its grace period and ends Failed/DeadlineExceeded, never restarted).
+    fn enforce_deadlines(
+        &mut self,
+        pods: &[Pod],
+        running: &HashSet<String>,
+        done: &mpsc::UnboundedSender<(String, Result<(), RuntimeError>)>,
+    ) {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        for p in pods {
+            let u = uid(p);
+            if !is_mine(p, &self.node_name)
+                || p.metadata.deletion_timestamp.is_some()
+                || terminal(p)
+                || self.expired.contains_key(u)
+                || !running.contains(u)
+                || !past_deadline(p, now)
+            {
+                continue;
+            }
+            tracing::info!(pod = %key(p), "pod past its activeDeadlineSeconds; stopping it");
+            self.expired
+                .insert(u.to_string(), deadline_status(p, &self.node_ip));
+            if self.stopping.insert(u.to_string()) {
+                let (rt, done, u) = (self.runtime.clone(), done.clone(), u.to_string());
+                tokio::spawn(async move {
+                    let r = rt.stop_pod(&u, None).await;
+                    let _ = done.send((u, r));
+                });
+            }
+        }
     }
 }
 

@@ -188,3 +188,52 @@ fn a_deleted_pod_ends_failed_with_its_killed_containers_terminated() {
         Some("Succeeded")
     );
 }
+
+fn with_deadline(
+    mut p: Pod,
+    deadline: i64,
+    started_secs_ago: i64,
+) -> (Pod, k8s_openapi::jiff::Timestamp) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let now = k8s_openapi::jiff::Timestamp::from_second(1_000_000).unwrap();
+    p.spec.as_mut().unwrap().active_deadline_seconds = Some(deadline);
+    p.status = Some(ApiPodStatus {
+        phase: Some("Running".into()),
+        start_time: Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_000_000 - started_secs_ago).unwrap(),
+        )),
+        ..Default::default()
+    });
+    (p, now)
+}
+
+#[test]
+fn the_active_deadline_counts_from_the_start_time() {
+    let (p, now) = with_deadline(pod("a", "n1"), 30, 29);
+    assert!(!past_deadline(&p, now));
+    let (p, now) = with_deadline(pod("a", "n1"), 30, 30);
+    assert!(past_deadline(&p, now));
+    // Not started yet, or no deadline: never past it.
+    let (mut p, now) = with_deadline(pod("a", "n1"), 1, 100);
+    p.status.as_mut().unwrap().start_time = None;
+    assert!(!past_deadline(&p, now));
+    assert!(!past_deadline(&pod("a", "n1"), now));
+}
+
+#[test]
+fn a_pod_past_its_deadline_ends_failed_with_upstreams_reason() {
+    let (mut p, _) = with_deadline(pod("a", "n1"), 5, 10);
+    p.status.as_mut().unwrap().container_statuses = Some(vec![serde_json::from_value(
+        serde_json::json!({"name": "c", "image": "i:1", "imageID": "", "ready": true, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}),
+    )
+    .unwrap()]);
+    let s = deadline_status(&p, "10.0.0.1");
+    // Failed even though its container exited 0: the deadline decides.
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+    assert_eq!(s.reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        s.message.as_deref(),
+        Some("Pod was active on the node longer than the specified deadline")
+    );
+}

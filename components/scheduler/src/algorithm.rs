@@ -7,8 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use rand::Rng;
 
 use crate::cache::{Cache, NodeInfo, PodInfo};
-use crate::filters::{run_filters, FilterInput};
+use crate::filters::{run_filters, Code, FilterInput, Rejection};
 use crate::scores::{normalize, ScoreInput, SCORERS};
+use crate::volume_filters::{self, PodVolumes};
 
 /// upstream's ErrNoNodesAvailable.
 pub const NO_NODES_MESSAGE: &str = "no nodes available to schedule pods";
@@ -17,6 +18,8 @@ pub const NO_NODES_MESSAGE: &str = "no nodes available to schedule pods";
 pub enum ScheduleError {
     NoNodes,
     Unfit(FitError),
+    /// A plugin failed (not a verdict about nodes): the attempt is retried after backoff.
+    Internal(String),
 }
 
 impl ScheduleError {
@@ -25,39 +28,94 @@ impl ScheduleError {
         match self {
             ScheduleError::NoNodes => NO_NODES_MESSAGE.to_string(),
             ScheduleError::Unfit(e) => e.message(),
+            ScheduleError::Internal(e) => e.clone(),
         }
     }
 }
 
-/// How many nodes gave each reason.
+pub const PREEMPTION_NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+pub const NO_PREEMPTION_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// How many nodes gave each reason, and what the PreFilter and PostFilter (preemption) said.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FitError {
     pub num_all_nodes: usize,
     pub reasons: BTreeMap<String, usize>,
+    /// A PreFilter rejection: it stands for every node, so no per-node reasons are shown.
+    pub pre_filter: Option<String>,
+    /// Nodes whose rejection preemption could resolve (code Unschedulable).
+    pub preemptable_nodes: usize,
+    pub post_filter: Option<String>,
+}
+
+/// "<count> <reason>" strings sorted as strings (Go's sort.Strings), joined by ", ".
+fn histogram<'a>(counts: impl Iterator<Item = (&'a str, usize)>) -> String {
+    let mut parts: Vec<String> = counts
+        .filter(|(_, n)| *n > 0)
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    parts.sort();
+    parts.join(", ")
 }
 
 impl FitError {
-    pub fn record(&mut self, reasons: &[String]) {
-        for r in reasons {
+    pub fn record(&mut self, rejection: &Rejection) {
+        for r in &rejection.reasons {
             *self.reasons.entry(r.clone()).or_insert(0) += 1;
+        }
+        if rejection.code == Code::Unschedulable {
+            self.preemptable_nodes += 1;
         }
     }
 
-    /// "0/3 nodes are available: 1 node(s) had untolerated taint {…}, 2 Insufficient cpu." —
-    /// "<count> <reason>" strings sorted as strings (Go's sort.Strings), joined by ", ".
+    /// "0/3 nodes are available: 1 node(s) had untolerated taint {…}, 2 Insufficient cpu.
+    /// preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No
+    /// preemption victims found for incoming pod."
     pub fn message(&self) -> String {
-        let mut parts: Vec<String> = self
-            .reasons
-            .iter()
-            .map(|(reason, count)| format!("{count} {reason}"))
-            .collect();
-        parts.sort();
         let mut msg = format!("0/{} nodes are available:", self.num_all_nodes);
-        if !parts.is_empty() {
-            msg.push_str(&format!(" {}.", parts.join(", ")));
+        if let Some(pre) = &self.pre_filter {
+            msg.push_str(&format!(" {pre}."));
+        } else {
+            let parts = histogram(self.reasons.iter().map(|(r, n)| (r.as_str(), *n)));
+            if !parts.is_empty() {
+                msg.push_str(&format!(" {parts}."));
+            }
+        }
+        if let Some(post) = &self.post_filter {
+            msg.push_str(&format!(" {post}"));
         }
         msg
     }
+}
+
+/// What DefaultPreemption's PostFilter reports when it finds no node to preempt on. kiln does not
+/// preempt: nodes rejected for reasons preemption cannot change are "not helpful", the others have
+/// no victims kiln would evict.
+pub fn preemption_message(pod: &Pod, fit: &FitError) -> String {
+    let never = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.preemption_policy.as_deref())
+        == Some("Never");
+    if never {
+        return "preemption: not eligible due to preemptionPolicy=Never.".to_string();
+    }
+    let preemptable = if fit.pre_filter.is_some() {
+        0
+    } else {
+        fit.preemptable_nodes
+    };
+    let parts = histogram(
+        [
+            (PREEMPTION_NOT_HELPFUL, fit.num_all_nodes - preemptable),
+            (NO_PREEMPTION_VICTIMS, preemptable),
+        ]
+        .into_iter(),
+    );
+    format!(
+        "preemption: 0/{} nodes are available: {parts}.",
+        fit.num_all_nodes
+    )
 }
 
 /// How many feasible nodes are enough to pick from, as upstream's default `percentageOfNodesToScore`:
@@ -79,7 +137,8 @@ pub fn find_feasible<'a>(
     nodes: &[&'a NodeInfo],
 ) -> (Vec<&'a NodeInfo>, FitError) {
     let mut start = 0;
-    find_feasible_from(pod, pod_info, nodes, &mut start)
+    find_feasible_from(pod, pod_info, &PodVolumes::default(), nodes, &mut start)
+        .expect("no volume plugins ran, so no plugin error")
 }
 
 /// [`find_feasible`] that stops once [`feasible_nodes_to_find`] nodes fit, starting at `*start` and
@@ -88,9 +147,10 @@ pub fn find_feasible<'a>(
 pub fn find_feasible_from<'a>(
     pod: &Pod,
     pod_info: &PodInfo,
+    volumes: &PodVolumes,
     nodes: &[&'a NodeInfo],
     start: &mut usize,
-) -> (Vec<&'a NodeInfo>, FitError) {
+) -> Result<(Vec<&'a NodeInfo>, FitError), ScheduleError> {
     let mut diagnosis = FitError {
         num_all_nodes: nodes.len(),
         ..Default::default()
@@ -116,16 +176,20 @@ pub fn find_feasible_from<'a>(
             pod_info,
             node_info: info,
             node,
+            volumes,
         };
         match run_filters(&input) {
             Ok(()) => feasible.push(*info),
-            Err(reasons) => diagnosis.record(&reasons),
+            Err(r) if r.code == Code::Error => {
+                return Err(ScheduleError::Internal(r.reasons.join(", ")));
+            }
+            Err(r) => diagnosis.record(&r),
         }
     }
     if !nodes.is_empty() {
         *start = (first + looked) % nodes.len();
     }
-    (feasible, diagnosis)
+    Ok((feasible, diagnosis))
 }
 
 /// Weighted sum of every scorer per feasible node, in the order given.
@@ -201,9 +265,26 @@ pub fn schedule_from(
         return Err(ScheduleError::NoNodes);
     }
     let pod_info = PodInfo::new(pod);
-    let (feasible, diagnosis) = find_feasible_from(pod, &pod_info, &nodes, start);
+    let volumes = match volume_filters::pre_filter(pod, cache.volumes(), &|claim| {
+        cache.claim_in_use(claim)
+    }) {
+        Ok(v) => v,
+        Err(message) => {
+            let mut fit = FitError {
+                num_all_nodes: nodes.len(),
+                pre_filter: Some(message),
+                ..Default::default()
+            };
+            fit.post_filter = Some(preemption_message(pod, &fit));
+            return Err(ScheduleError::Unfit(fit));
+        }
+    };
+    let (feasible, mut diagnosis) = find_feasible_from(pod, &pod_info, &volumes, &nodes, start)?;
     match feasible.len() {
-        0 => Err(ScheduleError::Unfit(diagnosis)),
+        0 => {
+            diagnosis.post_filter = Some(preemption_message(pod, &diagnosis));
+            Err(ScheduleError::Unfit(diagnosis))
+        }
         1 => Ok(feasible[0].name.clone()),
         _ => {
             let scores = prioritize(pod, &pod_info, &feasible, cache, nodes.len());
@@ -254,7 +335,109 @@ mod tests {
         let err = schedule(&pod("4"), &cache, &mut rng()).unwrap_err();
         assert_eq!(
             err.message(),
-            "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        );
+    }
+
+    fn with_claim(mut p: Pod, claim: &str) -> Pod {
+        p.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}),
+        )
+        .unwrap()]);
+        p
+    }
+
+    fn seeds_cluster() -> Cache {
+        let mut cache = Cache::default();
+        cache.upsert_node(node(
+            "host1",
+            "8",
+            json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]),
+        ));
+        cache.upsert_node(node("host2", "2", json!([])));
+        cache.upsert_node(node("host3", "2", json!([])));
+        let v = cache.volumes_mut();
+        v.upsert_claim(
+            serde_json::from_value(json!({
+                "metadata": {"name": "mysql-data", "namespace": "default",
+                             "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {"volumeName": "mysql-pv", "storageClassName": "manual"}
+            }))
+            .unwrap(),
+        );
+        v.upsert_volume(
+            serde_json::from_value(json!({
+                "metadata": {"name": "mysql-pv"},
+                "spec": {"storageClassName": "manual", "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}]}}}
+            }))
+            .unwrap(),
+        );
+        cache
+    }
+
+    #[test]
+    fn the_seeds_volume_node_affinity_conflict_reads_as_upstream() {
+        let mut cache = seeds_cluster();
+        let mysql = with_claim(pod("100m"), "mysql-data");
+        let err = schedule(&mysql, &cache, &mut rng()).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, \
+             2 node(s) had volume node affinity conflict. preemption: 0/3 nodes are available: \
+             3 Preemption is not helpful for scheduling."
+        );
+        // The seeds' fix: label the node.
+        let mut host3 = node("host3", "2", json!([]));
+        host3.metadata.labels = Some(
+            [(
+                "topology.kubernetes.io/zone".to_string(),
+                "us-east-1a".to_string(),
+            )]
+            .into(),
+        );
+        cache.upsert_node(host3);
+        assert_eq!(schedule(&mysql, &cache, &mut rng()).unwrap(), "host3");
+    }
+
+    #[test]
+    fn a_pre_filter_rejection_stands_for_every_node() {
+        let cache = seeds_cluster();
+        let err = schedule(&with_claim(pod("100m"), "missing"), &cache, &mut rng()).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "0/3 nodes are available: persistentvolumeclaim \"missing\" not found. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        );
+    }
+
+    #[test]
+    fn preemption_distinguishes_resolvable_nodes_and_honours_never() {
+        let mut cache = Cache::default();
+        cache.upsert_node(node(
+            "cp",
+            "8",
+            json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]),
+        ));
+        cache.upsert_node(node("host1", "2", json!([])));
+        let mut busy = pod("1500m");
+        busy.metadata.name = Some("busy".into());
+        cache.assume(&busy, "host1");
+        // 1 cpu fits host1's allocatable but not what is left: preemption could help there.
+        let err = schedule(&pod("1"), &cache, &mut rng()).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }. \
+             preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, \
+             1 Preemption is not helpful for scheduling."
+        );
+        let mut never = pod("1");
+        never.spec.as_mut().unwrap().preemption_policy = Some("Never".into());
+        assert_eq!(
+            schedule(&never, &cache, &mut rng()).unwrap_err().message(),
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }. \
+             preemption: not eligible due to preemptionPolicy=Never."
         );
     }
 
@@ -264,11 +447,15 @@ mod tests {
             num_all_nodes: 12,
             ..Default::default()
         };
+        let r = |reasons: &[&str]| Rejection {
+            code: Code::Unschedulable,
+            reasons: reasons.iter().map(|s| s.to_string()).collect(),
+        };
         for _ in 0..10 {
-            e.record(&["Insufficient memory".to_string()]);
+            e.record(&r(&["Insufficient memory"]));
         }
-        e.record(&["Insufficient cpu".into(), "Insufficient memory".into()]);
-        e.record(&["node(s) didn't match Pod's node affinity/selector".into()]);
+        e.record(&r(&["Insufficient cpu", "Insufficient memory"]));
+        e.record(&r(&["node(s) didn't match Pod's node affinity/selector"]));
         // Go sorts "<count> <reason>" as strings: "1 ..." < "11 ..." .
         assert_eq!(
             e.message(),
@@ -352,19 +539,21 @@ mod tests {
         let small = pod("100m");
         let info = PodInfo::new(&small);
         let mut start = 0;
-        let (feasible, _) = find_feasible_from(&small, &info, &nodes, &mut start);
+        let none = PodVolumes::default();
+        let (feasible, _) = find_feasible_from(&small, &info, &none, &nodes, &mut start).unwrap();
         assert_eq!(feasible.len(), feasible_nodes_to_find(300));
         assert_eq!(
             start,
             feasible.len(),
             "the next pod starts after the last node looked at"
         );
-        let (again, _) = find_feasible_from(&small, &info, &nodes, &mut start);
+        let (again, _) = find_feasible_from(&small, &info, &none, &nodes, &mut start).unwrap();
         assert_ne!(again[0].name, feasible[0].name);
         let huge = pod("2");
         let info = PodInfo::new(&huge);
-        let (none, diagnosis) = find_feasible_from(&huge, &info, &nodes, &mut start);
-        assert!(none.is_empty());
+        let (fits, diagnosis) =
+            find_feasible_from(&huge, &info, &none, &nodes, &mut start).unwrap();
+        assert!(fits.is_empty());
         assert_eq!(
             diagnosis.message(),
             "0/300 nodes are available: 300 Insufficient cpu."

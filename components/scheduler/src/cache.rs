@@ -8,6 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::resources::{node_allocatable, non_zero_requests, pod_requests, Resources};
+use crate::volume_cache::{claim_key, ClaimKey, VolumeCache};
+use crate::volume_claims::{pod_claims, pod_namespace};
 
 /// "namespace/name".
 pub type PodKey = String;
@@ -59,6 +61,8 @@ pub struct PodInfo {
     pub requests: Resources,
     pub non_zero: (i64, i64),
     pub host_ports: Vec<HostPort>,
+    /// The claims the pod uses (ReadWriteOncePod claims may have one user in the cluster).
+    pub claims: Vec<ClaimKey>,
 }
 
 impl PodInfo {
@@ -79,7 +83,12 @@ impl PodInfo {
                 port: p.host_port.unwrap_or_default(),
             })
             .collect();
+        let claims = pod_claims(pod)
+            .into_iter()
+            .map(|c| claim_key(pod_namespace(pod), &c.name))
+            .collect();
         PodInfo {
+            claims,
             key: pod_key(pod),
             requests: pod_requests(pod),
             non_zero: non_zero_requests(pod),
@@ -156,6 +165,9 @@ pub struct Cache {
     placed: HashMap<PodKey, (String, bool)>,
     /// image → (size, number of nodes that have it), rebuilt when nodes change.
     images: HashMap<String, (i64, usize)>,
+    /// How many placed pods use each claim.
+    claim_users: HashMap<ClaimKey, usize>,
+    volumes: VolumeCache,
 }
 
 impl Cache {
@@ -215,6 +227,9 @@ impl Cache {
     fn place(&mut self, info: PodInfo, node: &str, assumed: bool) {
         let key = info.key.clone();
         self.remove_pod(&key);
+        for claim in &info.claims {
+            *self.claim_users.entry(claim.clone()).or_insert(0) += 1;
+        }
         self.nodes
             .entry(node.to_string())
             .or_insert_with(|| NodeInfo {
@@ -228,6 +243,19 @@ impl Cache {
     pub fn remove_pod(&mut self, key: &str) {
         if let Some((node, _)) = self.placed.remove(key) {
             if let Some(info) = self.nodes.get_mut(&node) {
+                for claim in info
+                    .pods
+                    .get(key)
+                    .map(|p| p.claims.clone())
+                    .unwrap_or_default()
+                {
+                    if let Some(n) = self.claim_users.get_mut(&claim) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.claim_users.remove(&claim);
+                        }
+                    }
+                }
                 info.remove_pod(key);
                 if info.node.is_none() && info.pods.is_empty() {
                     self.nodes.remove(&node);
@@ -267,6 +295,19 @@ impl Cache {
 
     pub fn node(&self, name: &str) -> Option<&NodeInfo> {
         self.nodes.get(name)
+    }
+
+    /// Does a placed (bound or assumed) pod use this "namespace/name" claim?
+    pub fn claim_in_use(&self, claim: &str) -> bool {
+        self.claim_users.contains_key(claim)
+    }
+
+    pub fn volumes(&self) -> &VolumeCache {
+        &self.volumes
+    }
+
+    pub fn volumes_mut(&mut self) -> &mut VolumeCache {
+        &mut self.volumes
     }
 }
 
@@ -314,6 +355,21 @@ mod tests {
         cache.assume(&p, "n1");
         cache.forget_assumed("default/a");
         assert_eq!(cache.node("n1").unwrap().requested.pods, 0);
+    }
+
+    #[test]
+    fn placed_pods_count_as_claim_users() {
+        let mut cache = Cache::default();
+        let mut p = pod("a", Some("n1"), "1");
+        p.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(
+            json!({"name": "v", "persistentVolumeClaim": {"claimName": "data"}}),
+        )
+        .unwrap()]);
+        cache.upsert_pod(&p);
+        assert!(cache.claim_in_use("default/data"));
+        assert!(!cache.claim_in_use("default/other"));
+        cache.remove_pod("default/a");
+        assert!(!cache.claim_in_use("default/data"));
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub struct Options {
     /// Address for /healthz and /metrics. Loopback by default while the endpoint is plain HTTP.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind_address: IpAddr,
+
+    /// How long a pod's volume bindings may take before the attempt is undone and retried
+    /// (upstream's VolumeBinding `bindTimeoutSeconds`, 600 by default).
+    #[arg(long, default_value_t = 600)]
+    pub bind_timeout_seconds: u64,
 }
 
 #[cfg(test)]
@@ -61,6 +66,7 @@ mod tests {
         assert!(!o.leader_elect);
         assert_eq!(o.secure_port, 10259);
         assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(o.bind_timeout_seconds, 600);
         let o = Options::parse_from([
             "kiln-scheduler",
             "--leader-elect",

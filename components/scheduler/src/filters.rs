@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
 use crate::cache::{NodeInfo, PodInfo};
+use crate::volume_filters::{self, PodVolumes};
 use kiln_common::node_matching::{any_term_matches, selector_matches, tolerated};
 
 pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
@@ -19,10 +20,33 @@ pub struct FilterInput<'a> {
     pub pod_info: &'a PodInfo,
     pub node_info: &'a NodeInfo,
     pub node: &'a Node,
+    /// What the volume plugins' PreFilter found for this pod.
+    pub volumes: &'a PodVolumes,
 }
 
-/// Ok, or the reasons this node cannot take the pod.
-pub type FilterResult = Result<(), Vec<String>>;
+/// upstream's status codes for a rejection: whether preempting pods on the node could help, or an
+/// error that fails the whole attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    Unschedulable,
+    UnschedulableAndUnresolvable,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub code: Code,
+    pub reasons: Vec<String>,
+}
+
+impl Rejection {
+    pub fn new(code: Code, reasons: Vec<String>) -> Rejection {
+        Rejection { code, reasons }
+    }
+}
+
+/// Ok, or why this node cannot take the pod.
+pub type FilterResult = Result<(), Rejection>;
 
 pub struct Filter {
     pub name: &'static str,
@@ -59,6 +83,18 @@ pub static FILTERS: &[Filter] = &[
         name: "NodeResourcesFit",
         run: node_resources_fit,
     },
+    Filter {
+        name: "VolumeRestrictions",
+        run: volume_filters::volume_restrictions,
+    },
+    Filter {
+        name: "VolumeBinding",
+        run: volume_filters::volume_binding,
+    },
+    Filter {
+        name: "VolumeZone",
+        run: volume_filters::volume_zone,
+    },
 ];
 
 /// Runs the filters in order; the first rejection decides.
@@ -66,8 +102,12 @@ pub fn run_filters(input: &FilterInput) -> FilterResult {
     FILTERS.iter().try_for_each(|f| (f.run)(input))
 }
 
+/// Rejected, and preempting pods would not change that.
 fn fail(reason: &str) -> FilterResult {
-    Err(vec![reason.to_string()])
+    Err(Rejection::new(
+        Code::UnschedulableAndUnresolvable,
+        vec![reason.to_string()],
+    ))
 }
 
 fn tolerations(pod: &Pod) -> &[k8s_openapi::api::core::v1::Toleration] {
@@ -109,11 +149,11 @@ fn taint_toleration(i: &FilterInput) -> FilterResult {
         (t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerated(tolerations(i.pod), t)
     });
     match untolerated {
-        Some(t) => Err(vec![format!(
+        Some(t) => fail(&format!(
             "node(s) had untolerated taint {{{}: {}}}",
             t.key,
             t.value.as_deref().unwrap_or("")
-        )]),
+        )),
         None => Ok(()),
     }
 }
@@ -149,39 +189,49 @@ fn node_ports(i: &FilterInput) -> FilterResult {
         .iter()
         .any(|want| i.node_info.used_ports().any(|used| used.conflicts(want)));
     if conflict {
-        return fail(REASON_PORTS);
+        // The pod holding the port could be preempted.
+        return Err(Rejection::new(
+            Code::Unschedulable,
+            vec![REASON_PORTS.to_string()],
+        ));
     }
     Ok(())
 }
 
 /// Pods first, then cpu, memory, ephemeral-storage, each against allocatable minus what is already
-/// requested on the node; every insufficient resource is a reason of its own.
+/// requested on the node; every insufficient resource is a reason of its own. Preemption may help,
+/// unless the pod asks for more than the node has at all.
 fn node_resources_fit(i: &FilterInput) -> FilterResult {
     let alloc = &i.node_info.allocatable;
     let used = &i.node_info.requested;
     let req = &i.pod_info.requests;
     let mut reasons = Vec::new();
+    let mut code = Code::Unschedulable;
     if used.pods + 1 > alloc.pods {
         reasons.push(REASON_TOO_MANY_PODS.to_string());
     }
     let checks = [
-        ("cpu", req.milli_cpu, alloc.milli_cpu - used.milli_cpu),
-        ("memory", req.memory, alloc.memory - used.memory),
+        ("cpu", req.milli_cpu, alloc.milli_cpu, used.milli_cpu),
+        ("memory", req.memory, alloc.memory, used.memory),
         (
             "ephemeral-storage",
             req.ephemeral_storage,
-            alloc.ephemeral_storage - used.ephemeral_storage,
+            alloc.ephemeral_storage,
+            used.ephemeral_storage,
         ),
     ];
-    for (name, want, free) in checks {
-        if want > 0 && want > free {
+    for (name, want, total, used) in checks {
+        if want > 0 && want > total - used {
             reasons.push(format!("Insufficient {name}"));
+            if want > total {
+                code = Code::UnschedulableAndUnresolvable;
+            }
         }
     }
     if reasons.is_empty() {
         Ok(())
     } else {
-        Err(reasons)
+        Err(Rejection::new(code, reasons))
     }
 }
 
@@ -227,11 +277,15 @@ mod tests {
             pod_info: &pi,
             node_info: info,
             node: info.node.as_ref().unwrap(),
+            volumes: &PodVolumes::default(),
         })
     }
 
     fn reasons(pod: &Pod, n: Node) -> Vec<String> {
-        check(pod, &NodeInfo::new(n)).err().unwrap_or_default()
+        check(pod, &NodeInfo::new(n))
+            .err()
+            .map(|r| r.reasons)
+            .unwrap_or_default()
     }
 
     #[test]
@@ -309,14 +363,25 @@ mod tests {
         placed.key = "default/other".into();
         info.add_pod(placed);
         assert_eq!(
-            check(&big, &info).unwrap_err(),
+            check(&big, &info).unwrap_err().reasons,
             ["Insufficient cpu"],
             "only 500m left"
+        );
+        assert_eq!(
+            check(&big, &info).unwrap_err().code,
+            Code::Unschedulable,
+            "preempting the other pod would free it"
+        );
+        let more_than_the_node = pod(json!({"containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": "3"}}}]}));
+        assert_eq!(
+            check(&more_than_the_node, &info).unwrap_err().code,
+            Code::UnschedulableAndUnresolvable
         );
         let huge = pod(json!({"containers": [{"name": "c", "image": "x",
             "resources": {"requests": {"cpu": "3", "memory": "8Gi", "ephemeral-storage": "20Gi"}}}]}));
         assert_eq!(
-            check(&huge, &info).unwrap_err(),
+            check(&huge, &info).unwrap_err().reasons,
             [
                 "Insufficient cpu",
                 "Insufficient memory",
@@ -334,7 +399,7 @@ mod tests {
             info.add_pod(p);
         }
         assert_eq!(
-            check(&pod(json!({})), &info).unwrap_err(),
+            check(&pod(json!({})), &info).unwrap_err().reasons,
             [REASON_TOO_MANY_PODS]
         );
     }
@@ -348,6 +413,12 @@ mod tests {
         let mut other = PodInfo::new(&with_port);
         other.key = "default/other".into();
         info.add_pod(other);
-        assert_eq!(check(&with_port, &info).unwrap_err(), [REASON_PORTS]);
+        let rejection = check(&with_port, &info).unwrap_err();
+        assert_eq!(rejection.reasons, [REASON_PORTS]);
+        assert_eq!(
+            rejection.code,
+            Code::Unschedulable,
+            "preemption could free the port"
+        );
     }
 }

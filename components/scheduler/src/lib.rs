@@ -16,6 +16,13 @@ pub mod queue;
 pub mod resources;
 pub mod scheduler;
 pub mod scores;
+pub mod volume_binding;
+pub mod volume_cache;
+pub mod volume_claims;
+pub mod volume_filters;
+pub mod volume_prebind;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -94,7 +101,12 @@ pub async fn start(options: Options) -> Result<RunningScheduler, SchedulerError>
             leadership = Some(LeaderElector::new(client.clone(), config).acquire().await);
         }
         loop_metrics.set_leader(true);
-        let scheduling = scheduler::SchedulingLoop::run(client, &identity, loop_metrics.clone());
+        let scheduling = scheduler::SchedulingLoop::run(
+            client,
+            &identity,
+            loop_metrics.clone(),
+            std::time::Duration::from_secs(options.bind_timeout_seconds),
+        );
         let result = match leadership.as_mut() {
             Some(l) => tokio::select! {
                 _ = l.lost() => Err(SchedulerError::LeadershipLost),

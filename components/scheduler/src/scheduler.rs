@@ -1,6 +1,8 @@
 //! The scheduling loop: kube-rs watchers (with reflectors) feed the cache and the queue; each cycle
 //! pops a pod, runs the pure algorithm, assumes the result in the cache and binds in the background,
-//! so the next cycle already sees the previous decision.
+//! so the next cycle already sees the previous decision. A pod with unbound WaitForFirstConsumer
+//! claims has them reserved (assumed in the volume cache) and its bind task first writes and waits
+//! for the volume bindings (`volume_prebind`), without holding up other pods.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -9,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kiln_common::events::{object_reference, EventRecorder, NORMAL, WARNING};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -24,6 +27,10 @@ use crate::config::{COMPONENT, SCHEDULER_NAMES};
 use crate::metrics::{AttemptResult, Metrics};
 use crate::pod_status;
 use crate::queue::SchedulingQueue;
+use crate::volume_binding::{self, Reservation};
+use crate::volume_cache::claim_key_of;
+use crate::volume_filters;
+use crate::volume_prebind::{self, KubeVolumeWriter, StoreView};
 
 /// Concurrent bindings, like upstream's parallel binding cycles but bounded.
 const BINDS_IN_FLIGHT: usize = 64;
@@ -72,10 +79,36 @@ fn node_fingerprint(node: &Node) -> u64 {
     ))
 }
 
+#[derive(Debug, thiserror::Error)]
+enum BindFailure {
+    /// upstream's PreBind failure text.
+    #[error("running PreBind plugin \"VolumeBinding\": {0}")]
+    Volumes(String),
+    #[error(transparent)]
+    Pod(#[from] pod_status::PodWriteError),
+}
+
 struct BindOutcome {
     key: PodKey,
     started: Instant,
-    result: Result<(), pod_status::PodWriteError>,
+    result: Result<(), BindFailure>,
+}
+
+/// Which watches have delivered their first full list; scheduling waits for all of them, as
+/// upstream waits for its informers.
+#[derive(Debug, Default)]
+struct Synced {
+    pods: bool,
+    nodes: bool,
+    claims: bool,
+    volumes: bool,
+    classes: bool,
+}
+
+impl Synced {
+    fn all(&self) -> bool {
+        self.pods && self.nodes && self.claims && self.volumes && self.classes
+    }
 }
 
 pub struct SchedulingLoop {
@@ -94,22 +127,66 @@ pub struct SchedulingLoop {
     event_slots: Arc<tokio::sync::Semaphore>,
     node_fingerprints: HashMap<String, u64>,
     bind_tx: mpsc::UnboundedSender<BindOutcome>,
-    pods_synced: bool,
-    nodes_synced: bool,
+    synced: Synced,
     relist_pods: Option<HashSet<PodKey>>,
     relist_nodes: Option<HashSet<String>>,
+    relist_claims: Option<HashSet<String>>,
+    relist_volumes: Option<HashSet<String>>,
+    relist_classes: Option<HashSet<String>>,
+    /// What each pod's volume binding assumed, until its bind task reports.
+    reservations: HashMap<PodKey, Reservation>,
+    view: StoreView,
+    bind_timeout: Duration,
 }
 
 impl SchedulingLoop {
-    pub async fn run(client: kube::Client, identity: &str, metrics: Arc<Metrics>) {
+    pub async fn run(
+        client: kube::Client,
+        identity: &str,
+        metrics: Arc<Metrics>,
+        bind_timeout: Duration,
+    ) {
         let (pod_store, pod_writer) = reflector::store();
         let pod_events = reflector::reflector(
             pod_writer,
             watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
         )
         .default_backoff();
-        let node_events =
-            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+        let (node_store, node_writer) = reflector::store();
+        let node_events = reflector::reflector(
+            node_writer,
+            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff();
+        let (claim_store, claim_writer) = reflector::store();
+        let claim_events = reflector::reflector(
+            claim_writer,
+            watcher(
+                Api::<PersistentVolumeClaim>::all(client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff();
+        let (volume_store, volume_writer) = reflector::store();
+        let volume_events = reflector::reflector(
+            volume_writer,
+            watcher(
+                Api::<PersistentVolume>::all(client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff();
+        let class_events = watcher(
+            Api::<StorageClass>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff();
+        let view = StoreView {
+            pods: pod_store.clone(),
+            nodes: node_store,
+            volumes: volume_store,
+            claims: claim_store,
+        };
         let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
         let mut this = SchedulingLoop {
             recorder: Arc::new(EventRecorder::new(client.clone(), COMPONENT, identity)),
@@ -124,15 +201,23 @@ impl SchedulingLoop {
             event_slots: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
             node_fingerprints: HashMap::new(),
             bind_tx,
-            pods_synced: false,
-            nodes_synced: false,
+            synced: Synced::default(),
             relist_pods: None,
             relist_nodes: None,
+            relist_claims: None,
+            relist_volumes: None,
+            relist_classes: None,
+            reservations: HashMap::new(),
+            view,
+            bind_timeout,
         };
         let mut pod_events = std::pin::pin!(pod_events);
         let mut node_events = std::pin::pin!(node_events);
+        let mut claim_events = std::pin::pin!(claim_events);
+        let mut volume_events = std::pin::pin!(volume_events);
+        let mut class_events = std::pin::pin!(class_events);
         loop {
-            if this.pods_synced && this.nodes_synced {
+            if this.synced.all() {
                 let now = Instant::now();
                 for _ in 0..DRAIN_BATCH {
                     let Some(key) = this.queue.pop(now) else {
@@ -147,7 +232,7 @@ impl SchedulingLoop {
                 .next_wakeup()
                 .map(tokio::time::Instant::from_std)
                 .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
-            let busy = this.queue.lengths().active > 0 && this.pods_synced && this.nodes_synced;
+            let busy = this.queue.lengths().active > 0 && this.synced.all();
             tokio::select! {
                 ev = pod_events.next() => match ev {
                     Some(Ok(ev)) => this.on_pod_event(ev),
@@ -157,6 +242,21 @@ impl SchedulingLoop {
                 ev = node_events.next() => match ev {
                     Some(Ok(ev)) => this.on_node_event(ev),
                     Some(Err(e)) => tracing::warn!(error = %e, "node watch failed; retrying"),
+                    None => return,
+                },
+                ev = claim_events.next() => match ev {
+                    Some(Ok(ev)) => this.on_claim_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "persistentvolumeclaim watch failed; retrying"),
+                    None => return,
+                },
+                ev = volume_events.next() => match ev {
+                    Some(Ok(ev)) => this.on_volume_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "persistentvolume watch failed; retrying"),
+                    None => return,
+                },
+                ev = class_events.next() => match ev {
+                    Some(Ok(ev)) => this.on_class_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "storageclass watch failed; retrying"),
                     None => return,
                 },
                 Some(outcome) = bind_rx.recv() => this.on_bind_outcome(outcome),
@@ -186,7 +286,7 @@ impl SchedulingLoop {
                     }
                     self.queue.retain(|k| seen.contains(k));
                 }
-                self.pods_synced = true;
+                self.synced.pods = true;
                 self.queue.move_all_to_active_or_backoff(now);
             }
             watcher::Event::Apply(pod) => self.apply_pod(&pod, now),
@@ -246,7 +346,7 @@ impl SchedulingLoop {
                         self.cache.remove_node(&name);
                     }
                 }
-                self.nodes_synced = true;
+                self.synced.nodes = true;
                 self.queue.move_all_to_active_or_backoff(now);
             }
             watcher::Event::Delete(node) => {
@@ -255,6 +355,103 @@ impl SchedulingLoop {
                 self.cache.remove_node(&name);
             }
         }
+    }
+
+    /// A claim appeared, changed or went: pods waiting for it may fit now (upstream queues on any
+    /// PVC add or update).
+    fn on_claim_event(&mut self, ev: watcher::Event<PersistentVolumeClaim>) {
+        let now = Instant::now();
+        let volumes = self.cache.volumes_mut();
+        match ev {
+            watcher::Event::Init => self.relist_claims = Some(HashSet::new()),
+            watcher::Event::InitApply(c) => {
+                if let Some(seen) = self.relist_claims.as_mut() {
+                    seen.insert(claim_key_of(&c));
+                }
+                volumes.upsert_claim(c);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relist_claims.take() {
+                    volumes.retain_claims(|k| seen.contains(k));
+                }
+                self.synced.claims = true;
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Apply(c) => {
+                volumes.upsert_claim(c);
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Delete(c) => volumes.remove_claim(&claim_key_of(&c)),
+        }
+    }
+
+    fn on_volume_event(&mut self, ev: watcher::Event<PersistentVolume>) {
+        let now = Instant::now();
+        let volumes = self.cache.volumes_mut();
+        let name = |v: &PersistentVolume| v.metadata.name.clone().unwrap_or_default();
+        match ev {
+            watcher::Event::Init => self.relist_volumes = Some(HashSet::new()),
+            watcher::Event::InitApply(v) => {
+                if let Some(seen) = self.relist_volumes.as_mut() {
+                    seen.insert(name(&v));
+                }
+                volumes.upsert_volume(v);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relist_volumes.take() {
+                    volumes.retain_volumes(|k| seen.contains(k));
+                }
+                self.synced.volumes = true;
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Apply(v) => {
+                volumes.upsert_volume(v);
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Delete(v) => volumes.remove_volume(&name(&v)),
+        }
+    }
+
+    fn on_class_event(&mut self, ev: watcher::Event<StorageClass>) {
+        let now = Instant::now();
+        let volumes = self.cache.volumes_mut();
+        let name = |c: &StorageClass| c.metadata.name.clone().unwrap_or_default();
+        match ev {
+            watcher::Event::Init => self.relist_classes = Some(HashSet::new()),
+            watcher::Event::InitApply(c) => {
+                if let Some(seen) = self.relist_classes.as_mut() {
+                    seen.insert(name(&c));
+                }
+                volumes.upsert_class(c);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relist_classes.take() {
+                    volumes.retain_classes(|k| seen.contains(k));
+                }
+                self.synced.classes = true;
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Apply(c) => {
+                volumes.upsert_class(c);
+                self.queue.move_all_to_active_or_backoff(now);
+            }
+            watcher::Event::Delete(c) => volumes.remove_class(&name(&c)),
+        }
+    }
+
+    /// Reserve: the chosen node's volume plan, assumed in the cache.
+    fn reserve_volumes(&mut self, pod: &Pod, node: &str) -> Reservation {
+        let cache = &self.cache;
+        let volumes = volume_filters::pre_filter(pod, cache.volumes(), &|c| cache.claim_in_use(c));
+        let plan = match (volumes, cache.node(node).and_then(|n| n.node.clone())) {
+            (Ok(v), Some(n)) => volume_filters::node_plan(&v, &n),
+            _ => Default::default(),
+        };
+        if plan.is_empty() {
+            return Reservation::default();
+        }
+        tracing::info!(pod = %pod_key(pod), %node, volumes = %volume_binding::describe(&plan), "reserving volumes");
+        volume_binding::reserve(self.cache.volumes_mut(), node, &plan)
     }
 
     fn schedule_one(&mut self, key: &str) {
@@ -277,6 +474,13 @@ impl SchedulingLoop {
         match schedule_from(&pod, &self.cache, &mut self.rng, &mut self.next_start) {
             Ok(node) => {
                 self.cache.assume(&pod, &node);
+                let reservation = self.reserve_volumes(&pod, &node);
+                if !reservation.is_empty() {
+                    self.reservations
+                        .insert(key.to_string(), reservation.clone());
+                }
+                let view = self.view.clone();
+                let bind_timeout = self.bind_timeout;
                 let client = self.client.clone();
                 let recorder = self.recorder.clone();
                 let tx = self.bind_tx.clone();
@@ -284,10 +488,34 @@ impl SchedulingLoop {
                 let slots = self.bind_slots.clone();
                 let event_slots = self.event_slots.clone();
                 tokio::spawn(async move {
+                    // PreBind: the volume bindings first (no bind slot held while waiting on them).
+                    if !reservation.is_empty() {
+                        let writer = KubeVolumeWriter(client.clone());
+                        if let Err(e) = volume_prebind::bind_volumes(
+                            &writer,
+                            &view,
+                            &pod,
+                            &node,
+                            &reservation,
+                            bind_timeout,
+                            volume_prebind::POLL_INTERVAL,
+                        )
+                        .await
+                        {
+                            let _ = tx.send(BindOutcome {
+                                key,
+                                started,
+                                result: Err(BindFailure::Volumes(e)),
+                            });
+                            return;
+                        }
+                    }
                     // Bounded in flight: each request needs a connection, and a burst of thousands
                     // would open (and TLS-handshake) thousands of them.
                     let slot = slots.acquire_owned().await;
-                    let result = pod_status::bind(client, &pod, &node).await;
+                    let result = pod_status::bind(client, &pod, &node)
+                        .await
+                        .map_err(BindFailure::from);
                     drop(slot);
                     let bound = result.is_ok();
                     let _ = tx.send(BindOutcome {
@@ -313,6 +541,14 @@ impl SchedulingLoop {
                         }
                     }
                 });
+            }
+            Err(ScheduleError::Internal(message)) => {
+                // A plugin error, not a verdict on the nodes: retried after backoff.
+                tracing::warn!(pod = %key, %message, "scheduling attempt failed");
+                self.metrics
+                    .attempt(AttemptResult::Error, started.elapsed().as_secs_f64());
+                self.queue.mark_error(key, Instant::now());
+                self.record_failed_scheduling(pod, message);
             }
             Err(err) => {
                 self.metrics.attempt(
@@ -348,29 +584,41 @@ impl SchedulingLoop {
         });
     }
 
+    fn record_failed_scheduling(&self, pod: Arc<Pod>, message: String) {
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            let _ = recorder
+                .record(
+                    &object_reference(pod.as_ref()),
+                    WARNING,
+                    "FailedScheduling",
+                    &message,
+                )
+                .await;
+        });
+    }
+
     fn on_bind_outcome(&mut self, outcome: BindOutcome) {
         let seconds = outcome.started.elapsed().as_secs_f64();
+        let reservation = self.reservations.remove(&outcome.key);
         match outcome.result {
             Ok(()) => self.metrics.attempt(AttemptResult::Scheduled, seconds),
             Err(e) => {
-                tracing::warn!(error = %e, "binding failed; retrying after backoff");
+                tracing::warn!(pod = %outcome.key, error = %e, "binding failed; retrying after backoff");
                 self.metrics.attempt(AttemptResult::Error, seconds);
+                // Unreserve: the pod and its volume assumptions no longer count.
                 self.cache.forget_assumed(&outcome.key);
+                if let Some(r) = &reservation {
+                    volume_binding::unreserve(self.cache.volumes_mut(), r);
+                }
                 self.queue.mark_error(&outcome.key, Instant::now());
                 if let Some((ns, name)) = outcome.key.split_once('/') {
                     if let Some(pod) = self.pods.get(&ObjectRef::new(name).within(ns)) {
-                        let recorder = self.recorder.clone();
-                        let message = format!("Binding rejected: {e}");
-                        tokio::spawn(async move {
-                            let _ = recorder
-                                .record(
-                                    &object_reference(pod.as_ref()),
-                                    WARNING,
-                                    "FailedScheduling",
-                                    &message,
-                                )
-                                .await;
-                        });
+                        let message = match &e {
+                            BindFailure::Volumes(_) => e.to_string(),
+                            BindFailure::Pod(_) => format!("Binding rejected: {e}"),
+                        };
+                        self.record_failed_scheduling(pod, message);
                     }
                 }
             }

@@ -87,7 +87,7 @@ async fn failed_scheduling_messages_and_condition() {
     pods.create(&PostParams::default(), &pod("too-big", json!({}), "4"))
         .await
         .unwrap();
-    let too_big = "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.";
+    let too_big = "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
     wait_failed_scheduling(&client, "too-big", too_big).await;
 
     pods.create(
@@ -99,7 +99,7 @@ async fn failed_scheduling_messages_and_condition() {
     wait_failed_scheduling(
         &client,
         "nowhere",
-        "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 node(s) didn't match Pod's node affinity/selector.",
+        "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
     )
     .await;
 
@@ -154,7 +154,7 @@ async fn binds_a_pending_pod_to_the_only_fitting_node() {
     wait_failed_scheduling(
         &client,
         "web-2",
-        "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.",
+        "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
     )
     .await;
     create_node(&client, "host3", "4", json!([])).await;

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, Resource};
 use rand::Rng;
 use serde::de::DeserializeOwned;
@@ -121,6 +121,39 @@ impl Ctx {
         <K as Resource>::DynamicType: Default,
     {
         Api::all(self.client.clone())
+    }
+
+    /// A ready, schedulable node without NoSchedule/NoExecute taints, as upstream's
+    /// GetRandomReadySchedulableNode picks (the first such node).
+    pub async fn schedulable_node(&self) -> CaseResult<String> {
+        let nodes = self.all::<Node>().list(&ListParams::default()).await?;
+        nodes
+            .items
+            .iter()
+            .find(|n| {
+                // GetRandomReadySchedulableNode: ready, schedulable and without NoSchedule/NoExecute
+                // taints (a control-plane node keeps its pods off).
+                let tainted = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| {
+                        t.iter()
+                            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                    });
+                !tainted
+                    && !n
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false)
+                    && n.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .and_then(|n| n.metadata.name.clone())
+            .ok_or_else(|| CaseError::Failed("no ready schedulable node".into()))
     }
 
     pub fn images(&self) -> &Images {

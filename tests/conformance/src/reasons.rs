@@ -33,15 +33,7 @@ pub const REASONS: &[(&str, &str)] = &[
         "[sig-apps] StatefulSet",
         "the kubelet does not reject a pod whose hostPort is taken (no Failed pod for the StatefulSet to recreate)",
     ),
-    (
-        "ControllerRevision",
-        "the DaemonSet controller does not record ControllerRevisions yet",
-    ),
-    (
-        "ReplicationController",
-        "ReplicationControllers are not served",
-    ),
-    ("PodTemplates", "PodTemplates are not served"),
+    ("exceeded quota", "ResourceQuota is not served (issue #25)"),
     (
         "PersistentVolume",
         "PersistentVolumes are not served (issue #23)",

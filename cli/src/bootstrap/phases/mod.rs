@@ -10,6 +10,7 @@ mod pki;
 pub(crate) mod preflight;
 pub(crate) mod push;
 pub(super) mod runtime;
+pub(crate) mod storage;
 pub(crate) mod store_start;
 pub(crate) mod table;
 pub(crate) mod wait;

@@ -476,13 +476,14 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
          --pod-manifest-path={MANIFESTS} \
          --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={} \
          --pod-cidr={} --pod-infra-container-image={} \
-         --cluster-dns={} --cluster-domain={}",
+         --cluster-dns={} --cluster-domain={} {}",
         h.name,
         h.node_address(),
         node_pod_cidr(ctx, host)?,
         ctx.cluster.config.spec.images.pause,
         net.cluster_dns_ip(),
         net.cluster_domain,
+        ctx.cluster.config.spec.storage.local_path.kubelet_flag(),
     ))
 }
 

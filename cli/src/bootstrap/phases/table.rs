@@ -11,8 +11,8 @@
 use futures::future::BoxFuture;
 
 use super::{
-    cp_join, dns, join_token, leave, pki, preflight, push, runtime, wait, BootstrapError, Context,
-    Outcome,
+    cp_join, dns, join_token, leave, pki, preflight, push, runtime, storage, wait, BootstrapError,
+    Context, Outcome,
 };
 use crate::bootstrap::reset;
 
@@ -124,6 +124,12 @@ pub const PHASES: &[Phase] = &[
         run: Run::Local(|ctx| Box::pin(dns::dns_service(ctx))),
     },
     Phase {
+        name: "storage-class",
+        needs_api: true,
+        summary: "the default StorageClass local-path (kiln.io/local-path), unless disabled",
+        run: Run::Local(|ctx| Box::pin(storage::storage_class(ctx))),
+    },
+    Phase {
         name: "container-runtime",
         needs_api: false,
         summary: "containerd's configuration, and containerd started",
@@ -232,7 +238,10 @@ pub const PHASES: &[Phase] = &[
         needs_api: false,
         summary: "every path kiln wrote removed (mount points emptied)",
         run: Run::Host(|ctx, host| {
-            Box::pin(async move { reset::remove_files(&*ctx.transport(host).await?).await })
+            Box::pin(async move {
+                let dir = reset::local_path_dir(&ctx.cluster.config);
+                reset::remove_files(&*ctx.transport(host).await?, dir.as_deref()).await
+            })
         }),
     },
     Phase {
@@ -240,7 +249,10 @@ pub const PHASES: &[Phase] = &[
         needs_api: false,
         summary: "the residue scan: no kiln file or process is left",
         run: Run::Host(|ctx, host| {
-            Box::pin(async move { reset::verify_clean(&*ctx.transport(host).await?).await })
+            Box::pin(async move {
+                let dir = reset::local_path_dir(&ctx.cluster.config);
+                reset::verify_clean(&*ctx.transport(host).await?, dir.as_deref()).await
+            })
         }),
     },
 ];
@@ -313,6 +325,7 @@ mod tests {
             api,
             [
                 "dns-service",
+                "storage-class",
                 "wait-control-plane",
                 "wait-node-ready",
                 "wait-static-pods",
@@ -357,6 +370,7 @@ mod tests {
                 "certs",
                 "kubeconfigs",
                 "dns-service",
+                "storage-class",
                 "wait-control-plane",
                 "upload-config",
                 "bootstrap-token",

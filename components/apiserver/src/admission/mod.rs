@@ -7,30 +7,49 @@
 //! controller-manager) therefore leaves it off; `kiln init`'s static pod turns it on, as kubeadm's
 //! kube-apiserver has it.
 
+pub mod default_storage_class;
 pub mod node_restriction;
+pub mod node_volumes;
+pub mod pvc_resize;
 pub mod service_account;
+pub mod storage_protection;
 
 use serde_json::Value;
 
 use crate::handlers::{AppState, Target};
 use crate::registry::lifecycle::{from_stored, name_suffix};
 use crate::registry::resources::SERVICE_ACCOUNTS;
+use crate::registry::storage_classes::STORAGE_CLASSES;
 use crate::status::{qualified, ApiError};
 use node_restriction::Op;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AdmissionError {
-    #[error("admission plugin {0:?} is not supported by kiln-apiserver (known: NamespaceLifecycle, NodeRestriction, ServiceAccount)")]
+    #[error("admission plugin {0:?} is not supported by kiln-apiserver (known: {known})", known = KNOWN.join(", "))]
     UnknownPlugin(String),
     #[error("admission plugin NamespaceLifecycle cannot be disabled in kiln-apiserver")]
     Required,
 }
+
+/// The plugins kiln-apiserver has, by upstream's names.
+pub const KNOWN: &[&str] = &[
+    "NamespaceLifecycle",
+    "NodeRestriction",
+    "ServiceAccount",
+    "DefaultStorageClass",
+    "StorageObjectInUseProtection",
+    "PersistentVolumeClaimResize",
+];
 
 /// Which plugins run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plugins {
     pub node_restriction: bool,
     pub service_account: bool,
+    /// The storage plugins, on by default as upstream's.
+    pub default_storage_class: bool,
+    pub storage_protection: bool,
+    pub pvc_resize: bool,
     /// Whether ServiceAccount admission adds token volumes (only when tokens can be issued).
     pub mount_tokens: bool,
 }
@@ -41,9 +60,8 @@ impl Plugins {
         disable: &[String],
         can_issue_tokens: bool,
     ) -> Result<Self, AdmissionError> {
-        let known = ["NamespaceLifecycle", "NodeRestriction", "ServiceAccount"];
         for p in enable.iter().chain(disable) {
-            if !p.is_empty() && !known.contains(&p.as_str()) {
+            if !p.is_empty() && !KNOWN.contains(&p.as_str()) {
                 return Err(AdmissionError::UnknownPlugin(p.clone()));
             }
         }
@@ -56,6 +74,9 @@ impl Plugins {
         Ok(Plugins {
             node_restriction: on("NodeRestriction", true),
             service_account: on("ServiceAccount", false),
+            default_storage_class: on("DefaultStorageClass", true),
+            storage_protection: on("StorageObjectInUseProtection", true),
+            pvc_resize: on("PersistentVolumeClaimResize", true),
             mount_tokens: can_issue_tokens,
         })
     }
@@ -113,6 +134,85 @@ pub fn node_restriction(
         tracing::info!(node, resource = spec.plural, name, %reason, "NodeRestriction refused");
         forbidden(spec.group, spec.plural, name, &reason)
     })
+}
+
+/// The mutating storage plugins for a create: DefaultStorageClass on claims,
+/// StorageObjectInUseProtection on claims and volumes.
+pub async fn storage_create(
+    state: &AppState,
+    target: &Target,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    let spec = target.spec;
+    if !spec.group.is_empty() || target.status {
+        return Ok(());
+    }
+    let plugins = state.admission;
+    if plugins.default_storage_class
+        && spec.plural == "persistentvolumeclaims"
+        && !default_storage_class::has_class(obj)
+    {
+        let classes = list_values(state, &STORAGE_CLASSES.key_prefix(None)).await?;
+        if let Some(class) = default_storage_class::admit(obj, &classes) {
+            tracing::debug!(claim = obj["metadata"]["name"].as_str().unwrap_or(""), %class,
+                "DefaultStorageClass set the claim's class");
+        }
+    }
+    if plugins.storage_protection {
+        if let Some(finalizer) = storage_protection::finalizer_for(spec.plural) {
+            storage_protection::admit(obj, finalizer);
+        }
+    }
+    Ok(())
+}
+
+/// PersistentVolumeClaimResize for an update of a claim (after the strategy's validation).
+pub async fn storage_update(
+    state: &AppState,
+    target: &Target,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    let spec = target.spec;
+    if !state.admission.pvc_resize
+        || !spec.group.is_empty()
+        || spec.plural != "persistentvolumeclaims"
+        || target.status
+    {
+        return Ok(());
+    }
+    let Some(class_name) = pvc_resize::growing_class(old, new) else {
+        return Ok(());
+    };
+    let class = if class_name.is_empty() {
+        None
+    } else {
+        match state
+            .store
+            .get(&STORAGE_CLASSES.key(None, class_name))
+            .await
+            .map_err(crate::handlers::crud::store_error)?
+        {
+            Some(v) => Some(from_stored(&v.value, v.mod_revision)?),
+            None => None,
+        }
+    };
+    pvc_resize::admit(old, new, class.as_ref()).map_err(|reason| {
+        let name = new["metadata"]["name"].as_str().unwrap_or("");
+        forbidden("", spec.plural, name, reason)
+    })
+}
+
+async fn list_values(state: &AppState, prefix: &str) -> Result<Vec<Value>, ApiError> {
+    let (items, _) = state
+        .store
+        .list(prefix)
+        .await
+        .map_err(crate::handlers::crud::store_error)?;
+    items
+        .iter()
+        .map(|i| from_stored(&i.value, i.mod_revision))
+        .collect()
 }
 
 /// How often ServiceAccount admission looks the `default` ServiceAccount up before refusing a pod,
@@ -191,6 +291,19 @@ mod tests {
         assert!(all.service_account && !all.mount_tokens);
         let off = Plugins::from_flags(&[], &s(&["NodeRestriction"]), true).unwrap();
         assert!(!off.node_restriction);
+        assert!(d.default_storage_class && d.storage_protection && d.pvc_resize);
+        let no_storage = Plugins::from_flags(
+            &[],
+            &s(&[
+                "DefaultStorageClass",
+                "StorageObjectInUseProtection",
+                "PersistentVolumeClaimResize",
+            ]),
+            true,
+        )
+        .unwrap();
+        assert!(!no_storage.default_storage_class && !no_storage.storage_protection);
+        assert!(!no_storage.pvc_resize && no_storage.node_restriction);
         assert!(matches!(
             Plugins::from_flags(&s(&["AlwaysPullImages"]), &[], true),
             Err(AdmissionError::UnknownPlugin(_))

@@ -60,6 +60,8 @@ pub fn admit(node: &str, req: &Request<'_>) -> Result<(), String> {
     match (req.group, req.resource) {
         ("", "nodes") => admit_node(node, req),
         ("", "pods") => admit_pod(node, req),
+        ("", "persistentvolumes") => super::node_volumes::admit_pv(node, req),
+        ("storage.k8s.io", "csinodes") => super::node_volumes::admit_csi_node(node, req),
         ("coordination.k8s.io", "leases") => {
             if req.namespace != Some(NODE_LEASE_NAMESPACE) {
                 return Err(format!(

@@ -213,6 +213,7 @@ pub(super) async fn create_object(
         }
     }
     crate::admission::service_account(state, target, &mut obj).await?;
+    crate::admission::storage_create(state, target, &mut obj).await?;
     crate::admission::node_restriction(state, target, None, Op::Create(&obj))?;
     state
         .allocator
@@ -304,6 +305,7 @@ pub(super) async fn guaranteed_update(
                 new: &new,
             },
         )?;
+        crate::admission::storage_update(state, target, &old, &new).await?;
         let (api_version, now) = (spec.api_version(), now_rfc3339());
         if let Some(w) = writer(target, &api_version, &now) {
             fieldmanager::track_update(Some(&old), &mut new, &w);

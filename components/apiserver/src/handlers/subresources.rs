@@ -25,7 +25,7 @@ pub fn to_scale(spec: &ResourceSpec, obj: &Value) -> Value {
         .scale
         .as_ref()
         .and_then(|s| obj.pointer(s.selector))
-        .map(label_selector_string)
+        .map(scale_selector)
         .unwrap_or_default();
     json!({
         "kind": "Scale",
@@ -43,6 +43,17 @@ pub fn to_scale(spec: &ResourceSpec, obj: &Value) -> Value {
             "selector": selector,
         },
     })
+}
+
+/// A LabelSelector, or the plain label map a ReplicationController selects with (every value a
+/// string), as `status.selector` prints it.
+fn scale_selector(selector: &Value) -> String {
+    match selector.as_object() {
+        Some(m) if !m.is_empty() && m.values().all(Value::is_string) => {
+            label_selector_string(&json!({ "matchLabels": selector }))
+        }
+        _ => label_selector_string(selector),
+    }
 }
 
 /// Applies a Scale's `spec.replicas` to the parent; its resourceVersion stays a precondition.

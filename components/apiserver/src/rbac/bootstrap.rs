@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-const READ: &[&str] = &["get", "list", "watch"];
+pub(super) const READ: &[&str] = &["get", "list", "watch"];
 const ALL: &[&str] = &[
     "get",
     "list",
@@ -16,7 +16,7 @@ const ALL: &[&str] = &[
     "deletecollection",
 ];
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+pub(super) fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
@@ -24,7 +24,7 @@ fn urls(urls: &[&str], verbs: &[&str]) -> Value {
     json!({"nonResourceURLs": urls, "verbs": verbs})
 }
 
-fn role(name: &str, rules: Vec<Value>) -> Value {
+pub(super) fn role(name: &str, rules: Vec<Value>) -> Value {
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -38,7 +38,7 @@ fn role(name: &str, rules: Vec<Value>) -> Value {
 }
 
 /// `subjects`: ("User" | "Group" | "ServiceAccount", name); service accounts are `ns:name`.
-fn binding(name: &str, role: &str, subjects: &[(&str, &str)]) -> Value {
+pub(super) fn binding(name: &str, role: &str, subjects: &[(&str, &str)]) -> Value {
     let subjects: Vec<Value> = subjects
         .iter()
         .map(|(kind, name)| match (*kind, name.split_once(':')) {
@@ -98,6 +98,19 @@ pub fn node_rules() -> Vec<Value> {
             &["get", "list", "watch"],
         ),
         rule(&[""], &["serviceaccounts/token"], &["create"]),
+        // Storage, as upstream's system:node: claim status for resizing, CSI objects.
+        rule(
+            &[""],
+            &["persistentvolumeclaims/status"],
+            &["update", "patch"],
+        ),
+        rule(&["storage.k8s.io"], &["volumeattachments"], &["get"]),
+        rule(&["storage.k8s.io"], &["csidrivers"], READ),
+        rule(
+            &["storage.k8s.io"],
+            &["csinodes"],
+            &["get", "create", "update", "patch", "delete"],
+        ),
         rule(
             &["coordination.k8s.io"],
             &["leases"],
@@ -322,6 +335,19 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
             ],
         ),
+        // The scheduler's VolumeBinding writes claimRefs of static PVs and selected-node annotations
+        // of claims to provision (upstream's role, bound to the scheduler's user).
+        role(
+            "system:volume-scheduler",
+            vec![
+                rule(
+                    &[""],
+                    &["persistentvolumes", "persistentvolumeclaims"],
+                    &["get", "list", "patch", "update", "watch"],
+                ),
+                rule(&["storage.k8s.io"], &["storageclasses"], READ),
+            ],
+        ),
         // kiln's controller-manager runs every controller under its own identity (no per-controller
         // service accounts yet), so its role is the union of what those controllers touch.
         role(
@@ -352,8 +378,13 @@ pub fn cluster_roles() -> Vec<Value> {
                         "nodes",
                         "nodes/status",
                         "persistentvolumeclaims",
+                        "persistentvolumeclaims/status",
                         "persistentvolumes",
+                        "persistentvolumes/status",
+                        "pods/finalizers",
                         "replicationcontrollers",
+                        "replicationcontrollers/status",
+                        "replicationcontrollers/scale",
                     ],
                     ALL,
                 ),
@@ -426,6 +457,29 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
             ],
         ),
+        // Upstream's per-controller role (kiln's controller-manager runs under its own identity, so
+        // nothing binds it but the service account upstream names).
+        role(
+            "system:controller:replication-controller",
+            vec![
+                rule(
+                    &[""],
+                    &["replicationcontrollers"],
+                    &["get", "list", "watch", "update"],
+                ),
+                rule(&[""], &["replicationcontrollers/status"], &["update"]),
+                rule(
+                    &[""],
+                    &["pods"],
+                    &["list", "watch", "patch", "create", "delete"],
+                ),
+                rule(
+                    &["", "events.k8s.io"],
+                    &["events"],
+                    &["create", "patch", "update"],
+                ),
+            ],
+        ),
         // kiln-dns answers from Services and EndpointSlices only (upstream's system:coredns also
         // reads pods and namespaces, for options kiln-dns does not have).
         role(
@@ -444,6 +498,11 @@ pub fn cluster_roles() -> Vec<Value> {
 
 pub fn cluster_role_bindings() -> Vec<Value> {
     vec![
+        binding(
+            "system:controller:replication-controller",
+            "system:controller:replication-controller",
+            &[("ServiceAccount", "kube-system:replication-controller")],
+        ),
         binding(
             "cluster-admin",
             "cluster-admin",
@@ -470,6 +529,11 @@ pub fn cluster_role_bindings() -> Vec<Value> {
         binding(
             "system:kube-scheduler",
             "system:kube-scheduler",
+            &[("User", "system:kube-scheduler")],
+        ),
+        binding(
+            "system:volume-scheduler",
+            "system:volume-scheduler",
             &[("User", "system:kube-scheduler")],
         ),
         binding(

@@ -5,6 +5,7 @@
 pub mod bootstrap;
 pub mod node;
 pub mod rules;
+pub mod storage_roles;
 
 use std::collections::HashMap;
 
@@ -146,10 +147,12 @@ impl Authorizer {
 pub async fn ensure_bootstrap_policy(store: &Store) -> Result<(), RbacError> {
     let objects = bootstrap::cluster_roles()
         .into_iter()
+        .chain(storage_roles::cluster_roles())
         .map(|o| (&CLUSTER_ROLES, o))
         .chain(
             bootstrap::cluster_role_bindings()
                 .into_iter()
+                .chain(storage_roles::cluster_role_bindings())
                 .map(|o| (&CLUSTER_ROLE_BINDINGS, o)),
         );
     for (spec, obj) in objects {

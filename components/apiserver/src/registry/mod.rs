@@ -11,9 +11,13 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod policy;
 pub mod rbac;
+pub mod replication;
 pub mod resources;
 pub mod services;
 pub mod statefulsets;
+pub mod storage;
+pub mod storage_classes;
+pub mod storage_quantity;
 pub mod strategy;
 
 pub use strategy::ResourceSpec;

@@ -4,7 +4,7 @@
 //! What a budget says about one eviction is `eviction.rs`; the eviction handler does the I/O.
 
 pub mod eviction;
-mod validation;
+pub mod validation;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{json, Value};

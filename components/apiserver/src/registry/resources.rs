@@ -546,6 +546,15 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::policy::PODDISRUPTIONBUDGETS,
     &super::statefulsets::STATEFULSETS,
     &super::statefulsets::CONTROLLERREVISIONS,
+    &super::replication::REPLICATIONCONTROLLERS,
+    &super::replication::PODTEMPLATES,
+    &super::storage::PERSISTENT_VOLUMES,
+    &super::storage::PERSISTENT_VOLUME_CLAIMS,
+    &super::storage_classes::STORAGE_CLASSES,
+    &super::storage_classes::CSI_DRIVERS,
+    &super::storage_classes::CSI_NODES,
+    &super::storage_classes::VOLUME_ATTACHMENTS,
+    &super::storage_classes::CSI_STORAGE_CAPACITIES,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.

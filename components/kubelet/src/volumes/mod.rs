@@ -5,13 +5,15 @@
 //! [`atomic_writer`] and rewritten by [`PodVolumes::refresh`] (called every few seconds by the pod's
 //! worker) so changes reach running containers well within a minute. The service-account volume is
 //! added here when the pod does not opt out and the API server issues tokens. [`PodVolumes::tear_down`]
-//! unmounts and removes everything when the pod is gone.
+//! unmounts and removes everything when the pod is gone. persistentVolumeClaim and ephemeral volumes
+//! ([`pvc`]) mount their PV's node-local directory, which teardown leaves alone (the data is the PV's).
 
 pub mod atomic_writer;
 pub mod configmap;
 pub mod empty_dir;
 pub mod host_path;
 pub mod projected;
+pub mod pvc;
 pub mod secret;
 
 use std::collections::HashMap;
@@ -44,6 +46,12 @@ pub enum VolumeError {
     HostPathType { path: String, message: String },
     #[error("{0}")]
     Unsupported(String),
+    #[error("error processing PVC {namespace}/{name}: {message}")]
+    Claim {
+        namespace: String,
+        name: String,
+        message: String,
+    },
     #[error("volume {0:?} is not defined in the pod")]
     NoSuchVolume(String),
     #[error("invalid subPath {sub_path:?}: {why}")]
@@ -113,6 +121,8 @@ enum Source {
     Secret(k8s_openapi::api::core::v1::SecretVolumeSource),
     Projected(ProjectedVolumeSource),
     DownwardApi(k8s_openapi::api::core::v1::DownwardAPIVolumeSource),
+    /// persistentVolumeClaim or ephemeral: the bound PV's directory, resolved at set-up.
+    Claim(pvc::ClaimSource),
 }
 
 impl Source {
@@ -124,6 +134,7 @@ impl Source {
             Source::Secret(_) => "secret",
             Source::Projected(_) => "projected",
             Source::DownwardApi(_) => "downward-api",
+            Source::Claim(_) => "local-volume",
         }
     }
 
@@ -138,7 +149,10 @@ impl Source {
         )
     }
 
-    fn parse(v: &Volume) -> Result<Self, VolumeError> {
+    fn parse(pod: &Pod, v: &Volume) -> Result<Self, VolumeError> {
+        if let Some(c) = pvc::claim_source(pod, v) {
+            return Ok(Source::Claim(c));
+        }
         if let Some(e) = &v.empty_dir {
             return Medium::parse(e.medium.as_deref())
                 .map(Source::EmptyDir)
@@ -163,7 +177,7 @@ impl Source {
             return Ok(Source::DownwardApi(d.clone()));
         }
         Err(VolumeError::Unsupported(format!(
-            "volume {:?}: only emptyDir, hostPath, configMap, secret, projected and downwardAPI volumes are supported",
+            "volume {:?}: only emptyDir, hostPath, configMap, secret, projected, downwardAPI, persistentVolumeClaim and ephemeral volumes are supported",
             v.name
         )))
     }
@@ -182,6 +196,8 @@ pub struct PodVolumes {
     pods_root: PathBuf,
     vols: Vec<Vol>,
     tokens: HashMap<String, HeldToken>,
+    /// Claim volumes' PV directories, by volume name, once set up.
+    claims: HashMap<String, pvc::Resolved>,
     set_up: bool,
     /// Secret and projected volumes on tmpfs (upstream's choice; needs root, so tests opt out).
     secrets_in_memory: bool,
@@ -209,7 +225,7 @@ impl PodVolumes {
         for v in spec.volumes.iter().flatten() {
             vols.push(Vol {
                 name: v.name.clone(),
-                source: Source::parse(v)?,
+                source: Source::parse(pod, v)?,
                 automatic: false,
             });
         }
@@ -229,6 +245,7 @@ impl PodVolumes {
             pods_root: pods_root.to_path_buf(),
             vols,
             tokens: HashMap::new(),
+            claims: HashMap::new(),
             set_up: false,
             secrets_in_memory: false,
         })
@@ -248,6 +265,9 @@ impl PodVolumes {
     fn host_dir(&self, v: &Vol) -> PathBuf {
         match &v.source {
             Source::HostPath { path, .. } => path.clone(),
+            Source::Claim(_) if self.claims.contains_key(&v.name) => {
+                self.claims[&v.name].path.clone()
+            }
             s => volume_dir(&self.pods_root, self.uid(), s.plugin(), &v.name),
         }
     }
@@ -282,6 +302,16 @@ impl PodVolumes {
                 }
                 Source::HostPath { path, type_ } => {
                     host_path::check(path, type_.as_deref()).map_err(|e| e.in_volume(&v.name))?
+                }
+                Source::Claim(src) => {
+                    let objects = objects
+                        .ok_or(ObjectError::NoClient)
+                        .map_err(|e| VolumeError::from(e).in_volume(&v.name))?;
+                    let resolved = pvc::resolve(&self.pod, src, objects)
+                        .await
+                        .map_err(|e| e.in_volume(&v.name))?;
+                    tracing::info!(pod = ?self.pod.metadata.name, volume = %v.name, pv = %resolved.pv, path = %resolved.path.display(), "claim volume resolved");
+                    self.claims.insert(v.name.clone(), resolved);
                 }
                 _ => {}
             }
@@ -360,7 +390,9 @@ impl PodVolumes {
                     .map(|m| m as u32)
                     .unwrap_or(projected::DEFAULT_MODE),
             ),
-            Source::EmptyDir(_) | Source::HostPath { .. } => Ok(Default::default()),
+            Source::EmptyDir(_) | Source::HostPath { .. } | Source::Claim(_) => {
+                Ok(Default::default())
+            }
         }
     }
 
@@ -386,13 +418,17 @@ impl PodVolumes {
                 Some(sub) => sub_path(
                     &base,
                     sub,
-                    matches!(v.source, Source::EmptyDir(_) | Source::HostPath { .. }),
+                    matches!(
+                        v.source,
+                        Source::EmptyDir(_) | Source::HostPath { .. } | Source::Claim(_)
+                    ),
                 )?,
             };
+            let claim_read_only = self.claims.get(&v.name).is_some_and(|c| c.read_only);
             out.push(cri::Mount {
                 container_path: m.mount_path.clone(),
                 host_path: host.display().to_string(),
-                readonly: m.read_only == Some(true) || v.source.is_api_backed(),
+                readonly: m.read_only == Some(true) || v.source.is_api_backed() || claim_read_only,
                 propagation: match m.mount_propagation.as_deref() {
                     Some("HostToContainer") => {
                         cri::MountPropagation::PropagationHostToContainer as i32

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
@@ -246,41 +246,10 @@ async fn completes_after_local_restarts(ctx: &Ctx) -> CaseResult {
     Ok(())
 }
 
-async fn any_node(ctx: &Ctx) -> CaseResult<String> {
-    let nodes = ctx.all::<Node>().list(&ListParams::default()).await?;
-    nodes
-        .items
-        .iter()
-        .find(|n| {
-            // GetRandomReadySchedulableNode: ready, schedulable and without NoSchedule/NoExecute
-            // taints (a control-plane node keeps its pods off).
-            let tainted = n
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_some_and(|t| {
-                    t.iter()
-                        .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-                });
-            !tainted
-                && !n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.unschedulable)
-                    .unwrap_or(false)
-                && n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .and_then(|n| n.metadata.name.clone())
-        .ok_or_else(|| CaseError::Failed("no ready schedulable node".into()))
-}
-
 /// Pod failure policy, FailJob on exit code: a pod of a Job pinned to one node exits 1 the first
 /// time; the rule matching exit code 1 MUST fail the Job (before backoffLimit is reached).
 async fn pod_failure_policy_fails_early(ctx: &Ctx) -> CaseResult {
-    let node = any_node(ctx).await?;
+    let node = ctx.schedulable_node().await?;
     let mut job = test_job(
         ctx,
         "failOnce",
@@ -312,7 +281,7 @@ async fn pod_failure_policy_fails_early(ctx: &Ctx) -> CaseResult {
 /// running until evicted once; after all 3 are evicted (each MUST be gone), the failures MUST be
 /// ignored (backoffLimit 2 would otherwise fail the Job) and the Job MUST complete.
 async fn pod_failure_policy_ignores_disruptions(ctx: &Ctx) -> CaseResult {
-    let node = any_node(ctx).await?;
+    let node = ctx.schedulable_node().await?;
     let mut job = test_job(
         ctx,
         "notTerminateOncePerIndex",

@@ -10,14 +10,18 @@ use crate::error::CaseResult;
 mod api_machinery;
 mod auth;
 mod cronjobs;
+mod daemonsets;
 mod disruption;
 mod instrumentation;
 mod jobs;
 mod node;
 mod objects;
+mod podtemplates;
+mod replication;
 mod runtime;
 mod statefulsets;
 mod storage;
+mod storage_api;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
 pub type Run = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CaseResult>;
@@ -48,14 +52,18 @@ pub fn all() -> Vec<&'static Case> {
         api_machinery::CASES,
         auth::CASES,
         cronjobs::CASES,
+        daemonsets::CASES,
         disruption::CASES,
         instrumentation::CASES,
         jobs::CASES,
         node::CASES,
         objects::CASES,
+        podtemplates::CASES,
+        replication::CASES,
         runtime::CASES,
         statefulsets::CASES,
         storage::CASES,
+        storage_api::CASES,
     ]
     .into_iter()
     .flatten()

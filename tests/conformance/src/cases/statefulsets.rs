@@ -23,6 +23,11 @@ use crate::{must, must_eq};
 
 pub const CASES: &[Case] = &[
     case!(
+        "[sig-apps] StatefulSet Basic StatefulSet functionality [StatefulSetBasic] Should recreate evicted statefulset [Conformance]",
+        "statefulset",
+        recreate_evicted
+    ),
+    case!(
         "[sig-apps] StatefulSet Basic StatefulSet functionality [StatefulSetBasic] Scaling should happen in predictable order and halt if any stateful pod is unhealthy [Slow] [Conformance]",
         "statefulset",
         scaling_in_order
@@ -887,4 +892,79 @@ async fn canary_and_phased(ctx: &Ctx) -> CaseResult {
         "the current revision once the update completed"
     );
     Ok(())
+}
+
+/// StatefulSet, Recreate Failed Pod: the StatefulSet MUST delete and recreate pods it owns that go
+/// into a Failed state, such as when they are rejected by a node. A pod holding host port 21017 runs
+/// on a node; a set of 1 whose pod asks for the same port on the same node (nodeName) is rejected
+/// by that node's kubelet (NodePorts) — its pod MUST be deleted and recreated at least once; once
+/// the conflicting pod is gone the set's pod MUST run, with a new UID.
+async fn recreate_evicted(ctx: &Ctx) -> CaseResult {
+    let node = ctx.schedulable_node().await?;
+    let conflicting = json!({"hostPort": 21017, "containerPort": 21017, "name": "conflict"});
+    let pod: Pod = from_json(json!({
+        "metadata": {"name": "test-pod"},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "webserver", "image": ctx.images().httpd(),
+            "command": ["sh", "-c", SERVE], "ports": [conflicting],
+        }]}
+    }))?;
+    let pods = ctx.api::<Pod>();
+    pods.create(&PostParams::default(), &pod).await?;
+    headless_service(ctx).await?;
+    let mut set = new_set(ctx, "ss", 1, labels())?;
+    if let Some(spec) = set.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        spec.node_name = Some(node.clone());
+        spec.containers[0].ports = Some(vec![from_json(conflicting)?]);
+    }
+    ctx.wait_running("test-pod").await?;
+    // Watch ss-0 from before the set exists: note its UID in any state, until a delete is seen.
+    let wp = WatchParams::default()
+        .fields("metadata.name=ss-0")
+        .timeout(290);
+    let rv = pods
+        .list_metadata(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let mut events = Box::pin(pods.watch(&wp, &rv).await?);
+    ctx.api::<StatefulSet>()
+        .create(&PostParams::default(), &set)
+        .await?;
+    let mut first_uid = String::new();
+    let deleted = tokio::time::timeout(SET_TIMEOUT, async {
+        while let Some(ev) = events.try_next().await? {
+            match ev {
+                WatchEvent::Deleted(_) if !first_uid.is_empty() => {
+                    return Ok::<bool, CaseError>(true)
+                }
+                WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                    first_uid = p.metadata.uid.unwrap_or_default();
+                }
+                _ => {}
+            }
+        }
+        Ok(false)
+    })
+    .await;
+    must!(
+        matches!(deleted, Ok(Ok(true))),
+        "Pod ss-0 expected to be re-created at least once"
+    );
+    pods.delete("test-pod", &DeleteParams::default().grace_period(0))
+        .await?;
+    ctx.wait("ss-0 recreated and Running", SET_TIMEOUT, || async {
+        let p = match pods.get_opt("ss-0").await? {
+            Some(p) => p,
+            None => return Ok(Err("ss-0 absent".to_string())),
+        };
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        Ok(if phase(&p) == "Running" && uid != first_uid {
+            Ok(())
+        } else {
+            Err(format!("phase {} uid {uid} (first {first_uid})", phase(&p)))
+        })
+    })
+    .await
 }

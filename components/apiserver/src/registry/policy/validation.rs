@@ -31,7 +31,7 @@ fn is_dns_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
-fn subdomain_errors(s: &str) -> Vec<String> {
+pub fn subdomain_errors(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
         errs.push("must be no more than 253 characters".to_string());
