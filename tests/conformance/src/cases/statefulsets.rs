@@ -67,6 +67,8 @@ pub const CASES: &[Case] = &[
 /// upstream's statefulSetTimeout.
 const SET_TIMEOUT: Duration = Duration::from_secs(600);
 const SS: &str = "ss2";
+/// How long a watch may trail what a list already shows.
+const STATUS_WAIT: Duration = Duration::from_secs(30);
 const SVC: &str = "test";
 
 fn labels() -> serde_json::Value {
@@ -382,6 +384,16 @@ async fn scaling_in_order(ctx: &Ctx) -> CaseResult {
             Ok(())
         } else {
             Err(format!("{n} pods"))
+        })
+    })
+    .await?;
+    // The watch may deliver the last DELETED after a list already shows no pods.
+    ctx.wait("the watch to see all 3 deletions", STATUS_WAIT, || async {
+        let n = events.order("DELETED").len();
+        Ok(if n >= 3 {
+            Ok(())
+        } else {
+            Err(format!("{n} seen"))
         })
     })
     .await?;
