@@ -16,7 +16,7 @@ use kiln_testkit::{create_node, eventually, Cluster};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-/// Marks bound pods Running and Ready, as their kubelet would; stops on drop.
+/// Marks bound pods Running and Ready and removes deleted ones, as their kubelet would; stops on drop.
 struct FakeKubelets(tokio::task::JoinHandle<()>);
 
 impl FakeKubelets {
@@ -33,7 +33,17 @@ impl FakeKubelets {
                             .is_some_and(|c| {
                                 c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
                             });
-                        if !bound || ready || p.metadata.deletion_timestamp.is_some() {
+                        if p.metadata.deletion_timestamp.is_some() {
+                            // The kubelet's last step for a deleted pod: remove the object once its
+                            // containers are stopped (here: at once). Controllers wait for it, as
+                            // the daemonset controller waits before replacing a terminating pod.
+                            let name = p.metadata.name.clone().unwrap_or_default();
+                            let _ = pods
+                                .delete(&name, &DeleteParams::default().grace_period(0))
+                                .await;
+                            continue;
+                        }
+                        if !bound || ready {
                             continue;
                         }
                         let status = json!({"status": {"phase": "Running",
