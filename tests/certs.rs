@@ -84,6 +84,7 @@ fn renewed_certificates_are_served_with_the_same_ca() {
     };
     assert_eq!(table("apiserver"), 19);
     assert_eq!(table("admin.conf"), 19);
+    assert_eq!(table("front-proxy-client"), 19);
     let status = ok(&mut k(&["status", "-f", &cluster]));
     assert!(
         status.contains("WARNING: certificate host1/apiserver expires in 19 days"),

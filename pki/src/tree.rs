@@ -137,6 +137,27 @@ pub const CERT_TREE: &[CertSpec] = &[
         usages: &[Usage::Client],
         sans: SanKind::None,
     },
+    // The aggregation layer's own CA and the identity kiln-apiserver presents to extension API
+    // servers, apart from the cluster CA as kubeadm keeps them: an extension server trusts this CA
+    // for X-Remote-* headers only, so a cluster client certificate cannot impersonate through it.
+    CertSpec {
+        name: "front-proxy-ca",
+        base: "front-proxy-ca",
+        ca: None,
+        cn: CommonName::Fixed("front-proxy-ca"),
+        organizations: &[],
+        usages: &[],
+        sans: SanKind::None,
+    },
+    CertSpec {
+        name: "front-proxy-client",
+        base: "front-proxy-client",
+        ca: Some("front-proxy-ca"),
+        cn: CommonName::Fixed("front-proxy-client"),
+        organizations: &[],
+        usages: &[Usage::Client],
+        sans: SanKind::None,
+    },
 ];
 
 /// The service-account signing key pair (`sa.key` private, `sa.pub` public), not a certificate.

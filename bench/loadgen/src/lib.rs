@@ -3,6 +3,7 @@
 
 pub mod apiserver_load;
 pub mod control_plane;
+pub mod crd_load;
 pub mod cri_floor;
 pub mod dns_load;
 pub mod dns_wire;

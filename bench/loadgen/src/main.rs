@@ -116,6 +116,14 @@ enum Cmd {
         #[arg(long)]
         log: std::path::PathBuf,
     },
+    /// Custom resources against ConfigMaps on one kiln-apiserver: COUNT sequential creates each
+    /// (p50/p99) and a LIST of all of them.
+    Crds {
+        #[arg(long)]
+        apiserver_bin: String,
+        #[arg(long, default_value_t = 10_000)]
+        count: usize,
+    },
     /// Controller reaction: a ReplicaSet pod deleted → its replacement created.
     Reaction {
         #[arg(long, default_value_t = 50)]
@@ -266,6 +274,19 @@ async fn main() {
                 Ok(s) => print(&s),
                 Err(e) => {
                     eprintln!("kiln-bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
+        Cmd::Crds {
+            apiserver_bin,
+            count,
+        } => {
+            match kiln_bench::crd_load::run(&apiserver_bin, count).await {
+                Ok(s) => print(&s),
+                Err(e) => {
+                    eprintln!("kiln-bench crds: {e}");
                     std::process::exit(1);
                 }
             }

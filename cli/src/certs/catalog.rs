@@ -140,6 +140,8 @@ pub const POD_INPUTS: &[(&str, &[&str])] = &[
             "pki/{host}/apiserver-kubelet-client.crt",
             "pki/{host}/apiserver-store-client.crt",
             "pki/{host}/store/ca.crt",
+            "pki/{host}/front-proxy-ca.crt",
+            "pki/{host}/front-proxy-client.crt",
             "pki/{host}/sa.pub",
         ],
     ),
@@ -229,6 +231,7 @@ mod tests {
             "store-peer",
             "store-healthcheck-client",
             "apiserver-store-client",
+            "front-proxy-client",
             "admin.conf",
             "scheduler.conf",
             "controller-manager.conf",
@@ -238,6 +241,7 @@ mod tests {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
         assert!(!names.contains(&"ca") && !names.contains(&"store-ca"));
+        assert!(!names.contains(&"front-proxy-ca"));
     }
 
     #[test]

@@ -72,6 +72,30 @@ pub struct Options {
     /// default).
     #[arg(long)]
     pub kubelet_certificate_authority: Option<String>,
+    /// Client certificate kiln presents to extension API servers (the front-proxy identity; the
+    /// aggregation layer, `crate::aggregator`).
+    #[arg(long)]
+    pub proxy_client_cert_file: Option<String>,
+    /// Key of `--proxy-client-cert-file`.
+    #[arg(long)]
+    pub proxy_client_key_file: Option<String>,
+    /// CA that signs front-proxy client certificates; published in
+    /// kube-system/extension-apiserver-authentication for extension servers.
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<String>,
+    /// Common names a front-proxy client certificate may have (published).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers that carry the user name (published).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers that carry the groups (published).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    pub requestheader_group_headers: Vec<String>,
+    /// Header prefixes that carry extra user information (published).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+
     /// Authorization modes (accepted; the skeleton's authorizer is fixed).
     #[arg(long, default_value = "Node,RBAC")]
     pub authorization_mode: String,
@@ -86,6 +110,14 @@ pub struct Options {
     /// Default admission plugins to turn off (`NodeRestriction`).
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
+
+    /// Read-only requests in flight at once before 429s (0: no limit); watches and other
+    /// long-running requests and system:masters take no seat.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Mutating requests in flight at once before 429s (0: no limit).
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
 
     /// Seconds between watch BOOKMARK events for clients that allow them.
     #[arg(long, default_value_t = 60, hide = true)]
@@ -133,5 +165,9 @@ mod tests {
         assert_eq!(o.etcd_servers.len(), 2);
         assert_eq!(o.secure_port, 6443);
         assert_eq!(o.service_cluster_ip_range, "10.96.0.0/12");
+        assert_eq!(o.requestheader_username_headers, ["X-Remote-User"]);
+        assert_eq!(o.requestheader_group_headers, ["X-Remote-Group"]);
+        assert_eq!(o.requestheader_extra_headers_prefix, ["X-Remote-Extra-"]);
+        assert!(o.proxy_client_cert_file.is_none());
     }
 }

@@ -8,15 +8,13 @@ use std::sync::Arc;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, RootCertStore};
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::tls::{load_certs, load_key, TlsError};
+use crate::tls::{load_certs, load_key, AnyServerCert, TlsError};
 
 /// The kubelet port when the node does not report one.
 pub const DEFAULT_KUBELET_PORT: u16 = 10250;
@@ -39,56 +37,6 @@ pub enum KubeletError {
     },
     #[error("no kubelet client certificate configured (--kubelet-client-certificate/--kubelet-client-key)")]
     NotConfigured,
-}
-
-/// Accepts any kubelet serving certificate (upstream's behaviour without
-/// --kubelet-certificate-authority); signatures are still checked so the handshake is sound.
-#[derive(Debug)]
-struct AnyServerCert(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[derive(Clone)]
@@ -119,7 +67,7 @@ impl KubeletClient {
             }
             None => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyServerCert(provider))),
+                .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(provider))),
         };
         let mut config = builder.with_client_auth_cert(load_certs(cert)?, load_key(key)?)?;
         // Upgrades (exec) need HTTP/1.1.

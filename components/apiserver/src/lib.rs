@@ -5,11 +5,15 @@
 //! `status` (metav1.Status errors), `server` (start/stop, in-process for tests).
 
 pub mod admission;
+pub mod aggregator;
 pub mod allocator;
 pub mod auth;
 pub mod bootstrap;
+pub mod cel;
 pub mod config;
+pub mod crd;
 pub mod fieldmanager;
+pub mod flowcontrol;
 pub mod handlers;
 pub mod kubelet_client;
 pub mod list_keys;
@@ -24,6 +28,7 @@ pub mod status;
 pub mod storage;
 pub mod tls;
 pub mod tokens;
+pub mod warnings;
 
 pub use config::Options;
 pub use server::{start, RunningServer, ServerError};

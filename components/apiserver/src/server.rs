@@ -54,6 +54,8 @@ pub enum ServerError {
     Objects(#[from] crate::bootstrap::BootstrapError),
     #[error("{0}")]
     Admission(#[from] crate::admission::AdmissionError),
+    #[error("aggregation layer: {0}")]
+    Aggregator(#[from] crate::aggregator::AggregatorError),
 }
 
 /// A running server; dropping it (or `shutdown`) stops accepting and closes every connection.
@@ -163,6 +165,19 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         options.kubelet_client_key.as_deref(),
         options.kubelet_certificate_authority.as_deref(),
     )?;
+    let front_proxy = crate::aggregator::FrontProxy::load(
+        options.proxy_client_cert_file.as_deref(),
+        options.proxy_client_key_file.as_deref(),
+    )?;
+    let authentication_info =
+        crate::aggregator::authentication_configmap::AuthenticationInfo::from_flags(
+            options.client_ca_file.as_deref(),
+            options.requestheader_client_ca_file.as_deref(),
+            &options.requestheader_allowed_names,
+            &options.requestheader_username_headers,
+            &options.requestheader_group_headers,
+            &options.requestheader_extra_headers_prefix,
+        )?;
     let store = connect_store(&options).await?;
 
     let bind = SocketAddr::new(options.bind_address, options.secure_port);
@@ -176,12 +191,19 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
     let advertise = SocketAddr::new(advertise_ip, addr.port());
     crate::bootstrap::kubernetes_service(&store, &allocator, advertise).await?;
     crate::rbac::ensure_bootstrap_policy(&store).await?;
+    if let Err(e) = crate::flowcontrol::bootstrap::ensure_defaults(&store).await {
+        // Serving matters more than the APF objects; the next start tries again.
+        tracing::warn!(error = %e, "creating the flow-control objects failed");
+    }
     let (terminating, terminating_rx) = tokio::sync::mpsc::unbounded_channel();
     let admission = crate::admission::Plugins::from_flags(
         &options.enable_admission_plugins,
         &options.disable_admission_plugins,
         options.service_account_signing_key_file.is_some(),
     )?;
+    let (stop, stopped) = watch::channel(false);
+    let webhooks =
+        crate::admission::webhook::Webhooks::start(store.clone(), stopped.clone()).await?;
     let state = Arc::new(AppState {
         store: store.clone(),
         registry: Registry::default(),
@@ -194,8 +216,13 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         kubelet,
         terminating,
         admission,
+        webhooks,
+        aggregator: crate::aggregator::Aggregator::new(front_proxy),
+        limits: crate::flowcontrol::limiter::Limits::new(
+            options.max_requests_inflight,
+            options.max_mutating_requests_inflight,
+        ),
     });
-    let (stop, stopped) = watch::channel(false);
     if options.namespace_cleanup {
         tokio::spawn(crate::handlers::namespaces::run(
             state.clone(),
@@ -203,6 +230,31 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
             stopped.clone(),
         ));
     }
+    // Established CRDs are served from the first request on, also after a restart.
+    if let Err(e) = crate::crd::controller::load(&store, &state.registry).await {
+        tracing::warn!(error = %e, "loading CRDs failed; the CRD controller retries");
+    }
+    tokio::spawn(crate::crd::controller::run(
+        store.clone(),
+        state.registry.clone(),
+        stopped.clone(),
+    ));
+    // The aggregation layer: extension servers' trust anchors, the last written availability
+    // (so a restart proxies at once), then the availability controller.
+    if let Err(e) =
+        crate::aggregator::authentication_configmap::publish(&store, &authentication_info).await
+    {
+        tracing::warn!(error = %e, "publishing extension-apiserver-authentication failed");
+    }
+    if let Err(e) = crate::aggregator::availability::load(&store, &state.aggregator).await {
+        tracing::warn!(error = %e, "loading APIServices failed; the availability controller retries");
+    }
+    tokio::spawn(crate::aggregator::availability::run(
+        store.clone(),
+        state.registry.clone(),
+        state.aggregator.clone(),
+        stopped.clone(),
+    ));
     let app = router(state);
     tracing::info!(%addr, "serving the Kubernetes API");
     let task = tokio::spawn(accept_loop(listener, acceptor, app, stopped));

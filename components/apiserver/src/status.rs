@@ -114,7 +114,7 @@ fn details(group: &str, resource: &str, name: Option<&str>) -> Value {
 }
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: String, details: Option<Value>) -> Self {
+    pub fn new(code: u16, reason: &'static str, message: String, details: Option<Value>) -> Self {
         ApiError {
             code,
             reason,

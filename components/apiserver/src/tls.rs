@@ -1,5 +1,6 @@
-//! The serving TLS configuration (rustls, ring): server certificate, and client certificates verified
-//! against --client-ca-file but optional, so health and version stay reachable without one.
+//! TLS for kiln-apiserver (rustls, ring): the serving configuration (server certificate, and client
+//! certificates verified against --client-ca-file but optional, so health and version stay reachable
+//! without one), and the accept-any verifier its own outbound clients use where upstream does not verify.
 
 use std::sync::Arc;
 
@@ -81,3 +82,6 @@ pub fn server_config(
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
+/// The verifier for kubelets without --kubelet-certificate-authority and APIServices with
+/// insecureSkipTLSVerify (shared with the kubelet's HTTPS probes).
+pub use kiln_common::any_server_cert::AnyServerCert;

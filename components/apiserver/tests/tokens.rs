@@ -76,6 +76,53 @@ async fn kubectl_create_token_and_use_it() {
     let (ok, _, err) = c.kubectl(&robot, &["get", "pods"]).await;
     assert!(ok, "{err}");
 
+    // Issuer discovery: any service account reads the provider configuration and the key set, and
+    // the token verifies with the published key (what an external OIDC consumer does).
+    let (ok, config, err) = c
+        .kubectl(
+            &robot,
+            &["get", "--raw", "/.well-known/openid-configuration"],
+        )
+        .await;
+    assert!(ok, "{err}");
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(
+        config["issuer"],
+        "https://kubernetes.default.svc.cluster.local"
+    );
+    assert_eq!(
+        config["jwks_uri"],
+        "https://kubernetes.default.svc.cluster.local/openid/v1/jwks"
+    );
+    let (ok, jwks, err) = c
+        .kubectl(&robot, &["get", "--raw", "/openid/v1/jwks"])
+        .await;
+    assert!(ok, "{err}");
+    let jwks: serde_json::Value = serde_json::from_str(&jwks).unwrap();
+    let jwk = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == header["kid"])
+        .unwrap_or_else(|| panic!("the token's kid in {jwks}"))
+        .clone();
+    assert_eq!(
+        (
+            jwk["kty"].as_str(),
+            jwk["crv"].as_str(),
+            jwk["alg"].as_str()
+        ),
+        (Some("EC"), Some("P-256"), Some("ES256"))
+    );
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut point = vec![4u8];
+    point.extend(b64.decode(jwk["x"].as_str().unwrap()).unwrap());
+    point.extend(b64.decode(jwk["y"].as_str().unwrap()).unwrap());
+    let (signed, signature) = token.rsplit_once('.').unwrap();
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, &point)
+        .verify(signed.as_bytes(), &b64.decode(signature).unwrap())
+        .expect("the token verifies with the published key");
+
     // Too short a lifetime is 422; a tampered token is 401.
     let (ok, _, err) = c
         .kubectl(

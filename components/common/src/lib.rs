@@ -7,8 +7,11 @@
 //! `node_matching` (node selectors and taint tolerations, as the scheduler and the daemonset and
 //! node lifecycle controllers need them). Behind the `cron` feature: `cron` (CronJob schedules and
 //! time zones as upstream reads them), shared by the API server's validation and the cronjob
-//! controller.
+//! controller. Behind `tls`: `any_server_cert` (a rustls verifier that accepts any server certificate,
+//! where upstream skips verification on purpose).
 
+#[cfg(feature = "tls")]
+pub mod any_server_cert;
 pub mod duration;
 pub mod store_snapshot;
 

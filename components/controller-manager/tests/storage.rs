@@ -81,6 +81,15 @@ async fn claims_bind_release_stay_protected_and_follow_their_pods() {
         .unwrap();
         pvs.create(&PostParams::default(), &pv).await.unwrap();
     }
+    // The binder matches a claim against the volumes it has seen; both must be
+    // Available (observed) first, or the claim may fairly take the only one known.
+    for name in ["big", "fits"] {
+        eventually("the volume to be Available", || async {
+            let v = pvs.get(name).await.unwrap();
+            (pv_phase(&v) == Some("Available")).then_some(())
+        })
+        .await;
+    }
     let claim: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "manual",

@@ -6,6 +6,7 @@
 //! Used as a dev-dependency by the component crates' tests, so they all exercise the same setup.
 
 mod cluster;
+mod https;
 mod nodes;
 mod pki;
 mod store;
@@ -14,6 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use cluster::{kubeconfig, rows, Cluster};
+pub use https::serve_https;
 pub use nodes::create_node;
 pub use pki::{Pair, Pki};
 pub use store::{store_binary, Etcd, StoreTls};

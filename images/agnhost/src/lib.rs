@@ -4,9 +4,11 @@
 
 pub mod client;
 pub mod connect;
+pub mod crd_conversion_webhook;
 pub mod dns;
 pub mod entrypoint_tester;
 pub mod gofmt;
+pub mod kube_json;
 pub mod liveness;
 pub mod logs_generator;
 pub mod mounttest;
@@ -16,6 +18,7 @@ pub mod porter;
 pub mod serve_hostname;
 pub mod server;
 pub mod test_webserver;
+pub mod webhook;
 
 #[cfg(test)]
 mod testutil;

@@ -1,8 +1,8 @@
 use clap::{Parser, Subcommand};
 
 use kiln_agnhost::{
-    connect, dns, entrypoint_tester, liveness, logs_generator, mounttest, netexec, pause, porter,
-    serve_hostname, test_webserver,
+    connect, crd_conversion_webhook, dns, entrypoint_tester, liveness, logs_generator, mounttest,
+    netexec, pause, porter, serve_hostname, test_webserver, webhook,
 };
 
 /// Subcommands of the Kubernetes e2e test image, as upstream agnhost names and runs them.
@@ -11,12 +11,22 @@ use kiln_agnhost::{
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// klog's verbosity flag, which upstream's binary takes with every subcommand (e2e tests pass
+    /// `-v=4`). Accepted and ignored: logging follows RUST_LOG.
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    _verbosity: Option<String>,
+    /// klog's `--alsologtostderr`, accepted likewise (logs always go to stderr).
+    #[arg(long = "alsologtostderr", global = true)]
+    _alsologtostderr: bool,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Attempts a TCP or UDP connection and prints a classified error (TIMEOUT, REFUSED, DNS, OTHER).
     Connect(connect::ConnectArgs),
+    /// Starts HTTP server on port 443 for testing CustomResourceConversionWebhook
+    #[command(name = "crd-conversion-webhook")]
+    CrdConversionWebhook(crd_conversion_webhook::CrdConversionWebhookArgs),
     /// Prints the host's DNS suffix list.
     #[command(name = "dns-suffix")]
     DnsSuffix,
@@ -52,6 +62,9 @@ enum Command {
     /// Starts a simple HTTP fileserver.
     #[command(name = "test-webserver")]
     TestWebserver(test_webserver::TestWebserverArgs),
+    /// Starts a HTTP server, useful for testing MutatingAdmissionWebhook and
+    /// ValidatingAdmissionWebhook
+    Webhook(webhook::WebhookArgs),
 }
 
 fn main() {
@@ -94,6 +107,7 @@ fn main() {
 async fn serve(command: Command) -> i32 {
     let result: Result<i32, String> = match command {
         Command::Connect(a) => Ok(connect::run(a).await),
+        Command::CrdConversionWebhook(a) => Ok(crd_conversion_webhook::run(a).await),
         Command::Liveness => liveness::run().await.map_err(|e| e.to_string()),
         Command::LogsGenerator(a) => Ok(logs_generator::run(a).await),
         Command::Netexec(a) => netexec::run(a).await.map_err(|e| e.to_string()),
@@ -101,6 +115,7 @@ async fn serve(command: Command) -> i32 {
         Command::Porter(a) => Ok(porter::run(a).await),
         Command::ServeHostname(a) => serve_hostname::run(a).await.map_err(|e| e.to_string()),
         Command::TestWebserver(a) => test_webserver::run(a).await.map_err(|e| e.to_string()),
+        Command::Webhook(a) => Ok(webhook::run(a).await),
         Command::EntrypointTester { .. }
         | Command::DnsSuffix
         | Command::DnsServerList

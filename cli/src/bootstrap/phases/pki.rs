@@ -99,6 +99,8 @@ fn copy_cas(from: &Path, to: &Path) -> Result<(), BootstrapError> {
         "ca.key",
         "store/ca.crt",
         "store/ca.key",
+        "front-proxy-ca.crt",
+        "front-proxy-ca.key",
         "sa.key",
         "sa.pub",
     ] {

@@ -13,6 +13,7 @@ pub mod node_volumes;
 pub mod pvc_resize;
 pub mod service_account;
 pub mod storage_protection;
+pub mod webhook;
 
 use serde_json::Value;
 

@@ -8,10 +8,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::crud::{create_object, guaranteed_update, read, required_name, scope, MAX_ATTEMPTS};
+use super::crud::{
+    create_object, field_validation, guaranteed_update, read, required_name, scope, MAX_ATTEMPTS,
+};
+use super::duplicate_fields;
 use super::{json_response, AppState, Requester, Target};
 use crate::fieldmanager::{self, FieldManagerError, Writer};
-use crate::registry::lifecycle::now_rfc3339;
+use crate::registry::lifecycle::{
+    duplicate_field_message, now_rfc3339, unknown_fields_of, FieldValidation,
+};
+use crate::registry::ResourceSpec;
 use crate::status::{ApiError, Cause};
 
 pub const CONTENT_TYPE: &str = "application/apply-patch+yaml";
@@ -29,6 +35,45 @@ fn parse(body: &[u8]) -> Result<Value, ApiError> {
         serde_norway::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
     })
+}
+
+/// Field validation of the configuration itself, before it is merged, in the words of upstream's
+/// typed patch: a key set twice (`line 11: key "foo" already set in map` for YAML), and under
+/// `Strict` a field the kind's schema lacks (`.spec.foo: field not declared in schema`). Unknown
+/// fields under `Warn` are reported once, by the write path's decode of the merged object.
+fn check_configuration(
+    spec: &ResourceSpec,
+    body: &[u8],
+    applied: &Value,
+    validation: FieldValidation,
+) -> Result<(), ApiError> {
+    if validation == FieldValidation::Ignore {
+        return Ok(());
+    }
+    let mut problems: Vec<String> = match duplicate_fields::in_json(body) {
+        Ok(paths) => paths.iter().map(|p| duplicate_field_message(p)).collect(),
+        Err(_) => duplicate_fields::yaml_duplicate_message(body)
+            .into_iter()
+            .collect(),
+    };
+    if validation == FieldValidation::Warn {
+        problems.iter().for_each(|p| crate::warnings::add(p));
+        return Ok(());
+    }
+    problems.extend(
+        unknown_fields_of(spec, applied)
+            .iter()
+            .map(|f| format!(".{f}: field not declared in schema")),
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "failed to create typed patch object ({}, Kind={}): {}",
+        spec.api_version(),
+        spec.kind,
+        problems.join(", ")
+    )))
 }
 
 fn patch_options_invalid(cause: Cause) -> ApiError {
@@ -83,6 +128,7 @@ pub async fn apply(
         }
     };
     let applied = parse(body)?;
+    check_configuration(spec, body, &applied, field_validation(query))?;
     let (api_version, now) = (spec.api_version(), now_rfc3339());
     let w = Writer {
         manager,

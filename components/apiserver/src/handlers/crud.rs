@@ -80,7 +80,7 @@ pub fn store_error(e: StoreError) -> ApiError {
     }
 }
 
-fn field_validation(query: &HashMap<String, String>) -> FieldValidation {
+pub(super) fn field_validation(query: &HashMap<String, String>) -> FieldValidation {
     FieldValidation::from_query(query.get("fieldValidation").map(String::as_str))
 }
 
@@ -134,7 +134,12 @@ pub(super) async fn read(
     else {
         return Err(ApiError::not_found(spec.group, spec.plural, name));
     };
-    Ok((from_stored(&value, mod_revision)?, mod_revision))
+    let obj = from_stored(&value, mod_revision)?;
+    let obj = crate::crd::convert::served(&state.store, spec, vec![obj])
+        .await?
+        .pop()
+        .unwrap_or_default();
+    Ok((obj, mod_revision))
 }
 
 pub async fn get(
@@ -215,6 +220,7 @@ pub(super) async fn create_object(
     crate::admission::service_account(state, target, &mut obj).await?;
     crate::admission::storage_create(state, target, &mut obj).await?;
     crate::admission::node_restriction(state, target, None, Op::Create(&obj))?;
+    crate::admission::webhook::admit_create(state, target, query, &mut obj).await?;
     state
         .allocator
         .prepare(&state.store, spec, &mut obj, None)
@@ -306,6 +312,7 @@ pub(super) async fn guaranteed_update(
             },
         )?;
         crate::admission::storage_update(state, target, &old, &new).await?;
+        crate::admission::webhook::admit_update(state, target, query, &old, &mut new).await?;
         let (api_version, now) = (spec.api_version(), now_rfc3339());
         if let Some(w) = writer(target, &api_version, &now) {
             fieldmanager::track_update(Some(&old), &mut new, &w);

@@ -81,6 +81,7 @@ pub(super) async fn delete_object(
                     "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified")));
             }
         }
+        crate::admission::webhook::admit_delete(state, target, query, &obj).await?;
         let grace = spec.graceful_delete.as_ref().and_then(|g| {
             let default = (g.default_grace)(&obj)?;
             match opts.grace.unwrap_or(default) {
@@ -88,6 +89,16 @@ pub(super) async fn delete_object(
                 n => Some(n),
             }
         });
+        if let Some(finalizer) = spec.delete_finalizer {
+            let finalizers = obj["metadata"]["finalizers"].as_array();
+            if !finalizers.is_some_and(|f| f.iter().any(|x| x == finalizer))
+                && !obj["metadata"]["deletionTimestamp"].is_string()
+            {
+                let mut list = finalizers.cloned().unwrap_or_default();
+                list.push(json!(finalizer));
+                obj["metadata"]["finalizers"] = json!(list);
+            }
+        }
         let has_finalizers = obj["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());

@@ -1,10 +1,9 @@
-//! Discovery (/api, /apis, resource lists with verbs, shortNames, categories), /version, and the
-//! minimal OpenAPI v3 kubectl needs: PATCH operations per kind that declare `fieldValidation`, so
-//! `kubectl apply` hands validation to the server instead of demanding a full schema.
+//! Discovery (/api, /apis, resource lists with verbs, shortNames, categories) and /version. The
+//! aggregated form of /api and /apis is in `discovery_aggregated.rs`, OpenAPI in `openapi.rs`.
 
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use super::path::ApiPath;
 use super::{ok_json, AppState};
@@ -101,8 +100,25 @@ fn resource_entries(spec: &ResourceSpec) -> Vec<Value> {
     out
 }
 
-pub fn serve(state: &AppState, path: &ApiPath) -> Result<Response, ApiError> {
+pub fn serve(state: &AppState, path: &ApiPath, headers: &HeaderMap) -> Result<Response, ApiError> {
     let registry = &state.registry;
+    // Groups only extension servers serve (APIServices with a service) are listed too.
+    let backends = state.aggregator.backends();
+    let local_groups = registry.groups();
+    let is_local = |g: &str| local_groups.iter().any(|(name, _)| *name == g);
+    let extra = crate::aggregator::discovery::aggregated_items(&backends, is_local);
+    if let Some(aggregated) =
+        super::discovery_aggregated::serve_with(registry, path, headers, extra)
+    {
+        return Ok(aggregated);
+    }
+    if let ApiPath::Group(group) = path {
+        if !is_local(group) {
+            return crate::aggregator::discovery::group_document(&backends, group)
+                .map(|doc| ok_json(&doc))
+                .ok_or_else(ApiError::path_not_found);
+        }
+    }
     let body = match path {
         ApiPath::CoreRoot => json!({
             "kind": "APIVersions",
@@ -112,7 +128,9 @@ pub fn serve(state: &AppState, path: &ApiPath) -> Result<Response, ApiError> {
         ApiPath::GroupsRoot => json!({
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": registry.groups().iter().map(|(g, vs)| group_entry(g, vs)).collect::<Vec<_>>(),
+            "groups": local_groups.iter().map(|(g, vs)| group_entry(g, vs))
+                .chain(crate::aggregator::discovery::legacy_groups(&backends, is_local))
+                .collect::<Vec<_>>(),
         }),
         ApiPath::Group(group) => {
             let (g, versions) = registry
@@ -143,92 +161,10 @@ pub fn serve(state: &AppState, path: &ApiPath) -> Result<Response, ApiError> {
     Ok(ok_json(&body))
 }
 
-/// `api/v1` or `apis/<group>/<version>`: the OpenAPI v3 index key of a group-version.
-fn gv_path(spec: &ResourceSpec) -> String {
-    if spec.group.is_empty() {
-        format!("api/{}", spec.version)
-    } else {
-        format!("apis/{}/{}", spec.group, spec.version)
-    }
-}
-
-fn patch_operation(spec: &ResourceSpec) -> Value {
-    json!({
-        "operationId": format!("patch{}", spec.kind),
-        "parameters": [
-            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}},
-        ],
-        "responses": {"200": {"description": "OK"}},
-        "x-kubernetes-action": "patch",
-        "x-kubernetes-group-version-kind": {"group": spec.group, "version": spec.version, "kind": spec.kind},
-    })
-}
-
-fn gv_document(specs: &[&ResourceSpec]) -> Value {
-    let mut paths = serde_json::Map::new();
-    for spec in specs {
-        let base = format!("/{}", gv_path(spec));
-        let item = if spec.namespaced {
-            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", spec.plural)
-        } else {
-            format!("{base}/{}/{{name}}", spec.plural)
-        };
-        paths.insert(item, json!({"patch": patch_operation(spec)}));
-    }
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0")},
-        "paths": paths,
-        "components": {"schemas": {}},
-    })
-}
-
-fn hash(doc: &Value) -> String {
-    let digest = Sha256::digest(doc.to_string().as_bytes());
-    hex::encode(&digest[..16]).to_uppercase()
-}
-
-/// /openapi/v3 and /openapi/v3/<gv>; /openapi/v2 is absent (404), which kubectl tolerates when v3
-/// answers.
-pub fn openapi(state: &AppState, path: &str) -> Result<Response, ApiError> {
-    let registry = &state.registry;
-    let mut gvs: Vec<(String, Vec<&ResourceSpec>)> = Vec::new();
-    for spec in registry.all() {
-        let key = gv_path(spec);
-        match gvs.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, specs)) => specs.push(spec),
-            None => gvs.push((key, vec![spec])),
-        }
-    }
-    let rest = path.trim_end_matches('/');
-    if rest == "/openapi/v3" {
-        let mut index = serde_json::Map::new();
-        for (key, specs) in &gvs {
-            let doc = gv_document(specs);
-            index.insert(
-                key.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&doc))}),
-            );
-        }
-        return Ok(ok_json(&json!({ "paths": index })));
-    }
-    let wanted = rest
-        .strip_prefix("/openapi/v3/")
-        .ok_or_else(ApiError::path_not_found)?;
-    let (_, specs) = gvs
-        .iter()
-        .find(|(k, _)| k == wanted)
-        .ok_or_else(ApiError::path_not_found)?;
-    Ok(ok_json(&gv_document(specs)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::resources::{LEASES, PODS};
+    use crate::registry::resources::PODS;
 
     #[test]
     fn pods_advertise_status_subresource_and_short_name() {
@@ -236,18 +172,5 @@ mod tests {
         assert_eq!(e[0]["shortNames"], json!(["po"]));
         assert_eq!(e[0]["categories"], json!(["all"]));
         assert_eq!(e[1]["name"], "pods/status");
-    }
-
-    #[test]
-    fn openapi_patch_path_declares_field_validation() {
-        let doc = gv_document(&[&LEASES]);
-        let op = &doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]
-            ["patch"];
-        assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "Lease");
-        assert!(op["parameters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["name"] == "fieldValidation"));
     }
 }

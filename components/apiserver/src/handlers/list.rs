@@ -116,6 +116,15 @@ fn retain_matching(items: &mut Vec<Versioned>, selectors: &Selectors) -> Result<
     failed.map_or(Ok(()), Err)
 }
 
+/// Custom resources read in another version than they were stored in get that apiVersion.
+fn served_versions(target: &Target, items: &mut [Versioned]) {
+    if target.spec.custom.is_some() {
+        for item in items {
+            crate::crd::convert::convert_in_place(target.spec, &mut item.value, item.mod_revision);
+        }
+    }
+}
+
 /// Up to `limit` matching objects (0 = all) from `from` on, at one store revision.
 pub async fn list_page(
     state: &AppState,
@@ -128,6 +137,8 @@ pub async fn list_page(
     if limit <= 0 && from.is_none() {
         // Everything at once: the store reads it in pages that fit a gRPC message.
         let (mut items, revision) = state.store.list(&prefix).await.map_err(store_error)?;
+        served_versions(target, &mut items);
+        crate::crd::convert::served_stored(&state.store, target.spec, &mut items).await?;
         retain_matching(&mut items, selectors)?;
         return Ok(ListPage {
             items,
@@ -158,6 +169,8 @@ pub async fn list_page(
             })?;
         revision = page.revision;
         let last_key = page.items.last().map(|i| i.key.clone());
+        served_versions(target, &mut page.items);
+        crate::crd::convert::served_stored(&state.store, target.spec, &mut page.items).await?;
         retain_matching(&mut page.items, selectors)?;
         items.append(&mut page.items);
         let Some(last_key) = last_key.filter(|_| page.more) else {

@@ -5,10 +5,16 @@ pub mod apply;
 pub mod crud;
 pub mod delete;
 pub mod discovery;
+pub mod discovery_aggregated;
+pub mod duplicate_fields;
 pub mod eviction;
 pub mod health;
 pub mod list;
 pub mod namespaces;
+pub mod oidc;
+pub mod openapi;
+pub mod openapi_schemas;
+pub mod openapi_v2_proto;
 pub mod path;
 pub mod proxy;
 pub mod reviews;
@@ -53,6 +59,12 @@ pub struct AppState {
     /// Namespaces that just became Terminating, for the cleanup worker (`namespaces.rs`).
     pub terminating: tokio::sync::mpsc::UnboundedSender<String>,
     pub admission: crate::admission::Plugins,
+    /// Seats for requests in flight (429 beyond them).
+    pub limits: crate::flowcontrol::limiter::Limits,
+    /// Admission webhook configurations, kept current by a store watch.
+    pub webhooks: crate::admission::webhook::Webhooks,
+    /// Service-backed APIServices (the aggregation layer), kept current by its controller.
+    pub aggregator: crate::aggregator::Aggregator,
 }
 
 pub type Shared = Arc<AppState>;
@@ -82,6 +94,11 @@ pub fn router(state: Shared) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .fallback(serve)
+        .layer(axum::middleware::from_fn_with_state(
+            state.limits.clone(),
+            crate::flowcontrol::limiter::shed,
+        ))
+        .layer(axum::middleware::from_fn(crate::warnings::collect))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate_and_authorize_paths,
@@ -207,11 +224,20 @@ async fn serve_inner(state: Shared, req: Request) -> Result<Response, ApiError> 
     let query: HashMap<String, String> = Query::try_from_uri(req.uri())
         .map(|Query(q)| q)
         .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+    // Aggregated discovery documents (`/apis/<group>/<version>`) belong to the extension server.
+    if let Some(backend) = crate::aggregator::proxy::group_version_backend(&state.aggregator, &path)
+    {
+        let who = identity(&req);
+        return Ok(crate::aggregator::proxy::serve(&state, backend, &who, req).await);
+    }
     match path::parse(&path) {
         Some(ApiPath::Resource(rp)) => serve_resource(state, req, rp, query).await,
-        Some(other) => discovery::serve(&state, &other),
+        Some(other) => discovery::serve(&state, &other, req.headers()),
         None if path == "/version" || path == "/version/" => Ok(ok_json(&discovery::version())),
-        None if path.starts_with("/openapi/") => discovery::openapi(&state, &path),
+        None if path.starts_with(oidc::CONFIGURATION) || path.starts_with(oidc::JWKS) => {
+            oidc::serve(&state, &path)
+        }
+        None if path.starts_with("/openapi/") => openapi::serve(&state, &path, req.headers()),
         None => Err(ApiError::path_not_found()),
     }
 }
@@ -302,10 +328,19 @@ async fn serve_resource(
             rp.name.as_deref(),
         ));
     }
+    // A group/version another server serves (an APIService with a service): proxied, once
+    // kiln has authenticated and authorized the request, as upstream's aggregator does.
+    if let Some(backend) = state.aggregator.route(&rp.group, &rp.version) {
+        return Ok(crate::aggregator::proxy::serve(&state, backend, &who, req).await);
+    }
     let spec = state
         .registry
         .lookup(&rp.group, &rp.version, &rp.resource)
         .ok_or_else(ApiError::path_not_found)?;
+    if let Some(text) = spec.custom.and_then(|c| c.deprecation.as_deref()) {
+        // A deprecated CRD version warns on every request, as upstream.
+        crate::warnings::add(text);
+    }
     let requester = Requester {
         user: match &who {
             Identity::User(u) => Some(u.clone()),
@@ -403,14 +438,18 @@ async fn serve_resource(
         "list" => list::list(&state, &target, headers, &query).await,
         "watch" => watch::watch(state.clone(), target, headers, &query).await,
         "create" => {
-            let mut obj = parse_body(headers, &read_body(body).await?)?;
+            let bytes = read_body(body).await?;
+            let mut obj = parse_body(headers, &bytes)?;
+            duplicate_fields::check(spec, headers, &bytes, &obj, crud::field_validation(&query))?;
             if spec.records_requester {
                 record_requester(&mut obj, &who);
             }
             crud::create(&state, &target, &query, obj).await
         }
         "update" => {
-            let obj = parse_body(headers, &read_body(body).await?)?;
+            let bytes = read_body(body).await?;
+            let obj = parse_body(headers, &bytes)?;
+            duplicate_fields::check(spec, headers, &bytes, &obj, crud::field_validation(&query))?;
             crud::update(&state, &target, &query, obj).await
         }
         "patch" => crud::patch(&state, &target, headers, &query, &read_body(body).await?).await,

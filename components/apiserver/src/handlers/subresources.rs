@@ -14,6 +14,7 @@ use super::crud::{guaranteed_update, patch_request, read, required_name};
 use super::{json_response, ok_json, AppState, Target};
 use crate::patch;
 use crate::registry::lifecycle::{now_rfc3339, UpdateScope};
+use crate::registry::strategy::ScaleSpec;
 use crate::registry::ResourceSpec;
 use crate::selectors::label_selector_string;
 use crate::status::ApiError;
@@ -21,12 +22,16 @@ use crate::status::ApiError;
 /// The Scale view of a scalable object.
 pub fn to_scale(spec: &ResourceSpec, obj: &Value) -> Value {
     let meta = &obj["metadata"];
-    let selector = spec
-        .scale
-        .as_ref()
-        .and_then(|s| obj.pointer(s.selector))
-        .map(scale_selector)
+    let scale = spec.scale.as_ref().unwrap_or(&ScaleSpec::REPLICAS);
+    let selector = obj
+        .pointer(scale.selector)
+        .filter(|_| !scale.selector.is_empty())
+        .map(|s| match s {
+            Value::String(text) => text.clone(),
+            other => scale_selector(other),
+        })
         .unwrap_or_default();
+    let count = |pointer: &str| obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0);
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -37,9 +42,9 @@ pub fn to_scale(spec: &ResourceSpec, obj: &Value) -> Value {
             "resourceVersion": meta["resourceVersion"],
             "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(0)},
+        "spec": {"replicas": count(scale.spec_replicas)},
         "status": {
-            "replicas": obj["status"]["replicas"].as_i64().unwrap_or(0),
+            "replicas": count(scale.status_replicas),
             "selector": selector,
         },
     })
@@ -56,8 +61,28 @@ fn scale_selector(selector: &Value) -> String {
     }
 }
 
+/// Sets the value at a JSON pointer, creating the objects on the way (a CR's `.spec.size`).
+fn set_pointer(obj: &mut Value, pointer: &str, value: Value) {
+    let mut cur = obj;
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        if i + 1 == parts.len() {
+            cur[part.as_str()] = value;
+            return;
+        }
+        cur = &mut cur[part.as_str()];
+    }
+}
+
 /// Applies a Scale's `spec.replicas` to the parent; its resourceVersion stays a precondition.
-fn from_scale(old: &Value, scale: &Value) -> Result<Value, ApiError> {
+fn from_scale(spec: &ResourceSpec, old: &Value, scale: &Value) -> Result<Value, ApiError> {
     let replicas = scale["spec"]["replicas"].as_i64().unwrap_or(0);
     if replicas < 0 {
         return Err(ApiError::invalid(
@@ -72,7 +97,12 @@ fn from_scale(old: &Value, scale: &Value) -> Result<Value, ApiError> {
         ));
     }
     let mut new = old.clone();
-    new["spec"]["replicas"] = json!(replicas);
+    let pointer = spec
+        .scale
+        .as_ref()
+        .unwrap_or(&ScaleSpec::REPLICAS)
+        .spec_replicas;
+    set_pointer(&mut new, pointer, json!(replicas));
     new["metadata"]["resourceVersion"] = scale["metadata"]["resourceVersion"].clone();
     if new["metadata"]["resourceVersion"].is_null() {
         if let Some(m) = new["metadata"].as_object_mut() {
@@ -96,7 +126,7 @@ pub async fn scale(
         "update" => {
             let scale = super::parse_body(headers, body)?;
             guaranteed_update(state, target, UpdateScope::Main, query, |old| {
-                from_scale(old, &scale)
+                from_scale(spec, old, &scale)
             })
             .await?
         }
@@ -111,7 +141,7 @@ pub async fn scale(
                 if patch_body["metadata"]["resourceVersion"].is_null() {
                     patched["metadata"]["resourceVersion"] = Value::Null;
                 }
-                from_scale(old, &patched)
+                from_scale(spec, old, &patched)
             })
             .await?
         }

@@ -44,6 +44,9 @@ fn now() -> i64 {
 }
 
 fn cells(spec: &ResourceSpec, obj: &Value, now: i64) -> Vec<Value> {
+    if let Some(cr) = spec.custom {
+        return crate::crd::columns::cells(cr, obj, now);
+    }
     spec.table.iter().map(|c| (c.cell)(obj, now)).collect()
 }
 
@@ -86,6 +89,9 @@ pub fn table(
 }
 
 fn columns(spec: &ResourceSpec) -> Value {
+    if let Some(cr) = spec.custom {
+        return Value::Array(crate::crd::columns::definitions(cr));
+    }
     spec.table
         .iter()
         .map(|c| {

@@ -108,6 +108,7 @@ pub async fn watch(
 
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let interval = state.bookmark_interval;
+    let store = state.store.clone();
     tokio::spawn(async move {
         for obj in initial {
             if tx.send(Ok(render.event("ADDED", obj))).await.is_err() {
@@ -145,8 +146,19 @@ pub async fn watch(
                         }
                     };
                     for event in events {
-                        let Some((kind, obj, revision)) = translate(&event, &selectors, start) else {
+                        let Some((kind, obj, revision)) = translate(spec, &event, &selectors, start) else {
                             continue;
+                        };
+                        let obj = if kind == "ERROR" {
+                            obj
+                        } else {
+                            match crate::crd::convert::served(&store, spec, vec![obj]).await {
+                                Ok(mut v) => v.pop().unwrap_or_default(),
+                                Err(e) => {
+                                    let _ = tx.send(Ok(render.event("ERROR", e.to_status()))).await;
+                                    return;
+                                }
+                            }
                         };
                         last_revision = last_revision.max(revision);
                         if tx.send(Ok(render.event(kind, obj))).await.is_err() || kind == "ERROR" {
@@ -167,21 +179,26 @@ pub async fn watch(
     Ok(resp)
 }
 
-fn decode(bytes: &[u8], revision: i64) -> Option<Value> {
-    from_stored(bytes, revision).ok()
+fn decode(spec: &ResourceSpec, bytes: &[u8], revision: i64) -> Option<Value> {
+    let mut obj = from_stored(bytes, revision).ok()?;
+    crate::crd::convert::to_served(spec, &mut obj);
+    Some(obj)
 }
 
 /// One store event → (type, object, revision) after selector filtering. An object that stops
 /// matching is reported DELETED and one that starts matching ADDED, as upstream's watch cache does.
 fn translate(
+    spec: &ResourceSpec,
     event: &StoreEvent,
     selectors: &Selectors,
     start: i64,
 ) -> Option<(&'static str, Value, i64)> {
     match event {
         StoreEvent::Put { current, prev } => {
-            let obj = decode(&current.value, current.mod_revision)?;
-            let prev_obj = prev.as_ref().and_then(|p| decode(p, current.mod_revision));
+            let obj = decode(spec, &current.value, current.mod_revision)?;
+            let prev_obj = prev
+                .as_ref()
+                .and_then(|p| decode(spec, p, current.mod_revision));
             let now = selectors.matches(&obj);
             let before = prev_obj.as_ref().is_some_and(|p| selectors.matches(p));
             match (before, now) {
@@ -192,7 +209,7 @@ fn translate(
             }
         }
         StoreEvent::Delete { revision, prev, .. } => {
-            let obj = decode(prev.as_ref()?, *revision)?;
+            let obj = decode(spec, prev.as_ref()?, *revision)?;
             selectors
                 .matches(&obj)
                 .then_some(("DELETED", obj, *revision))

@@ -174,6 +174,18 @@ pub fn cluster_roles() -> Vec<Value> {
         ),
         role("system:discovery", vec![urls(&discovery_urls, &["get"])]),
         role(
+            "system:service-account-issuer-discovery",
+            vec![urls(
+                &[
+                    "/.well-known/openid-configuration",
+                    "/.well-known/openid-configuration/",
+                    "/openid/v1/jwks",
+                    "/openid/v1/jwks/",
+                ],
+                &["get"],
+            )],
+        ),
+        role(
             "system:public-info-viewer",
             vec![urls(
                 &["/healthz", "/livez", "/readyz", "/version", "/version/"],
@@ -512,6 +524,11 @@ pub fn cluster_role_bindings() -> Vec<Value> {
             "system:discovery",
             "system:discovery",
             &[("Group", "system:authenticated")],
+        ),
+        binding(
+            "system:service-account-issuer-discovery",
+            "system:service-account-issuer-discovery",
+            &[("Group", "system:serviceaccounts")],
         ),
         binding(
             "system:basic-user",

@@ -10,22 +10,6 @@ use super::strategy::{typed, Column, ResourceSpec, ScaleSpec};
 use crate::selectors::label_selector_string;
 use crate::status::Cause;
 
-pub(super) const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace.",
-    0,
-    c::name,
-);
-pub(super) const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    0,
-    c::age,
-);
 pub(super) const CONTAINERS_COL: Column = col(
     "Containers",
     "string",
@@ -271,6 +255,7 @@ pub fn daemonset_validation(obj: &Value) -> Vec<Cause> {
 
 const SCALE: Option<ScaleSpec> = Some(ScaleSpec {
     selector: "/spec/selector",
+    ..ScaleSpec::REPLICAS
 });
 
 pub static DEPLOYMENTS: ResourceSpec = ResourceSpec {
@@ -284,7 +269,7 @@ pub static DEPLOYMENTS: ResourceSpec = ResourceSpec {
     status_subresource: true,
     generation: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Ready",
             "string",
@@ -309,7 +294,7 @@ pub static DEPLOYMENTS: ResourceSpec = ResourceSpec {
             0,
             available_replicas,
         ),
-        AGE_COL,
+        c::AGE_COL,
         CONTAINERS_COL,
         IMAGES_COL,
         SELECTOR_COL,
@@ -332,7 +317,7 @@ pub static REPLICASETS: ResourceSpec = ResourceSpec {
     status_subresource: true,
     generation: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Desired",
             "integer",
@@ -357,7 +342,7 @@ pub static REPLICASETS: ResourceSpec = ResourceSpec {
             0,
             ready_replicas,
         ),
-        AGE_COL,
+        c::AGE_COL,
         CONTAINERS_COL,
         IMAGES_COL,
         SELECTOR_COL,
@@ -380,7 +365,7 @@ pub static DAEMONSETS: ResourceSpec = ResourceSpec {
     status_subresource: true,
     generation: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Desired",
             "integer",
@@ -429,7 +414,7 @@ pub static DAEMONSETS: ResourceSpec = ResourceSpec {
             0,
             ds_node_selector,
         ),
-        AGE_COL,
+        c::AGE_COL,
         CONTAINERS_COL,
         IMAGES_COL,
         SELECTOR_COL,

@@ -436,6 +436,27 @@ pub fn lease_holder(obj: &Value, _: i64) -> Value {
     json!(str_at(obj, "/spec/holderIdentity"))
 }
 
+/// The Name column every kind's table starts with, described as upstream's printers do (the
+/// ObjectMeta field's own documentation).
+pub const NAME_COL: Column = col(
+    "Name",
+    "string",
+    "name",
+    "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    0,
+    name,
+);
+
+/// The Age column, from `metadata.creationTimestamp`.
+pub const AGE_COL: Column = col(
+    "Age",
+    "string",
+    "",
+    "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    0,
+    age,
+);
+
 /// Shorthand constructor so the column tables in `resources.rs` read like upstream's printers.
 pub const fn col(
     name: &'static str,

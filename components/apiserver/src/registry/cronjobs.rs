@@ -7,8 +7,8 @@ use k8s_openapi::api::batch::v1::CronJob;
 use kiln_common::cron::{self, go};
 use serde_json::{json, Value};
 
-use super::apps::{go_map, set_default, AGE_COL, NAME_COL};
-use super::columns::{col, human_duration};
+use super::apps::{go_map, set_default};
+use super::columns::{self as c, col, human_duration};
 use super::defaults::{pod_spec_defaults, pod_spec_validation};
 use super::strategy::{typed, ResourceSpec};
 use crate::selectors::label_selector_string;
@@ -324,13 +324,13 @@ pub static CRONJOBS: ResourceSpec = ResourceSpec {
     status_takes_metadata: true,
     generation: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("Schedule", "string", "", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0, schedule),
         col("Timezone", "string", "", "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process. The set of valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API server during CronJob validation and the controller manager during execution. If no system-wide time zone database can be found a bundled version of the database is used instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones", 0, time_zone),
         col("Suspend", "boolean", "", "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.", 0, suspend),
         col("Active", "integer", "", "A list of pointers to currently running jobs.", 0, active),
         col("Last Schedule", "string", "", "Information when was the last time the job was successfully scheduled.", 0, last_schedule),
-        AGE_COL,
+        c::AGE_COL,
         col("Containers", "string", "", "Names of each container in the template.", 1, containers),
         col("Images", "string", "", "Images referenced by each container in the template.", 1, images),
         col("Selector", "string", "", "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors", 1, selector),

@@ -6,10 +6,9 @@ use k8s_openapi::api::batch::v1::Job;
 use serde_json::{json, Value};
 
 use super::apps::{
-    go_map, selector_matches, set_default, AGE_COL, CONTAINERS_COL, IMAGES_COL, NAME_COL,
-    SELECTOR_COL,
+    go_map, selector_matches, set_default, CONTAINERS_COL, IMAGES_COL, SELECTOR_COL,
 };
-use super::columns::{col, human_duration};
+use super::columns::{self as c, col, human_duration};
 use super::defaults::{pod_spec_defaults, pod_spec_validation};
 use super::strategy::{typed, ResourceSpec};
 use crate::status::Cause;
@@ -388,7 +387,7 @@ pub static JOBS: ResourceSpec = ResourceSpec {
     status_subresource: true,
     generation: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("Status", "string", "", "Status of the job.", 0, status),
         col(
             "Completions",
@@ -406,7 +405,7 @@ pub static JOBS: ResourceSpec = ResourceSpec {
             0,
             duration,
         ),
-        AGE_COL,
+        c::AGE_COL,
         CONTAINERS_COL,
         IMAGES_COL,
         SELECTOR_COL,

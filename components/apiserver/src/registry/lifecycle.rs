@@ -4,7 +4,9 @@
 use rand::Rng;
 use serde_json::{json, Value};
 
+use super::dns_names::{is_label, is_subdomain, LABEL_MSG, SUBDOMAIN_MSG};
 use super::ResourceSpec;
+use crate::crd::CustomResource;
 use crate::status::{ApiError, Cause};
 
 /// Which part of an object an update may change.
@@ -49,23 +51,6 @@ pub fn name_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-fn is_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
-fn is_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_label)
 }
 
 pub fn validate_name(spec: &ResourceSpec, name: &str) -> Option<Cause> {
@@ -157,11 +142,15 @@ pub fn check_identity(
     Ok(())
 }
 
-/// `fieldValidation`: what to do with fields the kind's schema does not know.
+/// `fieldValidation`: what to do with fields the kind's schema does not know and with keys a body
+/// sets twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
     /// Drop them silently (the typed decode does).
     Ignore,
+    /// Drop them and tell the client in a `Warning` header each: upstream's default when the
+    /// request does not say.
+    Warn,
     /// Reject the request with 400, as `kubectl apply`'s default `--validate=strict` asks.
     Strict,
 }
@@ -170,8 +159,73 @@ impl FieldValidation {
     pub fn from_query(value: Option<&str>) -> Self {
         match value {
             Some("Strict") => FieldValidation::Strict,
-            _ => FieldValidation::Ignore,
+            Some("Ignore") => FieldValidation::Ignore,
+            _ => FieldValidation::Warn,
         }
+    }
+}
+
+/// Upstream's text for one unknown field (a `Warn` warning, or part of a `Strict` refusal).
+pub fn unknown_field_message(path: &str) -> String {
+    format!("unknown field \"{path}\"")
+}
+
+/// Upstream's text for one key set twice.
+pub fn duplicate_field_message(path: &str) -> String {
+    format!("duplicate field \"{path}\"")
+}
+
+/// The 400 a `Strict` request gets: every unknown field, then every duplicate, in one message.
+pub fn strict_decoding_error(
+    spec: &ResourceSpec,
+    unknown: &[String],
+    duplicates: &[String],
+) -> ApiError {
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| unknown_field_message(f))
+        .chain(duplicates.iter().map(|f| duplicate_field_message(f)))
+        .collect();
+    ApiError::bad_request(format!(
+        "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+        list.join(", "),
+        kind = spec.kind,
+        v = spec.version
+    ))
+}
+
+/// The fields of `obj` its kind does not know, as the create/update decode finds them (the typed
+/// decode's dropped fields, or a custom resource's pruned ones).
+pub fn unknown_fields_of(spec: &ResourceSpec, obj: &Value) -> Vec<String> {
+    match spec.custom {
+        Some(cr) => {
+            let mut unknown = cr.prune(&mut obj.clone());
+            unknown.sort();
+            unknown
+        }
+        None => (spec.decode)(obj.clone())
+            .map(|decoded| unknown_fields(obj, &decoded))
+            .unwrap_or_default(),
+    }
+}
+
+/// What `validation` does with the unknown fields a decode found: nothing, a warning each, or
+/// the refusal.
+fn handle_unknown(
+    spec: &ResourceSpec,
+    unknown: &[String],
+    validation: FieldValidation,
+) -> Result<(), ApiError> {
+    match validation {
+        FieldValidation::Ignore => Ok(()),
+        FieldValidation::Warn => {
+            unknown
+                .iter()
+                .for_each(|f| crate::warnings::add(&unknown_field_message(f)));
+            Ok(())
+        }
+        FieldValidation::Strict if unknown.is_empty() => Ok(()),
+        FieldValidation::Strict => Err(strict_decoding_error(spec, unknown, &[])),
     }
 }
 
@@ -217,20 +271,60 @@ fn decode(spec: &ResourceSpec, obj: Value, validation: FieldValidation) -> Resul
         ))
     };
     let decoded = (spec.decode)(obj.clone()).map_err(cannot)?;
-    if validation == FieldValidation::Strict {
-        let unknown = unknown_fields(&obj, &decoded);
-        if !unknown.is_empty() {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
-            return Err(cannot(format!(
-                "strict decoding error: {}",
-                list.join(", ")
-            )));
-        }
+    if validation != FieldValidation::Ignore {
+        handle_unknown(spec, &unknown_fields(&obj, &decoded), validation)?;
     }
     Ok(decoded)
+}
+
+/// A custom resource's decode: unknown fields pruned (refused under Strict), then schema defaults.
+fn decode_custom(
+    spec: &ResourceSpec,
+    cr: &CustomResource,
+    mut obj: Value,
+    validation: FieldValidation,
+) -> Result<Value, ApiError> {
+    let mut unknown = cr.prune(&mut obj);
+    unknown.sort();
+    handle_unknown(spec, &unknown, validation)?;
+    cr.apply_defaults(&mut obj);
+    Ok(obj)
+}
+
+/// Schema and CEL rules of a custom resource (`old`: the stored object, for transition rules).
+fn validate_custom(spec: &ResourceSpec, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let Some(cr) = spec.custom else {
+        return Ok(());
+    };
+    let causes = cr.validate(obj, old);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        spec.group,
+        spec.kind,
+        name_of(obj),
+        causes,
+    ))
+}
+
+/// Whether an update changes what metadata.generation counts: the spec for built-in kinds;
+/// everything but metadata (and status, with a status subresource) for custom resources.
+fn generation_changed(spec: &ResourceSpec, old: &Value, new: &Value) -> bool {
+    if spec.custom.is_none() {
+        return new.get("spec") != old.get("spec");
+    }
+    let content = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("metadata");
+            if spec.status_subresource {
+                m.remove("status");
+            }
+        }
+        v
+    };
+    content(old) != content(new)
 }
 
 fn validate(spec: &ResourceSpec, obj: &Value) -> Result<(), ApiError> {
@@ -294,14 +388,32 @@ pub fn prepare_create(
     if spec.generation {
         meta["generation"] = json!(1);
     }
-    if spec.status_subresource && obj.get("status").is_none_or(Value::is_null) {
+    if spec.status_subresource && spec.custom.is_some() {
+        // A custom resource's status is written only through /status: upstream drops it on
+        // create rather than setting a zero value (a schema need not declare one).
+        if let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
+    } else if spec.status_subresource && obj.get("status").is_none_or(Value::is_null) {
         // Upstream's strategies reset status on create to the kind's zero value, which Go always
         // serializes (`status: {}`): clients read `resp.status` right after create.
         obj["status"] = json!({});
     }
     (spec.defaults)(&mut obj);
-    let obj = decode(spec, obj, validation)?;
+    let obj = match spec.custom {
+        Some(cr) if cr.terminating => {
+            return Err(ApiError::new(
+                405,
+                "MethodNotAllowed",
+                "create not allowed while custom resource definition is terminating".into(),
+                Some(json!({})),
+            ))
+        }
+        Some(cr) => decode_custom(spec, cr, obj, validation)?,
+        None => decode(spec, obj, validation)?,
+    };
     validate(spec, &obj)?;
+    validate_custom(spec, &obj, None)?;
     Ok(obj)
 }
 
@@ -377,13 +489,17 @@ pub fn prepare_update(
         // Defaults apply on every write, so an update that omits a defaulted field keeps it.
         (spec.defaults)(&mut new);
     }
-    let mut new = decode(spec, new, validation)?;
+    let mut new = match spec.custom {
+        Some(cr) => decode_custom(spec, cr, new, validation)?,
+        None => decode(spec, new, validation)?,
+    };
     // Compared after decoding, so representation differences are not spec changes.
-    if spec.generation && scope != UpdateScope::Status && new.get("spec") != old.get("spec") {
+    if spec.generation && scope != UpdateScope::Status && generation_changed(spec, old, &new) {
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
     validate(spec, &new)?;
+    validate_custom(spec, &new, Some(old))?;
     let causes = (spec.validate_update)(old, &new);
     if !causes.is_empty() {
         return Err(ApiError::invalid(
@@ -577,6 +693,28 @@ mod tests {
             "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.bogus\", unknown field \"spec.containers[0].imagee\""
         );
         let ok = prepare_create(&PODS, Some("default"), p, FieldValidation::Ignore).unwrap();
+        assert!(ok["spec"].get("bogus").is_none());
+    }
+
+    #[test]
+    fn field_validation_defaults_to_warn_as_upstream() {
+        assert_eq!(FieldValidation::from_query(None), FieldValidation::Warn);
+        assert_eq!(
+            FieldValidation::from_query(Some("Warn")),
+            FieldValidation::Warn
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("Ignore")),
+            FieldValidation::Ignore
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("Strict")),
+            FieldValidation::Strict
+        );
+        // Warn keeps the request going and drops the field, as Ignore does.
+        let mut p = pod("web");
+        p["spec"]["bogus"] = json!(1);
+        let ok = prepare_create(&PODS, Some("default"), p, FieldValidation::Warn).unwrap();
         assert!(ok["spec"].get("bogus").is_none());
     }
 

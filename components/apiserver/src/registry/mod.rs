@@ -1,12 +1,17 @@
 //! One generic registry keyed by group/version/resource. Per-kind behaviour lives in `ResourceSpec`
 //! data (`strategy.rs`, `resources.rs`); object lifecycle rules shared by all kinds in `lifecycle.rs`.
 
+pub mod admission_registration;
+pub mod apiextensions;
+pub mod apiregistration;
 pub mod apps;
 pub mod certificates;
 pub mod columns;
 pub mod config_keys;
 pub mod cronjobs;
 pub mod defaults;
+pub mod dns_names;
+pub mod flowcontrol;
 pub mod jobs;
 pub mod lifecycle;
 pub mod policy;
@@ -20,18 +25,24 @@ pub mod storage_classes;
 pub mod storage_quantity;
 pub mod strategy;
 
+use std::sync::{Arc, RwLock};
+
 pub use strategy::ResourceSpec;
 
-/// The served resources, looked up by group/version/plural (or short name / kind for discovery).
+/// The served resources, looked up by group/version/plural (or short name / kind for discovery):
+/// the built-in kinds, fixed at start, and the custom resources of established CRDs, which
+/// `crd::controller` replaces as CRDs come and go. Clones share the custom set.
 #[derive(Debug, Clone)]
 pub struct Registry {
-    specs: Vec<&'static ResourceSpec>,
+    builtin: Vec<&'static ResourceSpec>,
+    custom: Arc<RwLock<Vec<&'static ResourceSpec>>>,
 }
 
 impl Default for Registry {
     fn default() -> Self {
         Registry {
-            specs: resources::ALL.to_vec(),
+            builtin: resources::ALL.to_vec(),
+            custom: Arc::default(),
         }
     }
 }
@@ -43,20 +54,33 @@ impl Registry {
         version: &str,
         plural: &str,
     ) -> Option<&'static ResourceSpec> {
-        self.specs
-            .iter()
-            .copied()
+        self.all()
+            .into_iter()
             .find(|s| s.group == group && s.version == version && s.plural == plural)
     }
 
-    pub fn all(&self) -> &[&'static ResourceSpec] {
-        &self.specs
+    /// Every served resource: built-in kinds first, then custom resources.
+    pub fn all(&self) -> Vec<&'static ResourceSpec> {
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        self.builtin.iter().chain(custom.iter()).copied().collect()
+    }
+
+    /// Replaces the custom resources (every served version of every established CRD).
+    pub fn set_custom(&self, specs: Vec<&'static ResourceSpec>) {
+        *self.custom.write().unwrap_or_else(|e| e.into_inner()) = specs;
+    }
+
+    /// The built-in resource for group/plural in any version (a CRD may not claim one).
+    pub fn builtin_group_resource(&self, group: &str, plural: &str) -> bool {
+        self.builtin
+            .iter()
+            .any(|s| s.group == group && s.plural == plural)
     }
 
     /// Group names other than core, each with its versions, in registration order.
     pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
         let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-        for s in self.specs.iter().filter(|s| !s.group.is_empty()) {
+        for s in self.all().into_iter().filter(|s| !s.group.is_empty()) {
             match out.iter_mut().find(|(g, _)| *g == s.group) {
                 Some((_, versions)) if !versions.contains(&s.version) => versions.push(s.version),
                 Some(_) => {}
@@ -67,9 +91,8 @@ impl Registry {
     }
 
     pub fn in_group_version(&self, group: &str, version: &str) -> Vec<&'static ResourceSpec> {
-        self.specs
-            .iter()
-            .copied()
+        self.all()
+            .into_iter()
             .filter(|s| s.group == group && s.version == version)
             .collect()
     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{json, Value};
 
 use super::columns::{self as c, col};
-use super::strategy::{typed, Column, ResourceSpec};
+use super::strategy::{typed, ResourceSpec};
 use crate::status::Cause;
 
 pub use validation::percent;
@@ -119,23 +119,6 @@ pub fn pdb_validation(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace.",
-    0,
-    c::name,
-);
-const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    0,
-    c::age,
-);
-
 pub static PODDISRUPTIONBUDGETS: ResourceSpec = ResourceSpec {
     group: "policy",
     version: "v1",
@@ -150,7 +133,7 @@ pub static PODDISRUPTIONBUDGETS: ResourceSpec = ResourceSpec {
     status_takes_metadata: true,
     generation: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Min Available",
             "string",
@@ -175,7 +158,7 @@ pub static PODDISRUPTIONBUDGETS: ResourceSpec = ResourceSpec {
             0,
             allowed_disruptions,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<PodDisruptionBudget>,
     validate: pdb_validation,

@@ -12,22 +12,6 @@ use super::columns::{self as c, col};
 use super::strategy::{typed, Column, ResourceSpec};
 use crate::status::Cause;
 
-const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace.",
-    0,
-    c::name,
-);
-const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    0,
-    c::age,
-);
 const CREATED_AT_COL: Column = col(
     "Created At",
     "date",
@@ -77,7 +61,7 @@ fn service_accounts(obj: &Value, _: i64) -> Value {
 }
 
 const BINDING_TABLE: &[Column] = &[
-    NAME_COL,
+    c::NAME_COL,
     col(
         "Role",
         "string",
@@ -86,7 +70,7 @@ const BINDING_TABLE: &[Column] = &[
         0,
         role_ref,
     ),
-    AGE_COL,
+    c::AGE_COL,
     col("Users", "string", "", "Users in the binding", 1, users),
     col("Groups", "string", "", "Groups in the binding", 1, groups),
     col(
@@ -144,7 +128,7 @@ pub static ROLES: ResourceSpec = ResourceSpec {
     kind: "Role",
     list_kind: "RoleList",
     name_is_path_segment: true,
-    table: &[NAME_COL, CREATED_AT_COL],
+    table: &[c::NAME_COL, CREATED_AT_COL],
     decode: typed::<Role>,
     ..ResourceSpec::BASE
 };
@@ -171,7 +155,7 @@ pub static CLUSTER_ROLES: ResourceSpec = ResourceSpec {
     list_kind: "ClusterRoleList",
     namespaced: false,
     name_is_path_segment: true,
-    table: &[NAME_COL, CREATED_AT_COL],
+    table: &[c::NAME_COL, CREATED_AT_COL],
     decode: typed::<ClusterRole>,
     ..ResourceSpec::BASE
 };

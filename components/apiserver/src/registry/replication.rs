@@ -7,8 +7,8 @@
 use k8s_openapi::api::core::v1::{PodTemplate, ReplicationController};
 use serde_json::{json, Value};
 
-use super::apps::{go_map, set_default, AGE_COL, NAME_COL};
-use super::columns::col;
+use super::apps::{go_map, set_default};
+use super::columns::{self as c, col};
 use super::defaults::{pod_spec_defaults, pod_spec_validation};
 use super::strategy::{typed, Column, ResourceSpec, ScaleSpec};
 use crate::status::Cause;
@@ -75,7 +75,7 @@ fn pt_labels(obj: &Value, _: i64) -> Value {
 }
 
 const RC_COLUMNS: &[Column] = &[
-    NAME_COL,
+    c::NAME_COL,
     col(
         "Desired",
         "integer",
@@ -100,7 +100,7 @@ const RC_COLUMNS: &[Column] = &[
         0,
         rc_ready,
     ),
-    AGE_COL,
+    c::AGE_COL,
     col(
         "Containers",
         "string",
@@ -128,7 +128,7 @@ const RC_COLUMNS: &[Column] = &[
 ];
 
 const PT_COLUMNS: &[Column] = &[
-    NAME_COL,
+    c::NAME_COL,
     col(
         "Containers",
         "string",
@@ -262,6 +262,7 @@ pub static REPLICATIONCONTROLLERS: ResourceSpec = ResourceSpec {
     // The selector is a plain map; the Scale handler renders either form.
     scale: Some(ScaleSpec {
         selector: "/spec/selector",
+        ..ScaleSpec::REPLICAS
     }),
     ..ResourceSpec::BASE
 };

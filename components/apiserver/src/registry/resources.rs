@@ -12,26 +12,9 @@ use super::defaults::{
     namespace_defaults, pod_defaults, pod_grace, pod_validation, secret_defaults,
 };
 use super::strategy::{
-    no_defaults, no_validation, typed, Action, Column, GracefulDelete, ResourceSpec,
-    SelectableField, ALL_VERBS,
+    no_defaults, no_validation, typed, Action, GracefulDelete, ResourceSpec, SelectableField,
+    ALL_VERBS,
 };
-
-const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace.",
-    0,
-    c::name,
-);
-const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    0,
-    c::age,
-);
 
 pub static NAMESPACES: ResourceSpec = ResourceSpec {
     group: "",
@@ -50,7 +33,7 @@ pub static NAMESPACES: ResourceSpec = ResourceSpec {
     generation: false,
     name_is_label: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Status",
             "string",
@@ -59,7 +42,7 @@ pub static NAMESPACES: ResourceSpec = ResourceSpec {
             0,
             c::phase,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     fields: &[SelectableField {
         name: "status.phase",
@@ -96,7 +79,7 @@ pub static NODES: ResourceSpec = ResourceSpec {
     generation: false,
     name_is_label: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Status",
             "string",
@@ -113,7 +96,7 @@ pub static NODES: ResourceSpec = ResourceSpec {
             0,
             c::node_roles,
         ),
-        AGE_COL,
+        c::AGE_COL,
         col(
             "Version",
             "string",
@@ -189,11 +172,11 @@ pub static PODS: ResourceSpec = ResourceSpec {
     generation: true,
     name_is_label: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0, c::pod_ready),
         col("Status", "string", "", "The aggregate status of the containers in this pod.", 0, c::pod_status),
         col("Restarts", "string", "", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0, c::pod_restarts),
-        AGE_COL,
+        c::AGE_COL,
         col("IP", "string", "", "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.", 1, c::pod_ip),
         col("Node", "string", "", "NodeName is a request to schedule this pod onto a specific node.", 1, c::pod_node),
         col("Nominated Node", "string", "", "nominatedNodeName is set only when this pod preempts other pods on the node.", 1, c::pod_nominated_node),
@@ -240,7 +223,7 @@ pub static LEASES: ResourceSpec = ResourceSpec {
     generation: false,
     name_is_label: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Holder",
             "string",
@@ -249,7 +232,7 @@ pub static LEASES: ResourceSpec = ResourceSpec {
             0,
             c::lease_holder,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     fields: &[],
     decode: typed::<Lease>,
@@ -274,7 +257,7 @@ pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
     generation: false,
     name_is_label: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Data",
             "string",
@@ -283,7 +266,7 @@ pub static CONFIGMAPS: ResourceSpec = ResourceSpec {
             0,
             c::data_count,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     fields: &[],
     decode: typed::<ConfigMap>,
@@ -309,7 +292,7 @@ pub static SECRETS: ResourceSpec = ResourceSpec {
     generation: false,
     name_is_label: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Type",
             "string",
@@ -326,7 +309,7 @@ pub static SECRETS: ResourceSpec = ResourceSpec {
             0,
             c::secret_data_count,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     fields: &[SelectableField {
         name: "type",
@@ -355,9 +338,9 @@ pub static SERVICE_ACCOUNTS: ResourceSpec = ResourceSpec {
     generation: false,
     name_is_label: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("Secrets", "string", "", "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount.", 0, c::sa_secrets),
-        AGE_COL,
+        c::AGE_COL,
     ],
     fields: &[],
     decode: typed::<ServiceAccount>,
@@ -555,6 +538,14 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::storage_classes::CSI_NODES,
     &super::storage_classes::VOLUME_ATTACHMENTS,
     &super::storage_classes::CSI_STORAGE_CAPACITIES,
+    &super::apiextensions::CUSTOM_RESOURCE_DEFINITIONS,
+    &super::flowcontrol::FLOW_SCHEMAS,
+    &super::flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
+    &super::admission_registration::MUTATING_WEBHOOK_CONFIGURATIONS,
+    &super::admission_registration::VALIDATING_WEBHOOK_CONFIGURATIONS,
+    &super::admission_registration::VALIDATING_ADMISSION_POLICIES,
+    &super::admission_registration::VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &super::apiregistration::APISERVICES,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.

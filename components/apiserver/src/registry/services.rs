@@ -7,30 +7,13 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{json, Value};
 
 use super::columns::{self as c, col};
-use super::strategy::{typed, Column, Reservation, ResourceSpec, SelectableField};
+use super::strategy::{typed, Reservation, ResourceSpec, SelectableField};
 use crate::status::Cause;
 
 /// Key prefixes of the allocator's reservations: one key per allocated ClusterIP / NodePort whose
 /// value is the owning Service's `namespace/name`. They live in the store, so a restart keeps them.
 pub const SERVICE_IP_PREFIX: &str = "/registry/kiln/serviceips/";
 pub const NODE_PORT_PREFIX: &str = "/registry/kiln/servicenodeports/";
-
-const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace.",
-    0,
-    c::name,
-);
-const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    0,
-    c::age,
-);
 
 fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
@@ -347,6 +330,24 @@ pub fn service_reservations(obj: &Value) -> Vec<Reservation> {
     out
 }
 
+/// The first ready address of an EndpointSlice with the port its `port_name` maps to, as the
+/// apiserver's own clients (webhooks, APIServices) pick one. An unset ready condition counts as
+/// ready, as upstream reads it.
+pub fn ready_slice_endpoint(slice: &Value, port_name: &str) -> Option<(String, u16)> {
+    let port = slice["ports"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"].as_str().unwrap_or("") == port_name)?["port"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())?;
+    let host = slice["endpoints"].as_array()?.iter().find_map(|e| {
+        (e["conditions"]["ready"] != false)
+            .then(|| e["addresses"][0].as_str())
+            .flatten()
+    })?;
+    Some((host.to_string(), port))
+}
+
 pub static SERVICES: ResourceSpec = ResourceSpec {
     plural: "services",
     singular: "service",
@@ -366,7 +367,7 @@ pub static SERVICES: ResourceSpec = ResourceSpec {
     ],
     status_subresource: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Type",
             "string",
@@ -399,7 +400,7 @@ pub static SERVICES: ResourceSpec = ResourceSpec {
             0,
             svc_ports,
         ),
-        AGE_COL,
+        c::AGE_COL,
         col(
             "Selector",
             "string",
@@ -433,7 +434,7 @@ pub static ENDPOINTS: ResourceSpec = ResourceSpec {
     list_kind: "EndpointsList",
     short_names: &["ep"],
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Endpoints",
             "string",
@@ -442,7 +443,7 @@ pub static ENDPOINTS: ResourceSpec = ResourceSpec {
             0,
             endpoints_list,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<Endpoints>,
     ..ResourceSpec::BASE
@@ -455,7 +456,7 @@ pub static ENDPOINT_SLICES: ResourceSpec = ResourceSpec {
     kind: "EndpointSlice",
     list_kind: "EndpointSliceList",
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "AddressType",
             "string",
@@ -480,7 +481,7 @@ pub static ENDPOINT_SLICES: ResourceSpec = ResourceSpec {
             0,
             slice_endpoints,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<EndpointSlice>,
     ..ResourceSpec::BASE

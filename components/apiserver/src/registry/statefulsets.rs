@@ -5,10 +5,8 @@
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use serde_json::{json, Value};
 
-use super::apps::{
-    go_map, selector_matches, set_default, AGE_COL, CONTAINERS_COL, IMAGES_COL, NAME_COL,
-};
-use super::columns::col;
+use super::apps::{go_map, selector_matches, set_default, CONTAINERS_COL, IMAGES_COL};
+use super::columns::{self as c, col};
 use super::defaults::{pod_spec_defaults, pod_spec_validation};
 use super::strategy::{typed, ResourceSpec, ScaleSpec};
 use crate::status::Cause;
@@ -318,7 +316,7 @@ pub static STATEFULSETS: ResourceSpec = ResourceSpec {
     // be a DNS label (upstream's ValidateStatefulSetName).
     name_is_label: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Ready",
             "string",
@@ -327,7 +325,7 @@ pub static STATEFULSETS: ResourceSpec = ResourceSpec {
             0,
             statefulset_ready,
         ),
-        AGE_COL,
+        c::AGE_COL,
         CONTAINERS_COL,
         IMAGES_COL,
     ],
@@ -337,6 +335,7 @@ pub static STATEFULSETS: ResourceSpec = ResourceSpec {
     validate_update: statefulset_update_validation,
     scale: Some(ScaleSpec {
         selector: "/spec/selector",
+        ..ScaleSpec::REPLICAS
     }),
     ..ResourceSpec::BASE
 };
@@ -348,7 +347,7 @@ pub static CONTROLLERREVISIONS: ResourceSpec = ResourceSpec {
     kind: "ControllerRevision",
     list_kind: "ControllerRevisionList",
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Controller",
             "string",
@@ -365,7 +364,7 @@ pub static CONTROLLERREVISIONS: ResourceSpec = ResourceSpec {
             0,
             revision_number,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<ControllerRevision>,
     validate: controllerrevision_validation,

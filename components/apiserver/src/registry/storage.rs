@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::columns::{self as c, col};
 use super::policy::validation::{qualified_name_errors, subdomain_errors};
 use super::storage_quantity::{self as quantity, Milli};
-use super::strategy::{typed, Column, ResourceSpec};
+use super::strategy::{typed, ResourceSpec};
 use crate::status::Cause;
 
 /// The PVC / PV annotation older clients still use instead of spec.storageClassName.
@@ -764,23 +764,6 @@ fn pvc_access_modes(obj: &Value, _: i64) -> Value {
     }
 }
 
-const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-    0,
-    c::name,
-);
-const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.",
-    0,
-    c::age,
-);
-
 pub static PERSISTENT_VOLUMES: ResourceSpec = ResourceSpec {
     plural: "persistentvolumes",
     singular: "persistentvolume",
@@ -790,7 +773,7 @@ pub static PERSISTENT_VOLUMES: ResourceSpec = ResourceSpec {
     short_names: &["pv"],
     status_subresource: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("Capacity", "string", "", "capacity is the description of the persistent volume's resources and capacity.", 0, pv_capacity),
         col("Access Modes", "string", "", "accessModes contains all ways the volume can be mounted.", 0, pv_access_modes),
         col("Reclaim Policy", "string", "", "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.", 0, pv_reclaim),
@@ -799,7 +782,7 @@ pub static PERSISTENT_VOLUMES: ResourceSpec = ResourceSpec {
         col("StorageClass", "string", "", "StorageClass of the pv", 0, storage_class),
         col("VolumeAttributesClass", "string", "", "VolumeAttributesClass of the pv", 0, volume_attributes_class),
         col("Reason", "string", "", "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.", 0, pv_reason),
-        AGE_COL,
+        c::AGE_COL,
         col("VolumeMode", "string", "", "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.", 1, volume_mode_cell),
     ],
     decode: typed::<PersistentVolume>,
@@ -817,7 +800,7 @@ pub static PERSISTENT_VOLUME_CLAIMS: ResourceSpec = ResourceSpec {
     short_names: &["pvc"],
     status_subresource: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Status",
             "string",
@@ -866,7 +849,7 @@ pub static PERSISTENT_VOLUME_CLAIMS: ResourceSpec = ResourceSpec {
             0,
             volume_attributes_class,
         ),
-        AGE_COL,
+        c::AGE_COL,
         col(
             "VolumeMode",
             "string",

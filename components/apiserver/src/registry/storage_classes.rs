@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::columns::{self as c, col};
 use super::policy::validation::{label_selector, qualified_name_errors, subdomain_errors};
 use super::storage_quantity::{self as quantity, Milli};
-use super::strategy::{typed, Column, ResourceSpec};
+use super::strategy::{typed, ResourceSpec};
 use crate::status::Cause;
 
 pub const GROUP: &str = "storage.k8s.io";
@@ -518,23 +518,6 @@ fn cap_capacity(obj: &Value, _: i64) -> Value {
     }
 }
 
-const NAME_COL: Column = col(
-    "Name",
-    "string",
-    "name",
-    "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-    0,
-    c::name,
-);
-const AGE_COL: Column = col(
-    "Age",
-    "string",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.",
-    0,
-    c::age,
-);
-
 pub static STORAGE_CLASSES: ResourceSpec = ResourceSpec {
     group: GROUP,
     plural: "storageclasses",
@@ -549,7 +532,7 @@ pub static STORAGE_CLASSES: ResourceSpec = ResourceSpec {
         col("ReclaimPolicy", "string", "", "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.", 0, sc_reclaim),
         col("VolumeBindingMode", "string", "", "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used.", 0, sc_binding),
         col("AllowVolumeExpansion", "string", "", "allowVolumeExpansion shows whether the storage class allow volume expand.", 0, sc_expansion),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<StorageClass>,
     defaults: storage_class_defaults,
@@ -566,14 +549,14 @@ pub static CSI_DRIVERS: ResourceSpec = ResourceSpec {
     list_kind: "CSIDriverList",
     namespaced: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("AttachRequired", "boolean", "", "attachRequired indicates this CSI volume driver requires an attach operation.", 0, driver_attach),
         col("PodInfoOnMount", "boolean", "", "podInfoOnMount indicates this CSI volume driver requires additional pod information during mount operations.", 0, driver_pod_info),
         col("StorageCapacity", "boolean", "", "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity that the driver deployment will report.", 0, driver_capacity),
         col("TokenRequests", "string", "", "tokenRequests indicates the CSI driver needs pods' service account tokens it is mounting volume for to do necessary authentication.", 0, driver_tokens),
         col("RequiresRepublish", "boolean", "", "requiresRepublish indicates the CSI driver wants `NodePublishVolume` being periodically called to reflect any possible change in the mounted volume.", 0, driver_republish),
         col("Modes", "string", "", "volumeLifecycleModes defines what kind of volumes this CSI volume driver supports.", 0, driver_modes),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<CSIDriver>,
     defaults: csi_driver_defaults,
@@ -590,7 +573,7 @@ pub static CSI_NODES: ResourceSpec = ResourceSpec {
     list_kind: "CSINodeList",
     namespaced: false,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Drivers",
             "integer",
@@ -599,7 +582,7 @@ pub static CSI_NODES: ResourceSpec = ResourceSpec {
             0,
             node_drivers,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<CSINode>,
     validate: csi_node_validation,
@@ -616,7 +599,7 @@ pub static VOLUME_ATTACHMENTS: ResourceSpec = ResourceSpec {
     namespaced: false,
     status_subresource: true,
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col(
             "Attacher",
             "string",
@@ -649,7 +632,7 @@ pub static VOLUME_ATTACHMENTS: ResourceSpec = ResourceSpec {
             0,
             va_attached,
         ),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<VolumeAttachment>,
     validate: volume_attachment_validation,
@@ -664,10 +647,10 @@ pub static CSI_STORAGE_CAPACITIES: ResourceSpec = ResourceSpec {
     kind: "CSIStorageCapacity",
     list_kind: "CSIStorageCapacityList",
     table: &[
-        NAME_COL,
+        c::NAME_COL,
         col("StorageClassName", "string", "", "storageClassName represents the name of the StorageClass that the reported capacity applies to.", 0, cap_class),
         col("Capacity", "string", "", "capacity is the value reported by the CSI driver in its GetCapacityResponse for a GetCapacityRequest with topology and parameters that match the previous fields.", 0, cap_capacity),
-        AGE_COL,
+        c::AGE_COL,
     ],
     decode: typed::<CSIStorageCapacity>,
     validate: capacity_validation,

@@ -94,17 +94,39 @@ pub struct ResourceSpec {
     /// Deleting the object makes it Terminating and starts a pass that deletes its content
     /// (namespaces); the object goes once the content is gone.
     pub terminating: bool,
+    /// Deleting the object first adds this finalizer, so it stays (with a deletionTimestamp) until
+    /// a controller has done the clean-up and removed it (CRDs: their custom resources go first).
+    pub delete_finalizer: Option<&'static str>,
     /// Create computes a response and stores nothing (access reviews, self reviews).
     pub ephemeral: bool,
     /// Create records the requesting user in spec.username/uid/groups/extra (CSRs).
     pub records_requester: bool,
+    /// A custom resource: its schema, printer columns and scale paths come from its CRD.
+    pub custom: Option<&'static crate::crd::CustomResource>,
+    /// The etcd key root when it is not `/registry/<plural>` (custom resources live under
+    /// `/registry/<group>/<plural>`, as upstream, so two groups' plurals never share keys).
+    pub key_root: Option<&'static str>,
 }
 
 /// Where a scalable kind keeps its replica counts and selector.
 #[derive(Debug)]
 pub struct ScaleSpec {
-    /// JSON pointer to the selector (a LabelSelector object) for `status.selector`.
+    /// JSON pointer to the selector for `status.selector`: a LabelSelector object (built-in
+    /// kinds) or an already serialised selector string (custom resources' labelSelectorPath);
+    /// empty when the kind has none.
     pub selector: &'static str,
+    /// JSON pointers to the desired and observed replica counts.
+    pub spec_replicas: &'static str,
+    pub status_replicas: &'static str,
+}
+
+impl ScaleSpec {
+    /// Where built-in kinds keep their counts.
+    pub const REPLICAS: ScaleSpec = ScaleSpec {
+        selector: "",
+        spec_replicas: "/spec/replicas",
+        status_replicas: "/status/replicas",
+    };
 }
 
 /// One action subresource as discovery shows it.
@@ -157,8 +179,11 @@ impl ResourceSpec {
         actions: &[],
         reservations: None,
         terminating: false,
+        delete_finalizer: None,
         ephemeral: false,
         records_requester: false,
+        custom: None,
+        key_root: None,
     };
 
     pub fn action(&self, name: &str) -> Option<&'static Action> {
@@ -175,9 +200,13 @@ impl ResourceSpec {
 
     /// The etcd key prefix for one namespace, or for every object of this resource (`None`).
     pub fn key_prefix(&self, namespace: Option<&str>) -> String {
+        let root = match self.key_root {
+            Some(root) => root.to_string(),
+            None => format!("/registry/{}", self.plural),
+        };
         match (self.namespaced, namespace) {
-            (true, Some(ns)) => format!("/registry/{}/{ns}/", self.plural),
-            _ => format!("/registry/{}/", self.plural),
+            (true, Some(ns)) => format!("{root}/{ns}/"),
+            _ => format!("{root}/"),
         }
     }
 

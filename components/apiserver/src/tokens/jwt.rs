@@ -161,6 +161,23 @@ impl ServiceAccountKeys {
         })
     }
 
+    /// The verification keys as a JSON Web Key Set (`/openid/v1/jwks`).
+    pub fn jwks(&self) -> Value {
+        let keys: Vec<Value> = self
+            .verifiers
+            .iter()
+            .filter(|k| k.point.len() == 65)
+            .map(|k| {
+                json!({
+                    "use": "sig", "kty": "EC", "kid": k.kid, "crv": "P-256", "alg": "ES256",
+                    "x": URL_SAFE_NO_PAD.encode(&k.point[1..33]),
+                    "y": URL_SAFE_NO_PAD.encode(&k.point[33..65]),
+                })
+            })
+            .collect();
+        json!({ "keys": keys })
+    }
+
     pub fn can_sign(&self) -> bool {
         self.signer.is_some()
     }

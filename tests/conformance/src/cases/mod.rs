@@ -7,11 +7,16 @@ use futures::future::BoxFuture;
 use crate::ctx::Ctx;
 use crate::error::CaseResult;
 
+mod admission_webhooks;
 mod api_machinery;
 mod auth;
+mod crds;
 mod cronjobs;
 mod daemonsets;
+mod discovery;
 mod disruption;
+mod field_validation;
+mod flowcontrol;
 mod instrumentation;
 mod jobs;
 mod node;
@@ -22,6 +27,7 @@ mod runtime;
 mod statefulsets;
 mod storage;
 mod storage_api;
+mod webhook_server;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
 pub type Run = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CaseResult>;
@@ -49,11 +55,16 @@ pub(crate) use case;
 /// Every written case.
 pub fn all() -> Vec<&'static Case> {
     [
+        admission_webhooks::CASES,
         api_machinery::CASES,
         auth::CASES,
+        crds::CASES,
         cronjobs::CASES,
         daemonsets::CASES,
+        discovery::CASES,
         disruption::CASES,
+        field_validation::CASES,
+        flowcontrol::CASES,
         instrumentation::CASES,
         jobs::CASES,
         node::CASES,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 
 use super::api::CriApi;
+use super::http_get::{http_get, Scheme};
 use super::probe;
 
 /// Runs `h` for container `id`; `limit` bounds it (None: no bound of its own, as upstream's postStart).
@@ -59,9 +60,7 @@ async fn run_unbounded(
     }
     if let Some(http) = &h.http_get {
         let port = probe::port_of(&http.port, c)?;
-        if http.scheme.as_deref().is_some_and(|s| s != "HTTP") {
-            return Err("only scheme HTTP is supported for httpGet hooks".into());
-        }
+        let scheme = Scheme::parse(http.scheme.as_deref())?;
         let host = http.host.as_deref().or(pod_ip).unwrap_or("127.0.0.1");
         let path = http.path.as_deref().unwrap_or("/");
         let headers: String = http
@@ -70,10 +69,10 @@ async fn run_unbounded(
             .flatten()
             .map(|h| format!("{}: {}\r\n", h.name, h.value))
             .collect();
-        return probe::http_get(host, port, path, &headers)
+        return http_get(scheme, host, port, path, &headers)
             .await
             .map(|_| ())
-            .map_err(|e| format!("Get \"http://{host}:{port}{path}\": {e}"));
+            .map_err(|e| format!("Get \"{}://{host}:{port}{path}\": {e}", scheme.as_str()));
     }
     if let Some(sleep) = &h.sleep {
         tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0) as u64)).await;

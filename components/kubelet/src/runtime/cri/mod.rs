@@ -7,6 +7,7 @@ pub mod api;
 pub mod fake;
 pub mod grpc;
 pub mod hooks;
+pub mod http_get;
 pub mod probe;
 pub mod reconcile;
 pub mod spec;

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::api::CriApi;
+use super::http_get::{http_get, Scheme};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -155,9 +155,10 @@ pub async fn run(
             Ok(p) => p,
             Err(e) => return Outcome::Failure(e),
         };
-        if http.scheme.as_deref().is_some_and(|s| s != "HTTP") {
-            return Outcome::Failure("httpGet probe: only scheme HTTP is supported".into());
-        }
+        let scheme = match Scheme::parse(http.scheme.as_deref()) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Failure(format!("httpGet probe: {e}")),
+        };
         let host = http
             .host
             .as_deref()
@@ -171,50 +172,22 @@ pub async fn run(
             .flatten()
             .map(|h| format!("{}: {}\r\n", h.name, h.value))
             .collect();
-        return match tokio::time::timeout(timeout, http_get(&host, port, path, &headers)).await {
+        let url = format!("{}://{host}:{port}{path}", scheme.as_str());
+        let get = http_get(scheme, &host, port, path, &headers);
+        return match tokio::time::timeout(timeout, get).await {
             Ok(Ok(code)) if (200..400).contains(&code) => Outcome::Success,
             Ok(Ok(code)) => Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
-            Ok(Err(e)) => Outcome::Failure(format!("Get http://{host}:{port}{path}: {e}")),
-            Err(_) => Outcome::Failure(format!("Get http://{host}:{port}{path}: timeout")),
+            Ok(Err(e)) => Outcome::Failure(format!("Get \"{url}\": {e}")),
+            Err(_) => Outcome::Failure(format!("Get \"{url}\": context deadline exceeded")),
         };
     }
     Outcome::Failure("probe kind not supported (grpc) or no handler given".into())
 }
 
-/// A minimal HTTP/1.1 GET returning the status code: all a probe needs, without an HTTP client stack.
-pub(super) async fn http_get(
-    host: &str,
-    port: u16,
-    path: &str,
-    headers: &str,
-) -> std::io::Result<u16> {
-    let mut s = TcpStream::connect((host, port)).await?;
-    let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\n{headers}Connection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await?;
-    let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 256];
-    // The status line is all we need.
-    while !buf.windows(2).any(|w| w == b"\r\n") && buf.len() < 4096 {
-        let n = s.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let line = String::from_utf8_lossy(&buf);
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed HTTP response")
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn probe(json: serde_json::Value) -> Probe {
         serde_json::from_value(json).unwrap()

@@ -1,0 +1,459 @@
+//! Admission webhooks end to end: kiln-apiserver on a real store calls a real HTTPS webhook server on
+//! 127.0.0.1 (serving certificate from a test CA, given to kiln as caBundle): a JSON patch shows on
+//! the stored object, a denial's message reaches the client, a slow webhook fails the request with
+//! failurePolicy Fail and is skipped with Ignore, objectSelector skips objects, warnings reach kubectl.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::routing::post;
+use axum::{Json, Router};
+use base64::Engine;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kiln_testkit::{Cluster, Pki, WAIT};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{json, Value};
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn answer(review: &Value, response: Value) -> Json<Value> {
+    let mut response = response;
+    response["uid"] = review["request"]["uid"].clone();
+    Json(
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+    )
+}
+
+/// Adds `mutated: "yes"` and warns.
+async fn mutate(Json(review): Json<Value>) -> Json<Value> {
+    let has_labels = review["request"]["object"]["metadata"]["labels"].is_object();
+    let patch = if has_labels {
+        json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}])
+    } else {
+        json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
+    };
+    answer(
+        &review,
+        json!({"allowed": true, "patchType": "JSONPatch",
+               "patch": b64(&serde_json::to_vec(&patch).unwrap()),
+               "warnings": ["configmap mutated by the test webhook"]}),
+    )
+}
+
+/// Refuses objects named `forbidden-*`.
+async fn deny(Json(review): Json<Value>) -> Json<Value> {
+    let name = review["request"]["name"].as_str().unwrap_or("");
+    if name.starts_with("forbidden-") {
+        answer(
+            &review,
+            json!({"allowed": false, "status": {"code": 403, "message": "names starting with forbidden- are not allowed"}}),
+        )
+    } else {
+        answer(&review, json!({"allowed": true}))
+    }
+}
+
+/// Answers after the caller's timeout.
+async fn slow(Json(review): Json<Value>) -> Json<Value> {
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    answer(&review, json!({"allowed": true}))
+}
+
+/// Serves the webhooks over TLS on 127.0.0.1 with a certificate for 127.0.0.1; returns the address
+/// and the CA's PEM.
+async fn webhook_server() -> (SocketAddr, String) {
+    let pki = Pki::new();
+    let pair = pki.serving_as("webhook");
+    (
+        serve_webhooks(&pair.cert, &pair.key).await,
+        pki.ca.cert.clone(),
+    )
+}
+
+/// A CA and a serving certificate for the Service name `dns` (what kiln verifies for a service
+/// clientConfig): (CA PEM, cert PEM, key PEM).
+fn service_certificate(dns: &str) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec![dns.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+async fn serve_webhooks(cert_pem: &str, key_pem: &str) -> SocketAddr {
+    let app = Router::new()
+        .route("/mutate", post(mutate))
+        .route("/deny", post(deny))
+        .route("/slow", post(slow));
+    kiln_testkit::serve_https(app, cert_pem, key_pem).await
+}
+
+fn webhook(name: &str, url: String, ca: &str, resources: &str, extra: Value) -> Value {
+    let mut h = json!({
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": b64(ca.as_bytes())},
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                   "resources": [resources]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        h[k] = v.clone();
+    }
+    h
+}
+
+fn api_error(e: kube::Error) -> Box<kube::core::Status> {
+    match e {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn configmap(name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
+    )
+    .unwrap()
+}
+
+fn secret(name: &str) -> Secret {
+    serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "v"}})).unwrap()
+}
+
+/// Retries `attempt` until it returns Some: the configuration cache follows the store by watch.
+async fn eventually<T, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = attempt().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutating_and_validating_webhooks() {
+    let c = Cluster::start().await;
+    let (addr, ca) = webhook_server().await;
+    let client = c.admin().await;
+    let pp = PostParams::default();
+
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let m: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "test-mutate"},
+        "webhooks": [webhook("label.webhooks.kiln.test", format!("https://{addr}/mutate"), &ca, "configmaps",
+            json!({"objectSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}}))],
+    }))
+    .unwrap();
+    let stored = mutating.create(&pp, &m).await.unwrap();
+    let hook = &stored.webhooks.as_ref().unwrap()[0];
+    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "defaulted");
+    assert_eq!(hook.timeout_seconds, Some(10));
+    assert_eq!(hook.reinvocation_policy.as_deref(), Some("Never"));
+
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let v: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "test-deny"},
+        "webhooks": [
+            webhook("deny.webhooks.kiln.test", format!("https://{addr}/deny"), &ca, "configmaps", json!({})),
+            webhook("slow.webhooks.kiln.test", format!("https://{addr}/slow"), &ca, "secrets", json!({"timeoutSeconds": 1})),
+        ],
+    }))
+    .unwrap();
+    validating.create(&pp, &v).await.unwrap();
+
+    // Mutation: the patch is on the stored object.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut n = 0;
+    let created = eventually("the mutating webhook", || {
+        n += 1;
+        let cms = cms.clone();
+        async move {
+            let cm = cms
+                .create(
+                    &PostParams::default(),
+                    &configmap(&format!("m{n}"), json!({"app": "x"})),
+                )
+                .await
+                .unwrap();
+            cm.metadata
+                .labels
+                .as_ref()?
+                .get("mutated")
+                .is_some()
+                .then_some(cm)
+        }
+    })
+    .await;
+    let name = created.metadata.name.clone().unwrap();
+    let got = cms.get(&name).await.unwrap();
+    let labels = got.metadata.labels.unwrap();
+    assert_eq!(labels.get("mutated").map(String::as_str), Some("yes"));
+    assert_eq!(labels.get("app").map(String::as_str), Some("x"));
+
+    // objectSelector: a labelled object skips the webhook.
+    let skipped = cms
+        .create(&pp, &configmap("skipped", json!({"skip": "true"})))
+        .await
+        .unwrap();
+    assert!(!skipped.metadata.labels.unwrap().contains_key("mutated"));
+
+    // Denial: the webhook's message, in upstream's words.
+    let err = api_error(
+        eventually("the validating webhook", || {
+            let cms = cms.clone();
+            async move {
+                cms.create(
+                    &PostParams::default(),
+                    &configmap("forbidden-one", json!({})),
+                )
+                .await
+                .err()
+            }
+        })
+        .await,
+    );
+    assert_eq!(err.code, 403);
+    assert_eq!(
+        err.message,
+        "admission webhook \"deny.webhooks.kiln.test\" denied the request: names starting with forbidden- are not allowed"
+    );
+    assert!(
+        cms.get_opt("forbidden-one").await.unwrap().is_none(),
+        "nothing stored"
+    );
+
+    // Warnings reach the client as Warning headers (kubectl prints them).
+    let (ok, _, stderr) = c
+        .kubectl(
+            &c.admin_kubeconfig,
+            &["create", "configmap", "warned", "--from-literal=a=b"],
+        )
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("Warning: configmap mutated by the test webhook"),
+        "{stderr}"
+    );
+
+    // A webhook slower than timeoutSeconds: failurePolicy Fail refuses the request...
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let err = api_error(secrets.create(&pp, &secret("s1")).await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (500, "InternalError"));
+    assert_eq!(
+        err.message,
+        format!("Internal error occurred: failed calling webhook \"slow.webhooks.kiln.test\": failed to call webhook: Post \"https://{addr}/slow?timeout=1s\": context deadline exceeded")
+    );
+    // ... and Ignore lets it through.
+    let current = validating.get("test-deny").await.unwrap();
+    let mut updated = serde_json::to_value(&current).unwrap();
+    updated["webhooks"][1]["failurePolicy"] = json!("Ignore");
+    validating
+        .patch(
+            "test-deny",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"webhooks": updated["webhooks"]})),
+        )
+        .await
+        .unwrap();
+    let mut n = 0;
+    eventually("failurePolicy Ignore", || {
+        n += 1;
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .create(&PostParams::default(), &secret(&format!("s-ignored-{n}")))
+                .await
+                .ok()
+        }
+    })
+    .await;
+
+    // Webhook configurations themselves are never sent to webhooks.
+    validating
+        .delete("test-deny", &Default::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validating_admission_policy_denies_and_warns() {
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let pp = PostParams::default();
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "small-configmaps"},
+        "spec": {
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
+                "apiVersions": ["v1"], "resources": ["configmaps"]}]},
+            "matchConditions": [{"name": "not-params", "expression": "object.metadata.name != 'limits'"}],
+            "validations": [{"expression": "size(object.data) <= int(params.data.max)",
+                             "messageExpression": "'at most ' + params.data.max + ' keys'"}],
+        },
+    }))
+    .unwrap();
+    let stored = policies.create(&pp, &policy).await.unwrap();
+    assert_eq!(
+        stored.spec.unwrap().failure_policy.as_deref(),
+        Some("Fail"),
+        "defaulted"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let limits: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "limits"}, "data": {"max": "1"}}))
+            .unwrap();
+    cms.create(&pp, &limits).await.unwrap();
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": "small-configmaps-default"},
+        "spec": {"policyName": "small-configmaps", "validationActions": ["Deny"],
+                 "paramRef": {"name": "limits", "namespace": "default"}},
+    }))
+    .unwrap();
+    bindings.create(&pp, &binding).await.unwrap();
+
+    let two: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "two"}, "data": {"a": "1", "b": "2"}}))
+            .unwrap();
+    let err = api_error(
+        eventually("the policy", || {
+            let (cms, two) = (cms.clone(), two.clone());
+            async move { cms.create(&PostParams::default(), &two).await.err() }
+        })
+        .await,
+    );
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        err.message,
+        "configmaps \"two\" is forbidden: ValidatingAdmissionPolicy 'small-configmaps' with binding 'small-configmaps-default' denied request: at most 1 keys"
+    );
+    let one: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "one"}, "data": {"a": "1"}})).unwrap();
+    cms.create(&pp, &one).await.unwrap();
+
+    // Warn instead of Deny: the request goes through with a warning.
+    bindings
+        .patch(
+            "small-configmaps-default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"validationActions": ["Warn"]}})),
+        )
+        .await
+        .unwrap();
+    let path = c.dir.path().join("two.yaml");
+    std::fs::write(&path, serde_json::to_string(&two).unwrap()).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let stderr = eventually("the Warn action", || {
+        let path = path.clone();
+        let c = &c;
+        async move {
+            let (ok, _, stderr) = c
+                .kubectl(&c.admin_kubeconfig, &["create", "-f", &path])
+                .await;
+            ok.then_some(stderr)
+        }
+    })
+    .await;
+    assert!(
+        stderr.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'small-configmaps' with binding 'small-configmaps-default': at most 1 keys"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_client_config_goes_to_a_ready_endpoint() {
+    let c = Cluster::start().await;
+    let (ca, cert, key) = service_certificate("hook.default.svc");
+    let addr = serve_webhooks(&cert, &key).await;
+    let client = c.admin().await;
+    let pp = PostParams::default();
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "default");
+    services
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "hook"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(client.clone(), "default");
+    slices
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+            "metadata": {"name": "hook-1", "labels": {"kubernetes.io/service-name": "hook"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
+                          {"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": addr.port(), "protocol": "TCP"}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let v: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "by-service"},
+        "webhooks": [{"name": "deny.webhooks.kiln.test",
+            "clientConfig": {"service": {"namespace": "default", "name": "hook", "path": "/deny"},
+                             "caBundle": b64(ca.as_bytes())},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+            "sideEffects": "None", "admissionReviewVersions": ["v1"]}],
+    }))
+    .unwrap();
+    let stored = validating.create(&pp, &v).await.unwrap();
+    let svc = stored.webhooks.unwrap()[0]
+        .client_config
+        .service
+        .clone()
+        .unwrap();
+    assert_eq!(svc.port, Some(443), "defaulted");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let err = api_error(
+        eventually("the webhook behind the Service", || {
+            let cms = cms.clone();
+            async move {
+                cms.create(
+                    &PostParams::default(),
+                    &configmap("forbidden-svc", json!({})),
+                )
+                .await
+                .err()
+            }
+        })
+        .await,
+    );
+    assert_eq!(
+        err.message,
+        "admission webhook \"deny.webhooks.kiln.test\" denied the request: names starting with forbidden- are not allowed"
+    );
+    cms.create(&pp, &configmap("allowed-svc", json!({})))
+        .await
+        .unwrap();
+}
