@@ -68,6 +68,8 @@ pub struct Facts {
     pub executables: BTreeSet<String>,
     /// /run/containerd/containerd.sock exists and is a socket.
     pub cri_socket: bool,
+    /// `containerd --version`'s version word (e.g. `1.6.20~ds1`), when containerd is installed.
+    pub containerd_version: Option<String>,
     /// TCP ports something listens on.
     pub listening: BTreeSet<u16>,
     /// TCP listeners by address: a port taken on one address only may still be free on another.

@@ -33,6 +33,7 @@ f machine_id; cat /etc/machine-id 2>/dev/null
 f addresses; ip -o addr show 2>/dev/null | awk '{print $4}' | cut -d/ -f1
 f executables; for p in ip mount nsenter nft containerd runc; do command -v $p >/dev/null 2>&1 && echo $p; done
 f cri; [ -S /run/containerd/containerd.sock ] && echo yes
+f containerd_version; command -v containerd >/dev/null 2>&1 && containerd --version 2>/dev/null
 f tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null
 f udp; cat /proc/net/udp /proc/net/udp6 2>/dev/null
 f manifests; for m in /etc/kiln/manifests/*.yaml; do [ -e "$m" ] || continue; if head -3 "$m" | grep -q 'Rendered by .kiln'; then echo "kiln ${m##*/}"; else echo "other ${m##*/}"; fi; done
@@ -111,6 +112,11 @@ pub fn parse_gathered(out: &str) -> Facts {
         node_address: String::new(),
         executables: words("executables"),
         cri_socket: trimmed("cri") == "yes",
+        // "containerd github.com/containerd/containerd 1.6.20~ds1 <revision>": the third word.
+        containerd_version: text("containerd_version")
+            .split_whitespace()
+            .nth(2)
+            .map(str::to_string),
         // Two files concatenated: the parser skips one header line, and skips the other as not LISTEN.
         listening: parse_listening_ports(&text("tcp")),
         tcp_listeners: parse_sockets(&text("tcp"), TCP_LISTEN),
@@ -150,6 +156,7 @@ mod tests {
                    @@kiln-fact:cgroup2\npresent\ncpuset cpu io memory pids\n\
                    @@kiln-fact:addresses\n127.0.0.1\n10.250.0.11\n::1\n\
                    @@kiln-fact:executables\nip\nnft\n@@kiln-fact:cri\n\
+                   @@kiln-fact:containerd_version\ncontainerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n\
                    @@kiln-fact:tcp\n  sl local rem st\n 0: 0100007F:0959 00000000:0000 0A 0\n  sl local rem st\n\
                    @@kiln-fact:manifests\nkiln kiln-store.yaml\nother kiln-apiserver.yaml\n\
                    @@kiln-fact:running\nkiln-kubelet\n\
@@ -169,6 +176,7 @@ mod tests {
         assert_eq!(f.addresses.len(), 3);
         assert!(f.executables.contains("nft") && !f.executables.contains("mount"));
         assert!(!f.cri_socket);
+        assert_eq!(f.containerd_version.as_deref(), Some("1.6.20~ds1"));
         assert_eq!(f.listening, [2393].into());
         assert!(f.kiln_components.contains("kiln-store"));
         assert!(f.kiln_components.contains("kiln-kubelet"));

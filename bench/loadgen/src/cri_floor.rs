@@ -86,7 +86,7 @@ async fn start_one(
     config.labels.remove(spec::LABEL_MANAGED_BY);
     let t0 = Instant::now();
     let id = cri
-        .run_pod_sandbox(&sandbox)
+        .run_pod_sandbox(&sandbox, "")
         .await
         .map_err(|e| err(e.to_string()))?;
     let ctr = cri

@@ -38,6 +38,10 @@ struct ImageSpec {
     name: &'static str,
     tag: &'static str,
     entries: Vec<Entry>,
+    /// The config's Entrypoint (empty: none, and the field is left out); a pod's `command` replaces it.
+    entrypoint: Vec<&'static str>,
+    /// The config's Cmd: the entrypoint's arguments, or the command without one; a pod's `args`
+    /// replace it.
     cmd: Vec<&'static str>,
 }
 
@@ -80,19 +84,22 @@ pub fn ensure_images(extra: &[String]) -> Result<Vec<BuiltImage>, LabError> {
 }
 
 /// agnhost is built by this workspace, so it changes while its tag does not: its archive is rebuilt
-/// whenever the binary is newer than it (the other images' inputs are the machine's own packages).
+/// whenever the binary is newer than it, or this `kiln` (whose [`agnhost_spec`] shapes the image) is
+/// (the other images' inputs are the machine's own packages).
 fn built_binary_is_newer(name: &str, archive: &Path) -> bool {
     if name != "agnhost" {
         return false;
     }
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    match (
-        agnhost_binary().as_deref().and_then(modified),
-        modified(archive),
-    ) {
-        (Some(bin), Some(arc)) => bin > arc,
-        _ => false,
-    }
+    let Some(arc) = modified(archive) else {
+        return false;
+    };
+    let kiln = std::env::current_exe().ok();
+    [agnhost_binary(), kiln]
+        .iter()
+        .flatten()
+        .filter_map(|p| modified(p))
+        .any(|built| built > arc)
 }
 
 /// kiln's agnhost binary, found as the bootstrapper finds kiln-kubelet and the other components: next
@@ -128,6 +135,7 @@ fn pause_spec(cache: &Path) -> Result<ImageSpec, LabError> {
         name: "pause",
         tag: "1",
         entries: vec![Entry::File("pause".into(), data, 0o755)],
+        entrypoint: vec![],
         cmd: vec!["/pause"],
     })
 }
@@ -138,6 +146,7 @@ fn busybox_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         name: "busybox",
         tag: "1",
         entries: busybox_entries("busybox")?,
+        entrypoint: vec![],
         cmd: vec!["/bin/httpd", "-f", "-p", "80", "-h", "/www"],
     })
 }
@@ -156,6 +165,7 @@ fn dnsutils_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         name: "dnsutils",
         tag: "1",
         entries,
+        entrypoint: vec![],
         cmd: vec!["/bin/sleep", "3600"],
     })
 }
@@ -178,13 +188,16 @@ fn kubectl_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         name: "kubectl",
         tag: "1",
         entries,
+        entrypoint: vec![],
         cmd: vec!["/bin/sleep", "3600"],
     })
 }
 
 /// kiln's agnhost (images/agnhost) at /agnhost with the shared libraries it links, on the busybox
-/// layer, entrypoint /agnhost, as upstream's e2e-test-images/agnhost: pods give the subcommand as
-/// args (`args: [netexec, --http-port=8080]`) and tests exec busybox tools in it.
+/// layer, with upstream's e2e-test-images/agnhost Dockerfile's `ENTRYPOINT ["/agnhost"]` and
+/// `CMD ["pause"]`: pods give the subcommand as args (`args: [netexec, --http-port=8080]`, as
+/// upstream's NewAgnhostContainer), a pod giving neither just pauses, and tests exec busybox tools in
+/// it.
 fn agnhost_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
     let bin = agnhost_binary().ok_or_else(|| LabError::Image {
         image: "agnhost".into(),
@@ -202,7 +215,8 @@ fn agnhost_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         name: "agnhost",
         tag: "1",
         entries,
-        cmd: vec!["/agnhost"],
+        entrypoint: vec!["/agnhost"],
+        cmd: vec!["pause"],
     })
 }
 
@@ -387,14 +401,18 @@ fn digest(data: &[u8]) -> String {
 fn build_archive(spec: &ImageSpec) -> Result<Vec<u8>, LabError> {
     let layer = layer_tar(spec)?;
     let layer_digest = digest(&layer);
+    let mut image_config = serde_json::json!({
+        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        "Cmd": spec.cmd,
+        "WorkingDir": "/",
+    });
+    if !spec.entrypoint.is_empty() {
+        image_config["Entrypoint"] = serde_json::json!(spec.entrypoint);
+    }
     let config = serde_json::json!({
         "architecture": "amd64",
         "os": "linux",
-        "config": {
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-            "Cmd": spec.cmd,
-            "WorkingDir": "/",
-        },
+        "config": image_config,
         "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
         "history": [{"created_by": "kiln lab images"}],
     });
@@ -454,8 +472,46 @@ mod tests {
                 Entry::File("bin/x".into(), b"hello".to_vec(), 0o755),
                 Entry::Symlink("bin/y".into(), "x".into()),
             ],
+            entrypoint: vec![],
             cmd: vec!["/bin/x"],
         }
+    }
+
+    /// The image config blob of an archive.
+    fn image_config(bytes: &[u8]) -> serde_json::Value {
+        let mut blobs = std::collections::HashMap::new();
+        for e in tar::Archive::new(bytes).entries().unwrap() {
+            let mut e = e.unwrap();
+            let path = e.path().unwrap().to_string_lossy().into_owned();
+            let mut data = vec![];
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+            blobs.insert(path, data);
+        }
+        let blob = |d: &str| &blobs[&format!("blobs/sha256/{}", &d["sha256:".len()..])];
+        let index: serde_json::Value = serde_json::from_slice(&blobs["index.json"]).unwrap();
+        let manifest: serde_json::Value =
+            serde_json::from_slice(blob(index["manifests"][0]["digest"].as_str().unwrap()))
+                .unwrap();
+        serde_json::from_slice(blob(manifest["config"]["digest"].as_str().unwrap())).unwrap()
+    }
+
+    #[test]
+    fn the_entrypoint_is_in_the_config_only_when_the_image_has_one() {
+        let config = image_config(&build_archive(&spec()).unwrap());
+        assert_eq!(config["config"]["Cmd"], serde_json::json!(["/bin/x"]));
+        assert!(config["config"].get("Entrypoint").is_none());
+        // agnhost's shape: upstream's Dockerfile ENTRYPOINT and CMD.
+        let agnhost = ImageSpec {
+            entrypoint: vec!["/agnhost"],
+            cmd: vec!["pause"],
+            ..spec()
+        };
+        let config = image_config(&build_archive(&agnhost).unwrap());
+        assert_eq!(
+            config["config"]["Entrypoint"],
+            serde_json::json!(["/agnhost"])
+        );
+        assert_eq!(config["config"]["Cmd"], serde_json::json!(["pause"]));
     }
 
     #[test]

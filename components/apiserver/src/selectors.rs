@@ -155,14 +155,19 @@ pub struct FieldSelector {
 }
 
 /// A field's value as the selector compares it: strings as is, bools/numbers in their text form,
-/// a missing field as "".
+/// a missing field as "". A pointer `a|b` reads `b` where `a` is empty or missing (an event's
+/// `source` is its reporting controller when it has no source component, as upstream).
 fn field_text(obj: &Value, pointer: &str) -> String {
-    match obj.pointer(pointer) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
-    }
+    pointer
+        .split('|')
+        .map(|p| match obj.pointer(p) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => String::new(),
+        })
+        .find(|v| !v.is_empty())
+        .unwrap_or_default()
 }
 
 impl FieldSelector {

@@ -19,7 +19,10 @@ use crate::config::Options;
 use crate::handlers::{router, AppState};
 use crate::metrics::Metrics;
 use crate::registry::lifecycle::{prepare_create, to_stored, FieldValidation};
-use crate::registry::resources::{DEFAULT_NAMESPACES, NAMESPACES};
+use crate::registry::priority_classes::{PRIORITY_CLASSES, SYSTEM_CLASSES};
+use crate::registry::resources::{BUILTIN_RUNTIME_CLASSES, DEFAULT_NAMESPACES, NAMESPACES};
+use crate::registry::runtime_classes::RUNTIME_CLASSES;
+use crate::registry::strategy::ResourceSpec;
 use crate::registry::Registry;
 use crate::storage::{Store, StoreError};
 use crate::tls::{server_config, TlsError};
@@ -110,27 +113,45 @@ async fn connect_store(options: &Options) -> Result<Store, ServerError> {
     }
 }
 
-/// Creates default, kube-system, kube-public and kube-node-lease if they do not exist.
+/// Creates the objects every cluster has when they do not exist: the namespaces default,
+/// kube-system, kube-public and kube-node-lease, kiln's built-in RuntimeClasses and upstream's
+/// system PriorityClasses. An existing
+/// object is left as it is (an operator may have labelled or annotated it).
 pub async fn ensure_default_namespaces(store: &Store) -> Result<(), ServerError> {
     for name in DEFAULT_NAMESPACES {
-        let obj = prepare_create(
-            &NAMESPACES,
-            None,
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-            FieldValidation::Strict,
-        )
-        .map_err(|e| ServerError::Bootstrap {
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        ensure_object(store, &NAMESPACES, name, ns).await?;
+    }
+    for (name, handler) in BUILTIN_RUNTIME_CLASSES {
+        let class = serde_json::json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": name, "labels": {"kiln.dev/builtin": "true"}},
+            "handler": handler});
+        ensure_object(store, &RUNTIME_CLASSES, name, class).await?;
+    }
+    for (name, value, description) in SYSTEM_CLASSES {
+        let class = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description});
+        ensure_object(store, &PRIORITY_CLASSES, name, class).await?;
+    }
+    Ok(())
+}
+
+async fn ensure_object(
+    store: &Store,
+    spec: &ResourceSpec,
+    name: &str,
+    obj: serde_json::Value,
+) -> Result<(), ServerError> {
+    let obj = prepare_create(spec, None, obj, FieldValidation::Strict).map_err(|e| {
+        ServerError::Bootstrap {
             name: name.to_string(),
             message: e.message,
-        })?;
-        match store
-            .create(&NAMESPACES.key(None, name), to_stored(&obj))
-            .await
-        {
-            Ok(_) => tracing::info!(namespace = name, "created default namespace"),
-            Err(StoreError::AlreadyExists) => {}
-            Err(e) => return Err(e.into()),
         }
+    })?;
+    match store.create(&spec.key(None, name), to_stored(&obj)).await {
+        Ok(_) => tracing::info!(resource = spec.plural, name, "created built-in object"),
+        Err(StoreError::AlreadyExists) => {}
+        Err(e) => return Err(e.into()),
     }
     Ok(())
 }

@@ -70,6 +70,8 @@ pub struct Page {
     pub revision: i64,
     /// More keys follow the last item.
     pub more: bool,
+    /// Keys in the range read from `start` on, whatever the limit (etcd's Range count).
+    pub count: i64,
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -204,7 +206,10 @@ impl Store {
             .get(start, Some(options))
             .await
             .map_err(classify)?;
-        let revision = resp.header().ok_or(StoreError::NoHeader)?.revision();
+        // A read at a past revision answers with the store's current revision in its header (as
+        // etcd does): the page was read at the one asked for, and a continued list keeps it.
+        let current = resp.header().ok_or(StoreError::NoHeader)?.revision();
+        let revision = if revision > 0 { revision } else { current };
         // The values move out of the response: a page of pods is megabytes not worth copying.
         let items = resp
             .take_kvs()
@@ -224,6 +229,7 @@ impl Store {
             items,
             revision,
             more: resp.more(),
+            count: resp.count(),
         })
     }
 

@@ -7,7 +7,10 @@
 //! `node_matching` (node selectors and taint tolerations, as the scheduler and the daemonset and
 //! node lifecycle controllers need them). Behind the `cron` feature: `cron` (CronJob schedules and
 //! time zones as upstream reads them), shared by the API server's validation and the cronjob
-//! controller. Behind `tls`: `any_server_cert` (a rustls verifier that accepts any server certificate,
+//! controller. Behind `quota`: `quantity` (resource.Quantity parsed exactly and printed canonically)
+//! and `quota` (what an object counts against a ResourceQuota), shared by the API server's
+//! ResourceQuota admission and the controller-manager's resourcequota controller, so both count
+//! alike. Behind `tls`: `any_server_cert` (a rustls verifier that accepts any server certificate,
 //! where upstream skips verification on purpose).
 
 #[cfg(feature = "tls")]
@@ -25,5 +28,9 @@ pub mod events;
 pub mod leader_election;
 #[cfg(feature = "kit")]
 pub mod node_matching;
+#[cfg(feature = "quota")]
+pub mod quantity;
+#[cfg(feature = "quota")]
+pub mod quota;
 #[cfg(feature = "kit")]
 pub mod serving;

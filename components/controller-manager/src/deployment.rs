@@ -18,8 +18,9 @@ use serde_json::json;
 
 use crate::context::Context;
 use crate::deployment_plan::{
-    is_recreate, new_replicaset, new_rs_replicas, next_revision, owner_reference, replicas,
-    revision, rs_replicas, same_template, scale_down_old, template_hash, to_prune, REVISION,
+    fenceposts, is_recreate, is_scaling_event, new_replicaset, new_rs_replicas, next_revision,
+    owner_reference, replicas, replicas_annotated, revision, rs_replicas, same_template,
+    scale_down_old, scale_sizes, template_hash, to_prune, DESIRED_REPLICAS, MAX_REPLICAS, REVISION,
 };
 use crate::deployment_status::compute_status;
 use crate::pods::controller_ref;
@@ -77,19 +78,24 @@ impl Sync<'_> {
             .await;
     }
 
-    /// Sets a ReplicaSet's replicas (and the desired-replicas annotation), with an event.
+    /// Sets a ReplicaSet's replicas and the desired- and max-replicas annotations (upstream's
+    /// scaleReplicaSet), with an event when the size changes.
     async fn scale(&self, rs: &ReplicaSet, to: i32) -> Result<(), DeploymentError> {
         let name = rs.metadata.name.clone().unwrap_or_default();
         let from = rs_replicas(rs);
         let patch = json!({
             "metadata": {"annotations": {
-                crate::deployment_plan::DESIRED_REPLICAS: replicas(self.d).to_string()}},
+                DESIRED_REPLICAS: replicas(self.d).to_string(),
+                MAX_REPLICAS: (replicas(self.d) + fenceposts(self.d).0).to_string()}},
             "spec": {"replicas": to}
         });
         self.sets
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(self.err("scaling a ReplicaSet"))?;
+        if to == from {
+            return Ok(());
+        }
         let dir = if to > from { "up" } else { "down" };
         tracing::info!(deployment = %self.key, rs = %name, from, to, "scaled");
         self.event(
@@ -167,16 +173,19 @@ async fn reconcile(d: Arc<Deployment>, st: Arc<State>) -> Result<Action, Deploym
     let mut progressed = false;
     let mut requeue = Duration::from_secs(300);
 
-    if paused {
-        // No rollout while paused, but `kubectl scale` still applies to the set that is running.
-        let active: Vec<&ReplicaSet> = owned
-            .iter()
-            .map(|rs| rs.as_ref())
-            .filter(|rs| rs_replicas(rs) > 0)
-            .collect();
-        if let [only] = active.as_slice() {
-            if rs_replicas(only) != want {
-                sync.scale(only, want).await?;
+    let all_sets: Vec<&ReplicaSet> = owned.iter().map(|rs| rs.as_ref()).collect();
+    if paused || is_scaling_event(&d, &all_sets) {
+        // Upstream's sync: no rollout while paused or just scaled; the sets are sized (in
+        // proportion, mid-rollout) to spec.replicas, and the rollout goes on at the next sync.
+        for (rs_name, to) in scale_sizes(&d, new_rs.as_ref(), &old) {
+            let Some(rs) = all_sets
+                .iter()
+                .find(|rs| rs.metadata.name.as_deref() == Some(&rs_name))
+            else {
+                continue;
+            };
+            if rs_replicas(rs) != to || !replicas_annotated(&d, rs) {
+                sync.scale(rs, to).await?;
             }
         }
     } else {

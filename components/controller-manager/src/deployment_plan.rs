@@ -332,6 +332,123 @@ pub fn to_prune(d: &Deployment, old: &[&ReplicaSet]) -> Vec<String> {
         .collect()
 }
 
+fn replicas_annotation(rs: &ReplicaSet, key: &str) -> Option<i32> {
+    rs.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Whether a ReplicaSet's desired- and max-replicas annotations already record the Deployment's
+/// current size (upstream's ReplicasAnnotationsNeedUpdate, negated).
+pub fn replicas_annotated(d: &Deployment, rs: &ReplicaSet) -> bool {
+    replicas_annotation(rs, DESIRED_REPLICAS) == Some(replicas(d))
+        && replicas_annotation(rs, MAX_REPLICAS) == Some(replicas(d) + fenceposts(d).0)
+}
+
+/// Upstream's isScalingEvent: a set with replicas was sized for another spec.replicas than the
+/// Deployment's (its desired-replicas annotation), so the Deployment was scaled since.
+pub fn is_scaling_event(d: &Deployment, sets: &[&ReplicaSet]) -> bool {
+    sets.iter()
+        .filter(|rs| rs_replicas(rs) > 0)
+        .any(|rs| replicas_annotation(rs, DESIRED_REPLICAS).is_some_and(|n| n != replicas(d)))
+}
+
+fn created(rs: &ReplicaSet) -> (Option<k8s_openapi::jiff::Timestamp>, Option<&str>) {
+    (
+        rs.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        rs.metadata.name.as_deref(),
+    )
+}
+
+/// Upstream's DeploymentController.scale (the sync of a paused or scaled Deployment): the sizes
+/// its sets get, as (name, replicas) for every set to scale or re-annotate. One set with replicas
+/// (or, with none, the newest) takes spec.replicas whole; a saturated new set leaves the old ones
+/// at 0; otherwise, in a RollingUpdate, the replicas added or removed are spread over the sets
+/// with replicas in proportion to their size (GetProportion), larger sets first (on a tie newer
+/// first when adding, older first when removing), the rounding leftover going to the first.
+pub fn scale_sizes(
+    d: &Deployment,
+    new_rs: Option<&ReplicaSet>,
+    old: &[&ReplicaSet],
+) -> Vec<(String, i32)> {
+    let want = replicas(d);
+    let name = |rs: &ReplicaSet| rs.metadata.name.clone().unwrap_or_default();
+    let mut active: Vec<&ReplicaSet> = new_rs
+        .into_iter()
+        .chain(old.iter().copied())
+        .filter(|rs| rs_replicas(rs) > 0)
+        .collect();
+    // FindActiveOrLatest
+    let only = match active.as_slice() {
+        [] => new_rs.or_else(|| old.iter().copied().max_by_key(|rs| created(rs))),
+        [one] => Some(*one),
+        _ => None,
+    };
+    if let Some(rs) = only {
+        return vec![(name(rs), want)];
+    }
+    // IsSaturated: the new set runs every replica, so the old ones go.
+    let saturated = new_rs.is_some_and(|rs| {
+        replicas_annotation(rs, DESIRED_REPLICAS) == Some(want)
+            && rs_replicas(rs) == want
+            && rs_available(rs) == want
+    });
+    if saturated {
+        return old
+            .iter()
+            .filter(|rs| rs_replicas(rs) > 0)
+            .map(|rs| (name(rs), 0))
+            .collect();
+    }
+    if is_recreate(d) {
+        return Vec::new();
+    }
+    let (surge, _) = fenceposts(d);
+    let allowed = if want > 0 { want + surge } else { 0 };
+    let total: i32 = active.iter().map(|rs| rs_replicas(rs)).sum();
+    let to_add = allowed - total;
+    // ReplicaSetsBySizeNewer / ReplicaSetsBySizeOlder
+    active.sort_by(|a, b| {
+        let by_size = rs_replicas(b).cmp(&rs_replicas(a));
+        let by_age = created(a).cmp(&created(b));
+        by_size.then(if to_add > 0 { by_age.reverse() } else { by_age })
+    });
+    let mut added = 0;
+    let mut sizes: Vec<(String, i32)> = Vec::new();
+    for rs in &active {
+        let current = rs_replicas(rs);
+        let proportion = if to_add == 0 || to_add == added {
+            0
+        } else {
+            // getReplicaSetFraction: the set's share of the new maximum, by the maximum it was
+            // sized for (its max-replicas annotation, else its own size).
+            let fraction = if want == 0 {
+                -current
+            } else {
+                let before = replicas_annotation(rs, MAX_REPLICAS)
+                    .filter(|n| *n != 0)
+                    .unwrap_or(current);
+                let size = f64::from(current) * f64::from(want + surge) / f64::from(before);
+                size.round() as i32 - current
+            };
+            let room = to_add - added;
+            if to_add > 0 {
+                fraction.min(room)
+            } else {
+                fraction.max(room)
+            }
+        };
+        added += proportion;
+        sizes.push((name(rs), current + proportion));
+    }
+    if let Some(first) = sizes.first_mut() {
+        first.1 = (first.1 + to_add - added).max(0);
+    }
+    sizes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +579,104 @@ mod tests {
         let done = rs("web-new", 2, 5, 5, "2025-01-02T00:00:00Z");
         assert_eq!(new_rs_replicas(&d, Some(&done), &[]), 3);
         assert_eq!(next_revision(&[&old, &sick]), 2);
+    }
+
+    fn annotated(mut rs: ReplicaSet, desired: i32, max: i32) -> ReplicaSet {
+        let a = rs.metadata.annotations.get_or_insert_with(Default::default);
+        a.insert(DESIRED_REPLICAS.into(), desired.to_string());
+        a.insert(MAX_REPLICAS.into(), max.to_string());
+        rs
+    }
+
+    #[test]
+    fn scaling_mid_rollout_spreads_replicas_in_proportion() {
+        // Upstream's e2e: 10 replicas, maxSurge 3, maxUnavailable 2, a rollout stuck at 8 old
+        // and 5 new replicas, then scaled to 30.
+        let strategy =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}});
+        let (d10, d30) = (deployment(10, strategy.clone()), deployment(30, strategy));
+        let first = annotated(rs("web-1", 1, 8, 8, "2025-01-01T00:00:00Z"), 10, 13);
+        let second = annotated(rs("web-2", 2, 5, 0, "2025-01-02T00:00:00Z"), 10, 13);
+        assert!(!is_scaling_event(&d10, &[&first, &second]));
+        assert!(is_scaling_event(&d30, &[&first, &second]));
+        // 8 * 33/13 rounds to 20, 5 * 33/13 to 13.
+        assert_eq!(
+            scale_sizes(&d30, Some(&second), &[&first]),
+            [("web-1".to_string(), 20), ("web-2".to_string(), 13)]
+        );
+        // Back to 10: the 20 removed are spread the same way.
+        let first = annotated(rs("web-1", 1, 20, 20, "2025-01-01T00:00:00Z"), 30, 33);
+        let second = annotated(rs("web-2", 2, 13, 0, "2025-01-02T00:00:00Z"), 30, 33);
+        assert!(is_scaling_event(&d10, &[&first, &second]));
+        assert_eq!(
+            scale_sizes(&d10, Some(&second), &[&first]),
+            [("web-1".to_string(), 8), ("web-2".to_string(), 5)]
+        );
+        // On a tie, adding goes to the newer set first, and the leftover of the rounding to the
+        // first in that order: 3 sets of 1 (sized for a maximum of 3) scaled to 4.
+        let one = |name: &str, created: &str| annotated(rs(name, 1, 1, 1, created), 3, 3);
+        let (a, b, c) = (
+            one("a", "2025-01-01T00:00:00Z"),
+            one("b", "2025-01-02T00:00:00Z"),
+            one("c", "2025-01-03T00:00:00Z"),
+        );
+        let d4 = deployment(
+            4,
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+        );
+        assert_eq!(
+            scale_sizes(&d4, Some(&c), &[&a, &b]),
+            [
+                ("c".to_string(), 2),
+                ("b".to_string(), 1),
+                ("a".to_string(), 1)
+            ]
+        );
+        // Without a max-replicas annotation a set's own size is the base.
+        let mut bare = b.clone();
+        bare.metadata
+            .annotations
+            .as_mut()
+            .map(|a| a.remove(MAX_REPLICAS));
+        assert_eq!(
+            scale_sizes(&d4, Some(&bare), &[&a]),
+            [("b".to_string(), 3), ("a".to_string(), 1)]
+        );
+        // Recreate sets are never spread.
+        assert!(
+            scale_sizes(&deployment(4, json!({"type": "Recreate"})), Some(&b), &[&a]).is_empty()
+        );
+    }
+
+    #[test]
+    fn scaling_one_set_or_a_saturated_rollout() {
+        let d = deployment(10, json!({}));
+        // One set with replicas takes spec.replicas whole ...
+        let only = annotated(rs("web-1", 1, 3, 3, "2025-01-01T00:00:00Z"), 3, 4);
+        let idle = rs("web-0", 0, 0, 0, "2024-01-01T00:00:00Z");
+        assert_eq!(
+            scale_sizes(&d, None, &[&only, &idle]),
+            [("web-1".to_string(), 10)]
+        );
+        // ... with none, the newest does.
+        let idle2 = rs("web-2", 2, 0, 0, "2025-02-01T00:00:00Z");
+        assert_eq!(
+            scale_sizes(&d, None, &[&idle, &idle2]),
+            [("web-2".to_string(), 10)]
+        );
+        // A saturated new set leaves the old ones at 0.
+        let full = annotated(rs("web-2", 2, 10, 10, "2025-02-01T00:00:00Z"), 10, 13);
+        assert_eq!(
+            scale_sizes(&d, Some(&full), &[&only]),
+            [("web-1".to_string(), 0)]
+        );
+        // The annotations record the Deployment's size and maximum (10 + 25% surge).
+        assert!(replicas_annotated(&d, &full));
+        assert!(!replicas_annotated(&d, &only));
+        assert!(!is_scaling_event(
+            &d,
+            &[&idle, &rs("x", 1, 2, 2, "2025-01-01T00:00:00Z")]
+        ));
     }
 
     #[test]

@@ -4,8 +4,16 @@
 //! graph is generic, like upstream's. An owner missing from the cache is confirmed with a GET
 //! (name and UID) before anything is deleted; dependents with some owners left only lose the
 //! dangling references.
+//!
+//! Owners deleted with a propagation policy carry upstream's finalizers until the collector has
+//! done its part: `orphan` (the dependents lose their references to the owner, then the finalizer
+//! goes) and `foregroundDeletion` (the owner waits for its blocking dependents — references with
+//! blockOwnerDeletion — to be deleted; a dependent whose owners are all gone or waiting is deleted,
+//! in the foreground itself when it has dependents, while one with another valid owner only loses
+//! its reference to the waiting owner). A dependent that would close a cycle of owners waiting on
+//! each other first has its references made non-blocking, as upstream breaks such cycles.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,44 +44,166 @@ pub enum GcError {
     Discovery(#[source] kube::Error),
 }
 
-/// What to do with a dependent, given which of its owners still exist (None: cannot tell).
+/// The finalizer of an owner deleted with propagationPolicy Orphan.
+pub const ORPHAN: &str = "orphan";
+/// The finalizer of an owner deleted with propagationPolicy Foreground.
+pub const FOREGROUND: &str = "foregroundDeletion";
+
+/// What an owner reference points at, as the API says now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerState {
+    /// No object of that name and UID.
+    Gone,
+    /// Being deleted in the foreground: waiting for its dependents to go.
+    Waiting,
+    /// A valid owner.
+    Solid,
+}
+
+/// What to do with a dependent, given its owners' states (None: cannot tell).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     Keep,
-    /// Every owner is gone: delete it (background propagation).
-    Delete,
-    /// Some owners are gone: drop those references (by UID), keep the object.
+    /// Every owner is gone or waiting: delete it, in the foreground when an owner waits for it and
+    /// it has dependents of its own (upstream's attemptToDeleteItem).
+    Delete {
+        foreground: bool,
+    },
+    /// Some owners are valid: drop the references (by UID) to the gone and waiting ones.
     RemoveOwners(Vec<String>),
 }
 
 pub fn verdict(
     owners: &[OwnerReference],
-    exists: impl Fn(&OwnerReference) -> Option<bool>,
+    state: impl Fn(&OwnerReference) -> Option<OwnerState>,
+    has_dependents: bool,
 ) -> Verdict {
     if owners.is_empty() {
         return Verdict::Keep;
     }
-    let gone: Vec<String> = owners
+    let states: Vec<Option<OwnerState>> = owners.iter().map(&state).collect();
+    let not_solid: Vec<String> = owners
         .iter()
-        .filter(|o| exists(o) == Some(false))
-        .map(|o| o.uid.clone())
+        .zip(&states)
+        .filter(|(_, s)| matches!(s, Some(OwnerState::Gone | OwnerState::Waiting)))
+        .map(|(o, _)| o.uid.clone())
         .collect();
-    if gone.is_empty() {
+    if not_solid.is_empty() {
         Verdict::Keep
-    } else if gone.len() == owners.len() {
-        Verdict::Delete
+    } else if not_solid.len() == owners.len() {
+        let waited_for = states.contains(&Some(OwnerState::Waiting));
+        Verdict::Delete {
+            foreground: waited_for && has_dependents,
+        }
     } else {
-        Verdict::RemoveOwners(gone)
+        Verdict::RemoveOwners(not_solid)
     }
 }
 
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Entry {
     kind: usize,
     namespace: Option<String>,
     name: String,
     owners: Vec<OwnerReference>,
+    finalizers: Vec<String>,
     deleting: bool,
+}
+
+impl Entry {
+    /// Being deleted with `finalizer` still on it.
+    fn held_by(&self, finalizer: &str) -> bool {
+        self.deleting && self.finalizers.iter().any(|f| f == finalizer)
+    }
+
+    fn owned_by(&self, uid: &str) -> bool {
+        self.owners.iter().any(|o| o.uid == uid)
+    }
+
+    fn blocks(&self, uid: &str) -> bool {
+        self.owners
+            .iter()
+            .any(|o| o.uid == uid && o.block_owner_deletion == Some(true))
+    }
+}
+
+/// One step of the collector's work, planned from the graph and then done through the API.
+#[derive(Debug)]
+enum Work {
+    /// A dependent whose owners may be gone or waiting for it; `has_dependents` and `cycle` (one
+    /// of its own dependents is waiting for its dependents too) shape a foreground deletion.
+    Dependent {
+        entry: Entry,
+        has_dependents: bool,
+        cycle: bool,
+    },
+    /// An owner deleted with Orphan: strip its references from `dependents`, then its finalizer.
+    Orphan {
+        owner: Entry,
+        uid: String,
+        dependents: Vec<Entry>,
+    },
+    /// An owner deleted in the foreground with no blocking dependent left: drop its finalizer.
+    Release { owner: Entry },
+}
+
+/// What to do now, by UID (UIDs in `skip` were acted on moments ago).
+fn plan(
+    objects: &[HashMap<String, Entry>],
+    skip: &HashMap<String, Instant>,
+) -> Vec<(String, Work)> {
+    let all: HashMap<&String, &Entry> = objects.iter().flat_map(|m| m.iter()).collect();
+    // Only owners being deleted and unsettled dependents ask: a scan each is cheap enough.
+    let dependents_of =
+        |uid: &str| -> Vec<&Entry> { all.values().copied().filter(|d| d.owned_by(uid)).collect() };
+    let mut work = Vec::new();
+    for (uid, e) in &all {
+        if skip.contains_key(*uid) {
+            continue;
+        }
+        if e.held_by(ORPHAN) {
+            let dependents = dependents_of(uid).into_iter().cloned().collect();
+            work.push((
+                (*uid).clone(),
+                Work::Orphan {
+                    owner: (*e).clone(),
+                    uid: (*uid).clone(),
+                    dependents,
+                },
+            ));
+            continue;
+        }
+        if e.held_by(FOREGROUND) && !dependents_of(uid).iter().any(|d| d.blocks(uid)) {
+            work.push((
+                (*uid).clone(),
+                Work::Release {
+                    owner: (*e).clone(),
+                },
+            ));
+            continue;
+        }
+        if e.deleting {
+            continue;
+        }
+        let unsettled = e.owners.iter().any(|o| match all.get(&o.uid) {
+            None => true,
+            Some(owner) => owner.held_by(FOREGROUND),
+        });
+        if unsettled {
+            let dependents = dependents_of(uid);
+            let has_dependents = !dependents.is_empty();
+            let cycle = dependents.iter().any(|d| d.held_by(FOREGROUND));
+            work.push((
+                (*uid).clone(),
+                Work::Dependent {
+                    entry: (*e).clone(),
+                    has_dependents,
+                    cycle,
+                },
+            ));
+        }
+    }
+    work
 }
 
 #[derive(Default)]
@@ -96,6 +226,7 @@ fn entry(kind: usize, obj: &DynamicObject) -> Option<(String, Entry)> {
             namespace: obj.metadata.namespace.clone(),
             name: obj.metadata.name.clone().unwrap_or_default(),
             owners: obj.metadata.owner_references.clone().unwrap_or_default(),
+            finalizers: obj.metadata.finalizers.clone().unwrap_or_default(),
             deleting: obj.metadata.deletion_timestamp.is_some(),
         },
     ))
@@ -210,35 +341,115 @@ async fn collect(ctx: Context, kinds: Vec<Kind>) {
             tracing::debug!(?unsynced, "collecting before every kind is watched");
         }
         recent.retain(|_, at| at.elapsed() < BACKOFF);
-        let candidates: Vec<(String, Entry)> = {
-            let g = graph.lock().expect("gc graph");
-            let uids: HashSet<&String> = g.objects.iter().flat_map(|m| m.keys()).collect();
-            g.objects
-                .iter()
-                .flat_map(|m| m.iter())
-                .filter(|(uid, e)| {
-                    !e.deleting
-                        && !recent.contains_key(*uid)
-                        && e.owners.iter().any(|o| !uids.contains(&o.uid))
-                })
-                .map(|(u, e)| (u.clone(), e.clone()))
-                .collect()
-        };
-        if !candidates.is_empty() {
+        let work = plan(&graph.lock().expect("gc graph").objects, &recent);
+        if !work.is_empty() {
             wait = FOLLOW_UP;
         }
-        for (uid, e) in candidates {
-            recent.insert(uid.clone(), Instant::now());
-            if let Err(err) = process(&ctx.client, &kinds, &e).await {
-                tracing::warn!(object = %e.name, error = %err, "garbage collection failed");
+        for (uid, w) in work {
+            recent.insert(uid, Instant::now());
+            let result = match &w {
+                Work::Dependent {
+                    entry,
+                    has_dependents,
+                    cycle,
+                } => process(&ctx.client, &kinds, entry, *has_dependents, *cycle).await,
+                Work::Orphan {
+                    owner,
+                    uid,
+                    dependents,
+                } => orphan(&ctx.client, &kinds, owner, uid, dependents).await,
+                Work::Release { owner } => {
+                    remove_finalizer(&api_for(&ctx.client, &kinds, owner), owner, FOREGROUND).await
+                }
+            };
+            if let Err(err) = result {
+                tracing::warn!(work = ?w, error = %err, "garbage collection failed");
             }
         }
     }
 }
 
+/// A handle on the entry's kind, in its namespace.
+fn api_for(client: &kube::Client, kinds: &[Kind], e: &Entry) -> Api<DynamicObject> {
+    let kind = &kinds[e.kind];
+    match &e.namespace {
+        Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &kind.resource),
+        _ => Api::all_with(client.clone(), &kind.resource),
+    }
+}
+
+/// Sets the object's ownerReferences to `owners` (a merge patch replaces the list).
+async fn set_owners(
+    api: &Api<DynamicObject>,
+    e: &Entry,
+    owners: &[OwnerReference],
+) -> Result<(), kube::Error> {
+    let patch = json!({"metadata": {"ownerReferences": owners}});
+    match api
+        .patch(&e.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Drops `finalizer` from the object as it is now (the resourceVersion guards the list).
+async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    e: &Entry,
+    finalizer: &str,
+) -> Result<(), kube::Error> {
+    let Some(now) = api.get_opt(&e.name).await? else {
+        return Ok(());
+    };
+    let finalizers = now.metadata.finalizers.unwrap_or_default();
+    if !finalizers.iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let keep: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+    let patch = json!({"metadata": {
+        "finalizers": keep,
+        "resourceVersion": now.metadata.resource_version,
+    }});
+    tracing::info!(kind = %api.resource_url(), name = %e.name, finalizer, "removing the finalizer: dependents handled");
+    match api
+        .patch(&e.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Orphan propagation (upstream's orphanDependents): every dependent loses its references to the
+/// owner, then the owner's `orphan` finalizer goes and its deletion completes.
+async fn orphan(
+    client: &kube::Client,
+    kinds: &[Kind],
+    owner: &Entry,
+    uid: &str,
+    dependents: &[Entry],
+) -> Result<(), kube::Error> {
+    for d in dependents {
+        let keep: Vec<OwnerReference> = d.owners.iter().filter(|o| o.uid != uid).cloned().collect();
+        tracing::info!(name = %d.name, owner = %owner.name, "orphaning a dependent");
+        set_owners(&api_for(client, kinds, d), d, &keep).await?;
+    }
+    remove_finalizer(&api_for(client, kinds, owner), owner, ORPHAN).await
+}
+
 /// Confirms each owner through the API (the cache may lag), then acts.
-async fn process(client: &kube::Client, kinds: &[Kind], e: &Entry) -> Result<(), kube::Error> {
-    let mut exists: HashMap<String, Option<bool>> = HashMap::new();
+async fn process(
+    client: &kube::Client,
+    kinds: &[Kind],
+    e: &Entry,
+    has_dependents: bool,
+    cycle: bool,
+) -> Result<(), kube::Error> {
+    let mut exists: HashMap<String, Option<OwnerState>> = HashMap::new();
     for o in &e.owners {
         let (group, _) = o
             .api_version
@@ -255,37 +466,74 @@ async fn process(client: &kube::Client, kinds: &[Kind], e: &Entry) -> Result<(),
             (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &kind.resource),
             (None, true) => {
                 // A cluster-scoped object cannot have a namespaced owner: that reference is invalid.
-                exists.insert(o.uid.clone(), Some(false));
+                exists.insert(o.uid.clone(), Some(OwnerState::Gone));
                 continue;
             }
             (_, false) => Api::all_with(client.clone(), &kind.resource),
         };
-        let found = api.get_opt(&o.name).await?;
-        let alive = found.is_some_and(|f| f.metadata.uid.as_deref() == Some(o.uid.as_str()));
-        exists.insert(o.uid.clone(), Some(alive));
+        let found = api
+            .get_opt(&o.name)
+            .await?
+            .filter(|f| f.metadata.uid.as_deref() == Some(o.uid.as_str()));
+        let state = match found {
+            None => OwnerState::Gone,
+            Some(f)
+                if f.metadata.deletion_timestamp.is_some()
+                    && f.metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|x| x == FOREGROUND) =>
+            {
+                OwnerState::Waiting
+            }
+            Some(_) => OwnerState::Solid,
+        };
+        exists.insert(o.uid.clone(), Some(state));
     }
     let kind = &kinds[e.kind];
-    let api: Api<DynamicObject> = match &e.namespace {
-        Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &kind.resource),
-        _ => Api::all_with(client.clone(), &kind.resource),
-    };
-    match verdict(&e.owners, |o| exists.get(&o.uid).copied().flatten()) {
+    let api = api_for(client, kinds, e);
+    match verdict(
+        &e.owners,
+        |o| exists.get(&o.uid).copied().flatten(),
+        has_dependents,
+    ) {
         Verdict::Keep => {}
-        Verdict::Delete => {
-            tracing::info!(kind = %kind.resource.kind, namespace = ?e.namespace, name = %e.name, "deleting: every owner is gone");
-            match api.delete(&e.name, &DeleteParams::background()).await {
+        Verdict::Delete { foreground } => {
+            if foreground && cycle {
+                // One of its dependents waits for its own dependents: blocking references here
+                // would close a cycle of owners waiting on each other.
+                let unblocked: Vec<OwnerReference> = e
+                    .owners
+                    .iter()
+                    .map(|o| OwnerReference {
+                        block_owner_deletion: o.block_owner_deletion.map(|_| false),
+                        ..o.clone()
+                    })
+                    .collect();
+                set_owners(&api, e, &unblocked).await?;
+            }
+            tracing::info!(kind = %kind.resource.kind, namespace = ?e.namespace, name = %e.name, foreground, "deleting: every owner is gone or waiting for its dependents");
+            let params = if foreground {
+                DeleteParams::foreground()
+            } else {
+                DeleteParams::background()
+            };
+            match api.delete(&e.name, &params).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(err) => return Err(err),
             }
         }
         Verdict::RemoveOwners(gone) => {
-            let keep: Vec<&OwnerReference> =
-                e.owners.iter().filter(|o| !gone.contains(&o.uid)).collect();
-            let patch = json!({"metadata": {"ownerReferences": keep}});
-            tracing::info!(kind = %kind.resource.kind, name = %e.name, "removing dangling owner references");
-            api.patch(&e.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            let keep: Vec<OwnerReference> = e
+                .owners
+                .iter()
+                .filter(|o| !gone.contains(&o.uid))
+                .cloned()
+                .collect();
+            tracing::info!(kind = %kind.resource.kind, name = %e.name, "removing references to gone or waiting owners");
+            set_owners(&api, e, &keep).await?;
         }
     }
     Ok(())
@@ -308,15 +556,133 @@ mod tests {
 
     #[test]
     fn verdicts() {
-        let alive = |o: &OwnerReference| Some(o.uid == "alive");
-        assert_eq!(verdict(&[], alive), Verdict::Keep);
-        assert_eq!(verdict(&[owner("alive")], alive), Verdict::Keep);
-        assert_eq!(verdict(&[owner("gone")], alive), Verdict::Delete);
+        use OwnerState::*;
+        let state = |o: &OwnerReference| match o.uid.as_str() {
+            "alive" => Some(Solid),
+            "waiting" => Some(Waiting),
+            "gone" => Some(Gone),
+            _ => None,
+        };
+        assert_eq!(verdict(&[], state, false), Verdict::Keep);
+        assert_eq!(verdict(&[owner("alive")], state, false), Verdict::Keep);
         assert_eq!(
-            verdict(&[owner("alive"), owner("gone")], alive),
+            verdict(&[owner("gone")], state, true),
+            Verdict::Delete { foreground: false }
+        );
+        assert_eq!(
+            verdict(&[owner("alive"), owner("gone")], state, false),
             Verdict::RemoveOwners(vec!["gone".into()])
         );
         // An owner whose kind cannot be resolved is presumed alive.
-        assert_eq!(verdict(&[owner("x")], |_| None), Verdict::Keep);
+        assert_eq!(verdict(&[owner("x")], |_| None, false), Verdict::Keep);
+        // Foreground: a dependent with a valid owner only loses the waiting one…
+        assert_eq!(
+            verdict(&[owner("waiting"), owner("alive")], state, false),
+            Verdict::RemoveOwners(vec!["waiting".into()])
+        );
+        // …one without goes, in the foreground itself when it has dependents.
+        assert_eq!(
+            verdict(&[owner("waiting")], state, false),
+            Verdict::Delete { foreground: false }
+        );
+        assert_eq!(
+            verdict(&[owner("waiting"), owner("gone")], state, true),
+            Verdict::Delete { foreground: true }
+        );
+    }
+
+    fn entry(name: &str, owners: &[&str], deleting: bool, finalizers: &[&str]) -> Entry {
+        Entry {
+            kind: 0,
+            namespace: Some("ns".into()),
+            name: name.into(),
+            owners: owners.iter().map(|u| owner(u)).collect(),
+            finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+            deleting,
+        }
+    }
+
+    fn graph(entries: Vec<Entry>) -> Vec<HashMap<String, Entry>> {
+        vec![entries.into_iter().map(|e| (e.name.clone(), e)).collect()]
+    }
+
+    /// The plan as "what uid" lines, sorted.
+    fn planned(objects: &[HashMap<String, Entry>]) -> Vec<String> {
+        let mut out: Vec<String> = plan(objects, &HashMap::new())
+            .into_iter()
+            .map(|(uid, w)| match w {
+                Work::Dependent {
+                    cycle,
+                    has_dependents,
+                    ..
+                } => {
+                    format!("dependent {uid} deps={has_dependents} cycle={cycle}")
+                }
+                Work::Orphan { dependents, .. } => {
+                    let mut names: Vec<String> = dependents.into_iter().map(|d| d.name).collect();
+                    names.sort();
+                    format!("orphan {uid} {names:?}")
+                }
+                Work::Release { .. } => format!("release {uid}"),
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn an_orphaning_owner_strips_its_dependents_then_its_finalizer() {
+        let g = graph(vec![
+            entry("rc", &[], true, &[ORPHAN]),
+            entry("p1", &["rc"], false, &[]),
+            entry("p2", &["rc", "other"], false, &[]),
+            entry("other", &[], false, &[]),
+        ]);
+        // p1 and p2 are not collected: their owner is being orphaned, not gone.
+        assert_eq!(planned(&g), ["orphan rc [\"p1\", \"p2\"]"]);
+    }
+
+    #[test]
+    fn a_foreground_owner_waits_for_its_blocking_dependents() {
+        let g = graph(vec![
+            entry("rc", &[], true, &[FOREGROUND]),
+            entry("p1", &["rc"], false, &[]),
+            entry("p2", &["rc"], true, &[]),
+        ]);
+        // p1 is deleted; p2 is already going; rc keeps its finalizer meanwhile.
+        assert_eq!(planned(&g), ["dependent p1 deps=false cycle=false"]);
+        let g = graph(vec![entry("rc", &[], true, &[FOREGROUND])]);
+        assert_eq!(planned(&g), ["release rc"]);
+        // A non-blocking reference does not hold the owner.
+        let mut loose = entry("p1", &["rc"], false, &[]);
+        loose.owners[0].block_owner_deletion = Some(false);
+        let g = graph(vec![entry("rc", &[], true, &[FOREGROUND]), loose]);
+        assert_eq!(
+            planned(&g),
+            ["dependent p1 deps=false cycle=false", "release rc"]
+        );
+    }
+
+    #[test]
+    fn a_cycle_of_owners_is_seen() {
+        // pod1 ← pod3, pod2 ← pod1, pod3 ← pod2; pod1 and pod2 are deleted in the foreground.
+        let g = graph(vec![
+            entry("pod1", &["pod3"], true, &[FOREGROUND]),
+            entry("pod2", &["pod1"], true, &[FOREGROUND]),
+            entry("pod3", &["pod2"], false, &[]),
+        ]);
+        // pod3 has a dependent (pod1) waiting for its own: it must unblock before it goes.
+        assert_eq!(planned(&g), ["dependent pod3 deps=true cycle=true"]);
+    }
+
+    #[test]
+    fn a_dependent_of_a_vanished_owner_is_collected() {
+        let g = graph(vec![entry("p1", &["gone"], false, &[])]);
+        assert_eq!(planned(&g), ["dependent p1 deps=false cycle=false"]);
+        let g = graph(vec![
+            entry("rs", &[], false, &[]),
+            entry("p1", &["rs"], false, &[]),
+        ]);
+        assert!(planned(&g).is_empty());
     }
 }

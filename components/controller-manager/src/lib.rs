@@ -43,6 +43,7 @@ pub mod pv_queue;
 pub mod pvc_protection;
 pub mod replicaset;
 pub mod replicationcontroller;
+pub mod resourcequota;
 pub mod root_ca;
 pub mod selector;
 pub mod serviceaccount;
@@ -154,6 +155,11 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "endpointslice",
         enabled_by_default: true,
         run: |ctx| endpointslice::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "resourcequota",
+        enabled_by_default: true,
+        run: |ctx| resourcequota::run(ctx).boxed(),
     },
     ControllerSpec {
         name: "garbagecollector",

@@ -231,6 +231,16 @@ pub fn compute_status<T: ReplicaOwner>(
     }
 }
 
+/// The merge patch setting `status`: fields it leaves unset (no conditions left) are cleared
+/// explicitly, or the merge would keep the stored ones (a ReplicaFailure that no longer holds).
+pub fn status_patch(status: &ReplicaSetStatus) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if status.conditions.is_none() {
+        value["conditions"] = serde_json::Value::Null;
+    }
+    json!({ "status": value })
+}
+
 /// The message of a refused request (what upstream's err.Error() shows), else the error itself.
 fn error_message(e: &kube::Error) -> String {
     match e {
@@ -405,6 +415,7 @@ async fn reconcile<T: ReplicaOwner>(
     let now = Timestamp::now();
     let reference = object_reference(rs.as_ref());
     let mut failure: Option<ManageFailure> = None;
+    let mut events: Vec<(&'static str, &'static str, String)> = Vec::new();
 
     if meta.deletion_timestamp.is_none() {
         let d = diff(rs.as_ref(), active.len());
@@ -437,11 +448,7 @@ async fn reconcile<T: ReplicaOwner>(
                         format!("Error creating: {}", error_message(e)),
                     ),
                 };
-                let _ = st
-                    .ctx
-                    .recorder
-                    .record(&reference, kind, reason, &message)
-                    .await;
+                events.push((kind, reason, message));
             }
             if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
                 tracing::warn!(kind = T::KIND, owner = %key, error = %e, "creating pods");
@@ -489,15 +496,21 @@ async fn reconcile<T: ReplicaOwner>(
                         message: message.trim_start_matches("Error deleting: ").into(),
                     });
                 }
-                let _ = st
-                    .ctx
-                    .recorder
-                    .record(&reference, kind, reason, &message)
-                    .await;
+                events.push((kind, reason, message));
             }
         }
     }
 
+    // The events go out on their own, as client-go's broadcaster sends them: a slow API must
+    // not hold up the status written next, nor the next sync that sees the pods just made.
+    if !events.is_empty() {
+        let recorder = st.ctx.recorder.clone();
+        tokio::spawn(async move {
+            for (kind, reason, message) in events {
+                let _ = recorder.record(&reference, kind, reason, &message).await;
+            }
+        });
+    }
     let status = compute_status(rs.as_ref(), &active, failure.as_ref(), now);
     if rs.replica_status().as_ref() != Some(&status) {
         let rs_api: Api<T> = Api::namespaced(st.ctx.client.clone(), &ns);
@@ -505,7 +518,7 @@ async fn reconcile<T: ReplicaOwner>(
             .patch_status(
                 &name,
                 &PatchParams::default(),
-                &Patch::Merge(&json!({"status": status})),
+                &Patch::Merge(&status_patch(&status)),
             )
             .await
             .map_err(api_err("updating status", kind, &key))?;
@@ -641,6 +654,16 @@ mod tests {
             compute_status(&failed, &[], Some(&other), now).conditions,
             s.conditions
         );
-        assert_eq!(compute_status(&failed, &[], None, now).conditions, None);
+        let cleared = compute_status(&failed, &[], None, now);
+        assert_eq!(cleared.conditions, None);
+        // The patch clears the stored condition rather than leaving it out.
+        assert_eq!(
+            status_patch(&cleared)["status"]["conditions"],
+            serde_json::Value::Null
+        );
+        assert!(status_patch(&cleared)["status"]
+            .as_object()
+            .unwrap()
+            .contains_key("conditions"));
     }
 }

@@ -1,8 +1,10 @@
-//! `resourceFieldRef` env values (the downward API's container resources): `limits.*` and `requests.*`
-//! of cpu, memory, ephemeral-storage and hugepages, divided by the divisor (default 1) and rounded up, as
-//! upstream does. A container without a cpu or memory limit reads the node's allocatable instead;
-//! requests without a value fall back to the container's own limit (the API's defaulting), else 0.
-//! Quantities are parsed exactly (decimal and binary suffixes, exponents), not through floats.
+//! `resourceFieldRef` values (the downward API's container resources), for env vars ([`value`]) and
+//! downwardAPI volume files ([`volume_value`]): `limits.*` and `requests.*` of cpu, memory,
+//! ephemeral-storage and hugepages, divided by the divisor (default 1) and rounded up, as upstream does
+//! (pkg/api/v1/resource). A container without a cpu or memory limit reads the node's allocatable instead
+//! (pkg/kubelet/kubelet_resources.go); requests without a value fall back to the container's own limit
+//! (the API's defaulting), else 0. Quantities are parsed exactly (decimal and binary suffixes,
+//! exponents), not through floats.
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 
@@ -16,6 +18,8 @@ pub enum ResourceError {
     Divisor(String),
     #[error("container {0:?} not found in the pod")]
     NoContainer(String),
+    #[error("a downwardAPI volume's resourceFieldRef must name its containerName")]
+    NoContainerName,
     #[error("{0} has no limit and the node's allocatable {0} is not known")]
     NoAllocatable(String),
 }
@@ -108,6 +112,23 @@ fn quantity<'a>(
     list.and_then(|m| m.get(name)).map(|q| q.0.as_str())
 }
 
+/// The container of `pod` named `name` (app or init container), as upstream's findContainerInPod.
+fn container<'a>(pod: &'a Pod, name: &str) -> Result<&'a Container, ResourceError> {
+    pod.spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .find(|c| c.name == name)
+        .ok_or_else(|| ResourceError::NoContainer(name.to_string()))
+}
+
+fn named(sel: &ResourceFieldSelector) -> Option<&str> {
+    sel.container_name.as_deref().filter(|n| !n.is_empty())
+}
+
 /// The env value of `sel` for container `own` of `pod` (or the container `sel.containerName` names).
 pub fn value(
     pod: &Pod,
@@ -115,19 +136,29 @@ pub fn value(
     sel: &ResourceFieldSelector,
     node: &NodeAllocatable,
 ) -> Result<String, ResourceError> {
-    let c = match sel.container_name.as_deref().filter(|n| !n.is_empty()) {
+    let c = match named(sel) {
         None => own,
-        Some(name) => pod
-            .spec
-            .iter()
-            .flat_map(|s| {
-                s.containers
-                    .iter()
-                    .chain(s.init_containers.iter().flatten())
-            })
-            .find(|c| c.name == name)
-            .ok_or_else(|| ResourceError::NoContainer(name.to_string()))?,
+        Some(name) => container(pod, name)?,
     };
+    of_container(c, sel, node)
+}
+
+/// A downwardAPI volume file's value: there the selector names its container (the API requires it).
+pub fn volume_value(
+    pod: &Pod,
+    sel: &ResourceFieldSelector,
+    node: &NodeAllocatable,
+) -> Result<String, ResourceError> {
+    let name = named(sel).ok_or(ResourceError::NoContainerName)?;
+    of_container(container(pod, name)?, sel, node)
+}
+
+/// `sel` read from container `c`'s resources, the node's allocatable standing in for unset limits.
+fn of_container(
+    c: &Container,
+    sel: &ResourceFieldSelector,
+    node: &NodeAllocatable,
+) -> Result<String, ResourceError> {
     let unsupported = || ResourceError::Unsupported(sel.resource.clone());
     let (kind, res) = sel.resource.split_once('.').ok_or_else(unsupported)?;
     if !matches!(res, "cpu" | "memory" | "ephemeral-storage") && !res.starts_with("hugepages-") {
@@ -250,6 +281,27 @@ mod tests {
             value(&p, main, &sel, &unknown),
             Err(ResourceError::NoAllocatable(_))
         ));
+    }
+
+    #[test]
+    fn volume_files_name_their_container() {
+        let p = pod(serde_json::json!({"requests": {"cpu": "250m"}, "limits": {"cpu": "1250m"}}));
+        let sel =
+            |v: serde_json::Value| -> ResourceFieldSelector { serde_json::from_value(v).unwrap() };
+        let main_cpu = sel(serde_json::json!({"containerName": "main", "resource": "limits.cpu"}));
+        assert_eq!(volume_value(&p, &main_cpu, &node()).unwrap(), "2");
+        let side_cpu = sel(serde_json::json!({"containerName": "side", "resource": "limits.cpu"}));
+        assert_eq!(volume_value(&p, &side_cpu, &node()).unwrap(), "4");
+        let unnamed = sel(serde_json::json!({"resource": "limits.cpu"}));
+        assert_eq!(
+            volume_value(&p, &unnamed, &node()),
+            Err(ResourceError::NoContainerName)
+        );
+        let missing = sel(serde_json::json!({"containerName": "gone", "resource": "limits.cpu"}));
+        assert_eq!(
+            volume_value(&p, &missing, &node()),
+            Err(ResourceError::NoContainer("gone".into()))
+        );
     }
 
     #[test]

@@ -346,6 +346,10 @@ impl Runtime for AdmissionGate {
         self.inner.stop_pod(uid, grace).await
     }
 
+    fn update_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        self.inner.update_pod(pod)
+    }
+
     fn pod_status(&self, uid: &str) -> Option<PodStatus> {
         self.inner.pod_status(uid)
     }

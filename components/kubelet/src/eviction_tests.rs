@@ -403,6 +403,7 @@ fn running(uid: &str) -> PodStatus {
             },
             last_termination: None,
             ready: true,
+            restarting: false,
         }],
         init_containers: vec![],
         pod_ip: None,
@@ -721,6 +722,7 @@ async fn a_missing_filesystem_is_an_error_naming_it() {
 #[derive(Default)]
 struct CountingRuntime {
     started: Mutex<Vec<String>>,
+    updated: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -744,6 +746,13 @@ impl Runtime for CountingRuntime {
     async fn stop_pod(&self, _: &str, _: Option<Duration>) -> Result<(), RuntimeError> {
         Ok(())
     }
+    fn update_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        self.updated
+            .lock()
+            .unwrap()
+            .push(pod.metadata.name.clone().unwrap());
+        Ok(())
+    }
     fn pod_status(&self, _: &str) -> Option<PodStatus> {
         None
     }
@@ -751,6 +760,23 @@ impl Runtime for CountingRuntime {
         let started = self.started.lock().unwrap();
         started.iter().map(|n| format!("uid-{n}")).collect()
     }
+}
+
+#[tokio::test]
+async fn a_running_pods_update_passes_the_gate_to_the_runtime() {
+    let inner = Arc::new(CountingRuntime::default());
+    let (_tx, rx) = pressure_channel();
+    let g = gate(
+        inner.clone(),
+        rx,
+        Evicted::default(),
+        Arc::new(FakeFailer::default()),
+        Arc::new(FakeRecorder::default()),
+    );
+    let p = pod("running", json!({}));
+    g.run_pod(&p).await.unwrap();
+    g.update_pod(&p).unwrap();
+    assert_eq!(*inner.updated.lock().unwrap(), vec!["running".to_string()]);
 }
 
 #[tokio::test]

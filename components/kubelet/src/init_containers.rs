@@ -31,7 +31,7 @@ fn succeeded(c: &ContainerStatus) -> bool {
 
 /// A terminated (not waiting to restart) init container with a non-zero exit is final.
 fn failed(c: &ContainerStatus) -> bool {
-    matches!(&c.state, ContainerState::Terminated(t) if t.exit_code != 0)
+    !c.restarting && matches!(&c.state, ContainerState::Terminated(t) if t.exit_code != 0)
 }
 
 pub fn progress(inits: &[ContainerStatus]) -> Progress {
@@ -60,6 +60,7 @@ mod tests {
             state,
             last_termination: None,
             ready: false,
+            restarting: false,
         }
     }
 

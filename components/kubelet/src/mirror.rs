@@ -122,9 +122,10 @@ pub fn phase(rt: &PodStatus) -> &'static str {
     if cs.is_empty() || cs.iter().any(|c| never_ran(&c)) {
         return "Pending";
     }
+    // An exit about to be restarted (shown as Terminated until the back-off shows) is not final.
     let all_terminated = cs
         .iter()
-        .all(|c| matches!(c.state, ContainerState::Terminated(_)));
+        .all(|c| matches!(c.state, ContainerState::Terminated(_)) && !c.restarting);
     if !all_terminated {
         // Waiting to restart after a crash: kubectl shows Running with CrashLoopBackOff.
         return "Running";
@@ -392,6 +393,7 @@ mod tests {
                     ready: matches!(state, ContainerState::Running { .. }),
                     state,
                     last_termination: last,
+                    restarting: false,
                 })
                 .collect(),
             pod_ip: None,
@@ -429,6 +431,10 @@ mod tests {
             phase(&rt(vec![(ContainerState::Terminated(term(2)), None)])),
             "Failed"
         );
+        // The same exit shown before its restart back-off: the pod is still Running.
+        let mut restarting = rt(vec![(ContainerState::Terminated(term(2)), Some(term(2)))]);
+        restarting.containers[0].restarting = true;
+        assert_eq!(phase(&restarting), "Running");
         let creating = ContainerState::Waiting {
             reason: "ContainerCreating".into(),
             message: None,

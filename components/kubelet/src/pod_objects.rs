@@ -9,6 +9,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use base64::Engine;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, PostParams};
 use kube::Client;
 
@@ -66,6 +67,8 @@ pub trait PodObjects: Send + Sync {
     ) -> Result<Option<PersistentVolumeClaim>, ObjectError>;
     /// None: no such PersistentVolume.
     async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ObjectError>;
+    /// The handler of a RuntimeClass; None: no such class.
+    async fn runtime_handler(&self, class: &str) -> Result<Option<String>, ObjectError>;
 }
 
 pub struct ApiObjects {
@@ -225,6 +228,15 @@ impl PodObjects for ApiObjects {
             Err(e) => Err(api_err("persistentvolume", "", name, e)),
         }
     }
+
+    async fn runtime_handler(&self, class: &str) -> Result<Option<String>, ObjectError> {
+        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        match api.get(class).await {
+            Ok(rc) => Ok(Some(rc.handler)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(api_err("runtimeclass", "", class, e)),
+        }
+    }
 }
 
 /// In-memory objects for tests.
@@ -237,6 +249,8 @@ pub struct FakeObjects {
     pub token_requests: std::sync::Mutex<u32>,
     pub claims: std::sync::Mutex<BTreeMap<(String, String), PersistentVolumeClaim>>,
     pub volumes: std::sync::Mutex<BTreeMap<String, PersistentVolume>>,
+    /// RuntimeClass name to handler.
+    pub runtime_classes: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 #[cfg(test)]
@@ -309,5 +323,9 @@ impl PodObjects for FakeObjects {
 
     async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ObjectError> {
         Ok(self.volumes.lock().unwrap().get(name).cloned())
+    }
+
+    async fn runtime_handler(&self, class: &str) -> Result<Option<String>, ObjectError> {
+        Ok(self.runtime_classes.lock().unwrap().get(class).cloned())
     }
 }

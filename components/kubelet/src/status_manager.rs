@@ -53,7 +53,12 @@ pub struct StatusManager {
 
 impl StatusManager {
     /// Queues `status` for `pod` (keyed by uid), replacing one not yet posted.
-    pub fn set(&self, uid: &str, pod: &Pod, status: ApiPodStatus) {
+    pub fn set(&self, uid: &str, pod: &Pod, mut status: ApiPodStatus) {
+        // The whole status is replaced: keep the QoS class the API server gave the pod at creation
+        // (upstream's kubelet reports the same class, computed the same way).
+        if status.qos_class.is_none() {
+            status.qos_class = pod.status.as_ref().and_then(|s| s.qos_class.clone());
+        }
         let generation = self
             .generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

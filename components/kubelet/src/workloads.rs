@@ -4,7 +4,7 @@
 //! does), stop pods whose object vanished — and reports each pod's status through the status subresource.
 //! The decisions are a pure function ([`plan`]), tested without an API server or a runtime.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +35,8 @@ pub enum WorkloadError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Start(Box<Pod>),
+    /// Hand a running pod's changed object to the runtime ([`Runtime::update_pod`]).
+    Update(Box<Pod>),
     /// Stop the pod's containers with this grace (None: the pod's own terminationGracePeriodSeconds).
     Stop {
         uid: String,
@@ -80,12 +82,32 @@ fn terminal(p: &Pod) -> bool {
     )
 }
 
-/// Desired vs actual. `running`: pods the runtime has; `stopping`: stops in progress; `refused`: pods the
-/// runtime rejected (not retried until they are gone).
+/// What a running pod is shown of its own object that can change while it runs: the labels and
+/// annotations its downwardAPI volumes (whole maps or single keys) read. The rest they expose — name,
+/// namespace, uid — cannot change. None and an empty map are the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shown {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+impl Shown {
+    pub fn of(p: &Pod) -> Self {
+        Shown {
+            labels: p.metadata.labels.clone().unwrap_or_default(),
+            annotations: p.metadata.annotations.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Desired vs actual. `running`: pods the runtime has; `shown`: what the runtime was last handed of each
+/// running pod's object (missing: not known, e.g. an adopted pod — it is handed again); `stopping`: stops
+/// in progress; `refused`: pods the runtime rejected (not retried until they are gone).
 pub fn plan(
     node: &str,
     pods: &[Pod],
     running: &HashSet<String>,
+    shown: &HashMap<String, Shown>,
     stopping: &HashSet<String>,
     refused: &HashSet<String>,
 ) -> Vec<Action> {
@@ -114,6 +136,8 @@ pub fn plan(
             }
         } else if !running.contains(&u) && !busy && !refused.contains(&u) && !terminal(p) {
             actions.push(Action::Start(Box::new(p.clone())));
+        } else if running.contains(&u) && !busy && shown.get(&u) != Some(&Shown::of(p)) {
+            actions.push(Action::Update(Box::new(p.clone())));
         }
     }
     let mut orphans: Vec<&String> = running
@@ -293,6 +317,8 @@ pub struct WorkloadPods {
     /// (computed once, so every sync posts the same status): never started again.
     expired: HashMap<String, ApiPodStatus>,
     posted: HashMap<String, serde_json::Value>,
+    /// What the runtime was last handed of each pod's object ([`Shown`]).
+    shown: HashMap<String, Shown>,
     status: StatusManager,
     /// The first full list of this node's pods has arrived.
     listed: bool,
@@ -312,6 +338,7 @@ impl WorkloadPods {
             refused: HashMap::new(),
             expired: HashMap::new(),
             posted: HashMap::new(),
+            shown: HashMap::new(),
             status: StatusManager::default(),
             listed: false,
             adopted: false,
@@ -402,15 +429,33 @@ impl WorkloadPods {
             .chain(self.expired.keys())
             .cloned()
             .collect();
-        for a in plan(&self.node_name, &pods, &running, &self.stopping, &refused) {
+        let actions = plan(
+            &self.node_name,
+            &pods,
+            &running,
+            &self.shown,
+            &self.stopping,
+            &refused,
+        );
+        for a in actions {
             match a {
                 Action::Start(p) => match self.runtime.run_pod(&p).await {
-                    Ok(()) => tracing::info!(pod = %key(&p), "pod admitted"),
+                    Ok(()) => {
+                        tracing::info!(pod = %key(&p), "pod admitted");
+                        self.shown.insert(uid(&p).to_string(), Shown::of(&p));
+                    }
                     Err(e @ RuntimeError::InvalidSpec { .. }) => {
                         tracing::warn!(pod = %key(&p), error = %e, "pod refused");
                         self.refused.insert(uid(&p).to_string(), e.to_string());
                     }
                     Err(e) => tracing::warn!(pod = %key(&p), error = %e, "starting pod"),
+                },
+                Action::Update(p) => match self.runtime.update_pod(&p) {
+                    Ok(()) => {
+                        tracing::debug!(pod = %key(&p), "pod update handed to the runtime");
+                        self.shown.insert(uid(&p).to_string(), Shown::of(&p));
+                    }
+                    Err(e) => tracing::warn!(pod = %key(&p), error = %e, "updating pod"),
                 },
                 Action::Stop { uid, grace } => {
                     tracing::info!(pod_uid = %uid, ?grace, "stopping pod");
@@ -477,6 +522,7 @@ impl WorkloadPods {
         }
         let live: HashSet<&String> = self.pods.keys().collect();
         self.posted.retain(|u, _| live.contains(u));
+        self.shown.retain(|u, _| live.contains(u));
         self.refused.retain(|u, _| live.contains(u));
         self.expired.retain(|u, _| live.contains(u));
     }

@@ -14,6 +14,16 @@ fn set(items: &[&str]) -> HashSet<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
 
+fn none() -> HashMap<String, Shown> {
+    HashMap::new()
+}
+
+fn shown(pods: &[Pod]) -> HashMap<String, Shown> {
+    pods.iter()
+        .map(|p| (uid(p).to_string(), Shown::of(p)))
+        .collect()
+}
+
 fn deleting(mut p: Pod, grace: i64) -> Pod {
     p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
@@ -27,6 +37,7 @@ fn names(actions: &[Action]) -> Vec<String> {
         .iter()
         .map(|a| match a {
             Action::Start(p) => format!("start {}", p.metadata.name.as_deref().unwrap()),
+            Action::Update(p) => format!("update {}", p.metadata.name.as_deref().unwrap()),
             Action::Stop { uid, grace } => format!("stop {uid} {grace:?}"),
             Action::Finalize { name, uid, .. } => format!("finalize {name} {uid}"),
         })
@@ -41,29 +52,88 @@ fn new_pods_on_this_node_start_others_are_ignored() {
     static_file.metadata.annotations =
         Some([(CONFIG_SOURCE.to_string(), "file".to_string())].into());
     let pods = vec![pod("a", "n1"), pod("b", "n2"), mirror, static_file];
-    let a = plan("n1", &pods, &set(&[]), &set(&[]), &set(&[]));
+    let a = plan("n1", &pods, &set(&[]), &none(), &set(&[]), &set(&[]));
     assert_eq!(names(&a), vec!["start a"]);
-    // Already running: nothing to do.
-    assert!(plan("n1", &pods, &set(&["uid-a"]), &set(&[]), &set(&[])).is_empty());
+    // Already running with the object it was handed: nothing to do.
+    assert!(plan(
+        "n1",
+        &pods,
+        &set(&["uid-a"]),
+        &shown(&pods),
+        &set(&[]),
+        &set(&[])
+    )
+    .is_empty());
+}
+
+#[test]
+fn a_running_pod_is_handed_its_changed_labels_and_annotations() {
+    let before = vec![pod("a", "n1")];
+    let handed = shown(&before);
+    let running = set(&["uid-a"]);
+    let mut labeled = pod("a", "n1");
+    labeled.metadata.labels = Some([("key1".to_string(), "value1".to_string())].into());
+    let a = plan(
+        "n1",
+        &[labeled.clone()],
+        &running,
+        &handed,
+        &set(&[]),
+        &set(&[]),
+    );
+    assert_eq!(names(&a), vec!["update a"]);
+    let [Action::Update(p)] = a.as_slice() else {
+        unreachable!()
+    };
+    assert_eq!(**p, labeled);
+    let mut annotated = pod("a", "n1");
+    annotated.metadata.annotations = Some([("builder".to_string(), "foo".to_string())].into());
+    let a = plan("n1", &[annotated], &running, &handed, &set(&[]), &set(&[]));
+    assert_eq!(names(&a), vec!["update a"]);
+    // Other changes (a new resourceVersion) and an empty map for none are not updates.
+    let mut same = pod("a", "n1");
+    same.metadata.resource_version = Some("7".into());
+    same.metadata.labels = Some(Default::default());
+    assert!(plan("n1", &[same], &running, &handed, &set(&[]), &set(&[])).is_empty());
+    // A running pod the runtime was never handed here (adopted) is handed once; none while stopping.
+    let a = plan("n1", &before, &running, &none(), &set(&[]), &set(&[]));
+    assert_eq!(names(&a), vec!["update a"]);
+    assert!(plan(
+        "n1",
+        &before,
+        &running,
+        &none(),
+        &set(&["uid-a"]),
+        &set(&[])
+    )
+    .is_empty());
 }
 
 #[test]
 fn deletion_stops_with_the_grace_then_finalizes() {
     let pods = vec![deleting(pod("a", "n1"), 7)];
-    let a = plan("n1", &pods, &set(&["uid-a"]), &set(&[]), &set(&[]));
+    let a = plan("n1", &pods, &set(&["uid-a"]), &none(), &set(&[]), &set(&[]));
     assert_eq!(names(&a), vec!["stop uid-a Some(7s)"]);
     // While stopping: wait.
-    assert!(plan("n1", &pods, &set(&[]), &set(&["uid-a"]), &set(&[])).is_empty());
+    assert!(plan("n1", &pods, &set(&[]), &none(), &set(&["uid-a"]), &set(&[])).is_empty());
     // Stopped (no longer in the runtime): remove the object.
-    let a = plan("n1", &pods, &set(&[]), &set(&[]), &set(&[]));
+    let a = plan("n1", &pods, &set(&[]), &none(), &set(&[]), &set(&[]));
     assert_eq!(names(&a), vec!["finalize a uid-a"]);
 }
 
 #[test]
 fn pods_gone_from_the_api_are_stopped_with_their_own_grace() {
-    let a = plan("n1", &[], &set(&["uid-x"]), &set(&[]), &set(&[]));
+    let a = plan("n1", &[], &set(&["uid-x"]), &none(), &set(&[]), &set(&[]));
     assert_eq!(names(&a), vec!["stop uid-x None"]);
-    assert!(plan("n1", &[], &set(&["uid-x"]), &set(&["uid-x"]), &set(&[])).is_empty());
+    assert!(plan(
+        "n1",
+        &[],
+        &set(&["uid-x"]),
+        &none(),
+        &set(&["uid-x"]),
+        &set(&[])
+    )
+    .is_empty());
 }
 
 #[test]
@@ -74,7 +144,15 @@ fn terminal_and_refused_pods_are_not_started_again() {
         ..Default::default()
     });
     let pods = vec![done, pod("bad", "n1")];
-    assert!(plan("n1", &pods, &set(&[]), &set(&[]), &set(&["uid-bad"])).is_empty());
+    assert!(plan(
+        "n1",
+        &pods,
+        &set(&[]),
+        &none(),
+        &set(&[]),
+        &set(&["uid-bad"])
+    )
+    .is_empty());
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! `kiln lab up` makes a host with its own namespaces; the test installs the CNI plugins, writes the
 //! containerd config and starts containerd there, then runs `kiln-cri-smoke` (the kubelet's CRI runtime
 //! without an API server) on the host: pods are pulled from the lab registry, served over the pod network,
-//! crash-looped, liveness-restarted, and finally stopped and removed.
+//! crash-looped, liveness-restarted, OOM-killed at their memory limit, and finally stopped and removed.
 
 mod common;
 
@@ -97,7 +97,7 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
         "/usr/local/bin/kiln-cri-smoke",
         "0755",
     );
-    for pod in ["web", "crash", "sick"] {
+    for pod in ["web", "crash", "sick", "oom"] {
         lab.put(
             &here.join(format!("{pod}.yaml")),
             &format!("/tmp/smoke/{pod}.yaml"),
@@ -122,6 +122,7 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
             "/tmp/smoke/web.yaml",
             "/tmp/smoke/crash.yaml",
             "/tmp/smoke/sick.yaml",
+            "/tmp/smoke/oom.yaml",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -220,6 +221,23 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
             })
         },
     );
+
+    // oom: its limits reach its cgroup (memory 32Mi, a 20 ms CFS quota per 100 ms, 204 shares); past
+    // the memory limit the kernel kills it: OOMKilled with exit code 137, then restarted.
+    wait_for(&rx, &mut seen, 120, "oom OOM-killed and restarted", |s| {
+        s.ctr("oom").is_some_and(|c| {
+            c["restartCount"].as_i64().unwrap_or(0) >= 1
+                && c["lastState"]["terminated"]["reason"] == "OOMKilled"
+        })
+    });
+    let last = &seen.ctr("oom").unwrap()["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 137, "{last}");
+    let log = lab.sh("cat /var/log/pods/default_oom_uid-oom/main/0.log", b"");
+    let printed: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.rsplit(" stdout F ").next())
+        .collect();
+    assert_eq!(printed, ["33554432", "20000", "204"], "{log}");
 
     // Stop everything: the smoke binary stops each pod (StopContainer with grace, StopPodSandbox,
     // RemoveContainer, RemovePodSandbox) and checks no sandbox of ours is left.

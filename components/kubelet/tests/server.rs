@@ -52,6 +52,7 @@ fn container(restart_count: i32, running: bool) -> ContainerStatus {
         },
         last_termination: None,
         ready: running,
+        restarting: false,
     }
 }
 

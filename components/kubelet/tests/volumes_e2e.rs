@@ -2,8 +2,8 @@
 //! the real kubectl against kiln-apiserver (with a service-account signing key, so TokenRequest works):
 //! an init container gated by the test shows `Init:0/1` (Pending, Initialized=False), then writes into
 //! an emptyDir; the app container sees env from configMapKeyRef, secretKeyRef and fieldRef, a read-only
-//! configMap volume, a 0400 secret volume and the service-account volume, and reports them to a hostPath
-//! the test reads (plus a subPath mount, a Memory emptyDir and `$(VAR)` in args). A ConfigMap update
+//! configMap volume, a secret volume (0644 files, as upstream) and the service-account volume, and
+//! reports them to a hostPath the test reads (plus a subPath mount, a Memory emptyDir and `$(VAR)` in args). A ConfigMap update
 //! reaches the running container's file; a missing ConfigMap is CreateContainerConfigError with upstream's
 //! message; deleting the pod removes its volume dirs (the tmpfs unmounted first).
 
@@ -124,7 +124,11 @@ fn env_volumes_and_init_containers_on_containerd() {
     assert_eq!(line("MARKER"), "init-was-here", "emptyDir shared with init");
     assert_eq!(line("CFG_GREETING"), "hello");
     assert_eq!(line("SECRET"), "s3cret");
-    assert_eq!(line("SECRET_MODE"), "400", "secret files default to 0400");
+    assert_eq!(
+        line("SECRET_MODE"),
+        "644",
+        "secret files default to 0644 (defaultMode 420), as upstream"
+    );
     assert_eq!(line("SA_NS"), "default");
     let token_bytes: usize = line("SA_TOKEN_BYTES").trim().parse().unwrap();
     assert!(token_bytes > 100, "a JWT: {report}");

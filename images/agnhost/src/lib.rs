@@ -8,6 +8,7 @@ pub mod crd_conversion_webhook;
 pub mod dns;
 pub mod entrypoint_tester;
 pub mod gofmt;
+pub mod guestbook;
 pub mod kube_json;
 pub mod liveness;
 pub mod logs_generator;

@@ -1,8 +1,8 @@
 use clap::{Parser, Subcommand};
 
 use kiln_agnhost::{
-    connect, crd_conversion_webhook, dns, entrypoint_tester, liveness, logs_generator, mounttest,
-    netexec, pause, porter, serve_hostname, test_webserver, webhook,
+    connect, crd_conversion_webhook, dns, entrypoint_tester, guestbook, liveness, logs_generator,
+    mounttest, netexec, pause, porter, serve_hostname, test_webserver, webhook,
 };
 
 /// Subcommands of the Kubernetes e2e test image, as upstream agnhost names and runs them.
@@ -42,6 +42,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Creates a HTTP server with various endpoints representing a guestbook app
+    Guestbook(guestbook::GuestbookArgs),
     /// Starts a server that is alive for 10 seconds.
     Liveness,
     /// Outputs lines of logs to stdout uniformly.
@@ -108,6 +110,7 @@ async fn serve(command: Command) -> i32 {
     let result: Result<i32, String> = match command {
         Command::Connect(a) => Ok(connect::run(a).await),
         Command::CrdConversionWebhook(a) => Ok(crd_conversion_webhook::run(a).await),
+        Command::Guestbook(a) => guestbook::run(a).await.map_err(|e| e.to_string()),
         Command::Liveness => liveness::run().await.map_err(|e| e.to_string()),
         Command::LogsGenerator(a) => Ok(logs_generator::run(a).await),
         Command::Netexec(a) => netexec::run(a).await.map_err(|e| e.to_string()),

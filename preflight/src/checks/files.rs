@@ -54,6 +54,44 @@ pub(super) fn cri(f: &Facts, role: Role) -> Outcome {
     ))
 }
 
+/// (major, minor, patch).
+type Version = (u32, u32, u32);
+
+/// containerd releases whose task deletion closes a container's output pipes before they are
+/// drained (containerd's task.Delete called io.Close before io.Wait; fixed in 1.6.22 and 1.7.2 by
+/// "task: don't close() io before cancel()"): a container that prints and exits at once can lose
+/// its last output, so `kubectl logs` of a short Job pod comes back empty. Debian 12 ships 1.6.20.
+const LOSSY_LOG_RANGES: &[(Version, Version)] = &[((1, 6, 0), (1, 6, 22)), ((1, 7, 0), (1, 7, 2))];
+
+/// `1.6.20~ds1`, `v1.7.1`, `1.6.20-1`: (major, minor, patch).
+fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let core = v.trim_start_matches('v');
+    let mut parts = core.split('.');
+    let num = |p: Option<&str>| -> Option<u32> {
+        let p = p?;
+        let end = p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len());
+        p[..end].parse().ok()
+    };
+    Some((num(parts.next())?, num(parts.next())?, num(parts.next())?))
+}
+
+pub(super) fn containerd_version(f: &Facts, role: Role) -> Outcome {
+    if !role.runs_workloads() {
+        return None;
+    }
+    let text = f.containerd_version.as_deref()?;
+    let v = parse_version(text)?;
+    LOSSY_LOG_RANGES
+        .iter()
+        .find(|(lo, hi)| *lo <= v && v < *hi)
+        .map(|(_, hi)| {
+            (
+                Severity::Warning,
+                format!("containerd {text} can lose the last output of a container that exits right after writing it (`kubectl logs` of a short-lived pod may be empty); fixed in containerd {}.{}.{}", hi.0, hi.1, hi.2),
+            )
+        })
+}
+
 pub(super) fn store_dir(f: &Facts, _: Role) -> Outcome {
     (f.non_empty_dirs.contains("/var/lib/kiln/store") && !f.kiln_components.contains("kiln-store")).then(|| {
         (Severity::Error, "/var/lib/kiln/store is not empty and no kiln-store is configured here (run `kiln reset` first)".into())
@@ -93,6 +131,29 @@ mod tests {
         assert_eq!(sev("FileExisting-mount"), Some(Severity::Warning));
         assert_eq!(sev("FileExisting-nsenter"), Some(Severity::Warning));
         assert_eq!(sev("CRI"), None, "the socket is enough");
+    }
+
+    #[test]
+    fn containerd_releases_that_lose_output_are_a_warning() {
+        let mut f = good_facts();
+        for (v, warned) in [
+            ("1.6.20~ds1", true),
+            ("v1.7.1", true),
+            ("1.6.22", false),
+            ("1.7.24~ds1", false),
+            ("2.0.0", false),
+            ("1.5.9", false),
+        ] {
+            f.containerd_version = Some(v.into());
+            let got = containerd_version(&f, Role::Worker);
+            assert_eq!(got.is_some(), warned, "{v}: {got:?}");
+            if let Some((s, m)) = got {
+                assert_eq!(s, Severity::Warning);
+                assert!(m.contains(v) && m.contains("kubectl logs"), "{m}");
+            }
+        }
+        f.containerd_version = None;
+        assert_eq!(containerd_version(&f, Role::Worker), None);
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub const CHECKS: &[Check] = &[
         files::executable(f, "nsenter")
     }),
     check("CRI", BOTH, files::cri),
+    check("ContainerdVersion", BOTH, files::containerd_version),
     check("FileExisting-runc", BOTH, |f, _| {
         files::executable(f, "runc")
     }),

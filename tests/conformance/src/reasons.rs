@@ -5,22 +5,6 @@
 /// (part of the codename, reason)
 pub const REASONS: &[(&str, &str)] = &[
     (
-        "AdmissionWebhook",
-        "admission webhooks are served; no case deploys agnhost's webhook server for them yet (issue #28)",
-    ),
-    (
-        "CustomResourceConversionWebhook",
-        "conversion webhooks are served; no case drives agnhost's crd-conversion-webhook yet (issue #24)",
-    ),
-    (
-        "CustomResourcePublishOpenAPI",
-        "CRD schemas are published in /openapi/v2 and v3; no case reads them yet (issue #24)",
-    ),
-    (
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicy is served; no case written yet (issue #24)",
-    ),
-    (
         "Aggregator",
         "the aggregation layer is served; no case runs the sample API server yet (issue #24)",
     ),
@@ -29,17 +13,11 @@ pub const REASONS: &[(&str, &str)] = &[
         "[sig-apps] StatefulSet",
         "the kubelet does not reject a pod whose hostPort is taken (no Failed pod for the StatefulSet to recreate)",
     ),
-    ("exceeded quota", "ResourceQuota is not served (issue #25)"),
     (
         "PersistentVolume",
         "PersistentVolumes are not served (issue #23)",
     ),
     ("CSI", "CSI objects are not served (issue #23)"),
-    ("ResourceQuota", "ResourceQuota is not served (issue #25)"),
-    ("LimitRange", "LimitRange is not served (issue #25)"),
-    ("RuntimeClass", "RuntimeClasses are not served"),
-    ("IngressClass", "IngressClasses are not served"),
-    ("Ingress API", "Ingresses are not served"),
     (
         "Proxy version v1",
         "the pods/proxy, services/proxy and nodes/proxy subresources are not served (issue #30)",

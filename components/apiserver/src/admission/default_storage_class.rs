@@ -18,6 +18,12 @@ pub fn has_class(pvc: &Value) -> bool {
 
 /// The default class's name among `classes`, if any class is marked default.
 pub fn default_class(classes: &[Value]) -> Option<String> {
+    newest_default(classes, is_default_class)
+}
+
+/// Among the classes `is_default` marks, the newest by creationTimestamp, ties by lower name:
+/// how upstream picks a default StorageClass and a default IngressClass alike.
+pub fn newest_default(classes: &[Value], is_default: fn(&Value) -> bool) -> Option<String> {
     let created = |c: &Value| {
         c["metadata"]["creationTimestamp"]
             .as_str()
@@ -30,7 +36,7 @@ pub fn default_class(classes: &[Value]) -> Option<String> {
     let name = |c: &Value| c["metadata"]["name"].as_str().unwrap_or("").to_string();
     classes
         .iter()
-        .filter(|c| is_default_class(c))
+        .filter(|c| is_default(c))
         .min_by(|a, b| {
             created(b)
                 .cmp(&created(a))

@@ -7,10 +7,15 @@
 //! controller-manager) therefore leaves it off; `kiln init`'s static pod turns it on, as kubeadm's
 //! kube-apiserver has it.
 
+pub mod default_ingress_class;
 pub mod default_storage_class;
+pub mod limit_ranger;
 pub mod node_restriction;
 pub mod node_volumes;
+pub mod priority;
 pub mod pvc_resize;
+pub mod resource_quota;
+pub mod runtime_class;
 pub mod service_account;
 pub mod storage_protection;
 pub mod webhook;
@@ -18,8 +23,12 @@ pub mod webhook;
 use serde_json::Value;
 
 use crate::handlers::{AppState, Target};
-use crate::registry::lifecycle::{from_stored, name_suffix};
+use crate::registry::lifecycle::{from_stored, name_suffix, to_stored};
+use crate::registry::networking::INGRESS_CLASSES;
+use crate::registry::priority_classes::PRIORITY_CLASSES;
+use crate::registry::quotas::{LIMIT_RANGES, RESOURCE_QUOTAS};
 use crate::registry::resources::SERVICE_ACCOUNTS;
+use crate::registry::runtime_classes::RUNTIME_CLASSES;
 use crate::registry::storage_classes::STORAGE_CLASSES;
 use crate::status::{qualified, ApiError};
 use node_restriction::Op;
@@ -40,6 +49,11 @@ pub const KNOWN: &[&str] = &[
     "DefaultStorageClass",
     "StorageObjectInUseProtection",
     "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "DefaultIngressClass",
+    "LimitRanger",
+    "ResourceQuota",
+    "Priority",
 ];
 
 /// Which plugins run.
@@ -51,6 +65,14 @@ pub struct Plugins {
     pub default_storage_class: bool,
     pub storage_protection: bool,
     pub pvc_resize: bool,
+    /// RuntimeClass and DefaultIngressClass, on by default as upstream's.
+    pub runtime_class: bool,
+    pub default_ingress_class: bool,
+    /// LimitRanger and ResourceQuota, on by default as upstream's.
+    pub limit_ranger: bool,
+    pub resource_quota: bool,
+    /// Priority, on by default as upstream's.
+    pub priority: bool,
     /// Whether ServiceAccount admission adds token volumes (only when tokens can be issued).
     pub mount_tokens: bool,
 }
@@ -78,6 +100,11 @@ impl Plugins {
             default_storage_class: on("DefaultStorageClass", true),
             storage_protection: on("StorageObjectInUseProtection", true),
             pvc_resize: on("PersistentVolumeClaimResize", true),
+            runtime_class: on("RuntimeClass", true),
+            default_ingress_class: on("DefaultIngressClass", true),
+            limit_ranger: on("LimitRanger", true),
+            resource_quota: on("ResourceQuota", true),
+            priority: on("Priority", true),
             mount_tokens: can_issue_tokens,
         })
     }
@@ -165,6 +192,213 @@ pub async fn storage_create(
         }
     }
     Ok(())
+}
+
+/// The class plugins for a create: RuntimeClass and Priority on pods, DefaultIngressClass on
+/// Ingresses.
+pub async fn class_create(
+    state: &AppState,
+    target: &Target,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    let spec = target.spec;
+    if target.status {
+        return Ok(());
+    }
+    let plugins = state.admission;
+    if plugins.runtime_class && spec.group.is_empty() && spec.plural == "pods" {
+        let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let refuse = |reason: String| {
+            tracing::info!(pod = %name, %reason, "RuntimeClass refused");
+            forbidden("", "pods", &name, &reason)
+        };
+        match runtime_class::class_of(obj).map(str::to_string) {
+            Some(class_name) => {
+                let class = match state
+                    .store
+                    .get(&RUNTIME_CLASSES.key(None, &class_name))
+                    .await
+                    .map_err(crate::handlers::crud::store_error)?
+                {
+                    Some(v) => Some(from_stored(&v.value, v.mod_revision)?),
+                    None => None,
+                };
+                runtime_class::admit(obj, &class_name, class.as_ref()).map_err(refuse)?;
+            }
+            None if obj["spec"]["overhead"]
+                .as_object()
+                .is_some_and(|o| !o.is_empty()) =>
+            {
+                return Err(refuse(
+                    "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
+                        .into(),
+                ));
+            }
+            None => {}
+        }
+    }
+    if plugins.priority && spec.group.is_empty() && spec.plural == "pods" {
+        let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let named = match priority::class_of(obj).map(str::to_string) {
+            Some(class_name) => state
+                .store
+                .get(&PRIORITY_CLASSES.key(None, &class_name))
+                .await
+                .map_err(crate::handlers::crud::store_error)?
+                .map(|v| from_stored(&v.value, v.mod_revision))
+                .transpose()?,
+            None => None,
+        };
+        let classes = if priority::class_of(obj).is_none() {
+            list_values(state, &PRIORITY_CLASSES.key_prefix(None)).await?
+        } else {
+            Vec::new()
+        };
+        priority::admit(obj, named.as_ref(), &classes).map_err(|reason| {
+            tracing::info!(pod = %name, %reason, "Priority refused");
+            forbidden("", "pods", &name, &reason)
+        })?;
+    }
+    if plugins.default_ingress_class
+        && spec.group == crate::registry::networking::GROUP
+        && spec.plural == "ingresses"
+    {
+        let classes = list_values(state, &INGRESS_CLASSES.key_prefix(None)).await?;
+        if let Some(class) = default_ingress_class::admit(obj, &classes) {
+            tracing::debug!(ingress = obj["metadata"]["name"].as_str().unwrap_or(""), %class,
+                "DefaultIngressClass set the ingress's class");
+        }
+    }
+    Ok(())
+}
+
+/// LimitRanger for a create: the namespace's LimitRange defaults on a pod's containers, then its
+/// bounds on the pod (or on a claim's storage request).
+pub async fn limits_create(
+    state: &AppState,
+    target: &Target,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    let spec = target.spec;
+    let (Some(ns), false, true) = (
+        target.namespace.as_deref(),
+        target.status,
+        state.admission.limit_ranger && spec.group.is_empty(),
+    ) else {
+        return Ok(());
+    };
+    if spec.plural != "pods" && spec.plural != "persistentvolumeclaims" {
+        return Ok(());
+    }
+    let ranges = list_values(state, &LIMIT_RANGES.key_prefix(Some(ns))).await?;
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let errors = if spec.plural == "pods" {
+        if limit_ranger::default_pod(obj, &ranges).is_some() {
+            // Defaults can put a request above its limit: the pod is validated again.
+            let causes = (spec.validate)(obj);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(spec.group, spec.kind, &name, causes));
+            }
+        }
+        limit_ranger::validate_pod(obj, &ranges)
+    } else {
+        limit_ranger::validate_claim(obj, &ranges)
+    };
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let reason = limit_ranger::aggregate(&errors);
+    tracing::info!(namespace = ns, name = %name, %reason, "LimitRanger refused");
+    Err(forbidden(spec.group, spec.plural, &name, &reason))
+}
+
+/// How often the quota charge is retried when a quota changed under it.
+const QUOTA_ATTEMPTS: usize = 8;
+
+/// ResourceQuota for a create (the last admission step): refuses what the namespace's quotas do
+/// not allow, and charges the rest to them (not for a dry run).
+pub async fn quota_create(
+    state: &AppState,
+    target: &Target,
+    obj: &Value,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let spec = target.spec;
+    let (Some(ns), false, true) = (
+        target.namespace.as_deref(),
+        target.status,
+        state.admission.resource_quota,
+    ) else {
+        return Ok(());
+    };
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let prefix = RESOURCE_QUOTAS.key_prefix(Some(ns));
+    for _ in 0..QUOTA_ATTEMPTS {
+        let (items, _) = state
+            .store
+            .list(&prefix)
+            .await
+            .map_err(crate::handlers::crud::store_error)?;
+        if items.is_empty() {
+            return Ok(());
+        }
+        let quotas: Vec<(Value, i64)> = items
+            .iter()
+            .map(|i| Ok((from_stored(&i.value, i.mod_revision)?, i.mod_revision)))
+            .collect::<Result<_, ApiError>>()?;
+        let values: Vec<Value> = quotas.iter().map(|(q, _)| q.clone()).collect();
+        let charges =
+            resource_quota::evaluate(&values, spec.group, spec.plural, obj).map_err(|reason| {
+                tracing::info!(namespace = ns, name = %name, %reason, "ResourceQuota refused");
+                forbidden(spec.group, spec.plural, &name, &reason)
+            })?;
+        if dry_run || charges.is_empty() {
+            return Ok(());
+        }
+        let mut lost = false;
+        for charge in charges {
+            let Some((q, rev)) = quotas
+                .iter()
+                .find(|(q, _)| q["metadata"]["name"] == charge.name.as_str())
+            else {
+                continue;
+            };
+            let updated = resource_quota::charged(q.clone(), &charge.used);
+            match state
+                .store
+                .update(
+                    &RESOURCE_QUOTAS.key(Some(ns), &charge.name),
+                    to_stored(&updated),
+                    *rev,
+                )
+                .await
+            {
+                Ok(_) => {}
+                // The quota changed (another charge, or the controller's recount): evaluate anew.
+                Err(
+                    crate::storage::StoreError::Conflict | crate::storage::StoreError::NotFound,
+                ) => {
+                    lost = true;
+                    break;
+                }
+                Err(e) => return Err(crate::handlers::crud::store_error(e)),
+            }
+        }
+        if !lost {
+            return Ok(());
+        }
+    }
+    Err(ApiError {
+        code: 409,
+        reason: "Conflict",
+        message: format!(
+            "Operation cannot be fulfilled on resourcequotas: the quotas in namespace {ns} kept changing while {name:?} was charged to them"
+        ),
+        details: None,
+    })
 }
 
 /// PersistentVolumeClaimResize for an update of a claim (after the strategy's validation).

@@ -3,7 +3,8 @@
 //! version rewrites that field (upstream's nopConverter). Stored bytes that already name the
 //! wanted version (compact JSON starts with its sorted first key, apiVersion) are passed through
 //! untouched, so single-version CRDs pay nothing. Schema defaults apply on reads as well (upstream
-//! defaults when decoding from storage), for CRDs that declare any.
+//! defaults when decoding from storage), for CRDs that declare any. Built-in kinds served in
+//! several versions (`ResourceSpec.convert`) go through the same paths with their own converter.
 
 use serde_json::{json, Value};
 
@@ -12,12 +13,20 @@ use crate::status::ApiError;
 use crate::storage::{Store, Versioned};
 
 fn wanted(spec: &ResourceSpec) -> Option<String> {
-    spec.custom.map(|_| spec.api_version())
+    (spec.custom.is_some() || spec.convert.is_some()).then(|| spec.api_version())
 }
 
 /// Sets apiVersion to the served version (and applies schema defaults). CRDs with a conversion
 /// webhook are converted by [`served`] instead.
 pub fn to_served(spec: &ResourceSpec, obj: &mut Value) {
+    if let Some(convert) = spec.convert {
+        let api_version = spec.api_version();
+        if obj.is_object() && obj["apiVersion"].as_str() != Some(api_version.as_str()) {
+            convert(obj, spec.version);
+            obj["apiVersion"] = json!(api_version);
+        }
+        return;
+    }
     let Some(cr) = spec.custom else { return };
     if cr.conversion_webhook.is_some() {
         return;
@@ -73,6 +82,9 @@ pub async fn served(
     mut objects: Vec<Value>,
 ) -> Result<Vec<Value>, ApiError> {
     let Some(cr) = spec.custom else {
+        for obj in &mut objects {
+            to_served(spec, obj);
+        }
         return Ok(objects);
     };
     let Some(webhook) = &cr.conversion_webhook else {

@@ -219,8 +219,11 @@ pub(super) async fn create_object(
     }
     crate::admission::service_account(state, target, &mut obj).await?;
     crate::admission::storage_create(state, target, &mut obj).await?;
+    crate::admission::class_create(state, target, &mut obj).await?;
+    crate::admission::limits_create(state, target, &mut obj).await?;
     crate::admission::node_restriction(state, target, None, Op::Create(&obj))?;
     crate::admission::webhook::admit_create(state, target, query, &mut obj).await?;
+    crate::admission::quota_create(state, target, &obj, is_dry_run(query)).await?;
     state
         .allocator
         .prepare(&state.store, spec, &mut obj, None)

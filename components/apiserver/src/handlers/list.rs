@@ -94,6 +94,9 @@ pub struct ListPage {
     pub items: Vec<Versioned>,
     pub revision: i64,
     pub next: Option<Continue>,
+    /// Objects after this page (upstream's remainingItemCount): only on a page with a continue
+    /// token and no selector, where the store's count of the keys left is exact.
+    pub remaining: Option<i64>,
 }
 
 /// Store reads per filtered page are bounded so a selective selector cannot spin forever on a
@@ -116,9 +119,10 @@ fn retain_matching(items: &mut Vec<Versioned>, selectors: &Selectors) -> Result<
     failed.map_or(Ok(()), Err)
 }
 
-/// Custom resources read in another version than they were stored in get that apiVersion.
+/// Objects read in another version than they were stored in are converted (custom resources
+/// and built-in kinds served in several versions).
 fn served_versions(target: &Target, items: &mut [Versioned]) {
-    if target.spec.custom.is_some() {
+    if target.spec.custom.is_some() || target.spec.convert.is_some() {
         for item in items {
             crate::crd::convert::convert_in_place(target.spec, &mut item.value, item.mod_revision);
         }
@@ -144,6 +148,7 @@ pub async fn list_page(
             items,
             revision,
             next: None,
+            remaining: None,
         });
     }
     let (mut start, mut revision) = match from {
@@ -151,6 +156,7 @@ pub async fn list_page(
         None => (prefix.clone(), 0),
     };
     let mut items = Vec::new();
+    let mut remaining = None;
     for _ in 0..MAX_ROUNDS {
         let want = if limit > 0 {
             limit - items.len() as i64
@@ -168,6 +174,8 @@ pub async fn list_page(
                 other => store_error(other),
             })?;
         revision = page.revision;
+        // The keys counted from this read's start on, less the ones it returned.
+        remaining = Some(page.count - page.items.len() as i64);
         let last_key = page.items.last().map(|i| i.key.clone());
         served_versions(target, &mut page.items);
         crate::crd::convert::served_stored(&state.store, target.spec, &mut page.items).await?;
@@ -178,6 +186,7 @@ pub async fn list_page(
                 items,
                 revision,
                 next: None,
+                remaining: None,
             });
         };
         // The next read starts just after the last key seen.
@@ -194,6 +203,7 @@ pub async fn list_page(
         items,
         revision,
         next: Some(next),
+        remaining: remaining.filter(|_| selectors.is_empty()),
     })
 }
 
@@ -222,6 +232,9 @@ pub async fn list(
     let mut metadata = json!({"resourceVersion": page.revision.to_string()});
     if let Some(next) = &page.next {
         metadata["continue"] = json!(next.encode());
+    }
+    if let Some(n) = page.remaining {
+        metadata["remainingItemCount"] = json!(n);
     }
     let body = if table::wants_table(headers) {
         let mut out = Vec::with_capacity(stored_size(&page.items) + 4096);

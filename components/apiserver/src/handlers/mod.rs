@@ -272,6 +272,17 @@ pub fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> 
     }
 }
 
+/// Upstream's negotiation NotAcceptable: the Accept header asks for a representation (here a
+/// Table) the endpoint cannot produce.
+fn not_acceptable() -> ApiError {
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
+        None,
+    )
+}
+
 /// The server, not the client, says who asked (a CSR's spec.username/groups/uid/extra).
 fn record_requester(obj: &mut Value, who: &Identity) {
     if !obj["spec"].is_object() {
@@ -362,9 +373,14 @@ async fn serve_resource(
         if verb != "create" || rp.name.is_some() || rp.subresource.is_some() {
             return Err(ApiError::method_not_allowed(verb, spec.group, spec.plural));
         }
+        if table::wants_table(req.headers()) {
+            // No Table conversion exists for a review: upstream's output negotiation refuses the
+            // media type before the body is read.
+            return Err(not_acceptable());
+        }
         let (parts, body) = req.into_parts();
         let obj = parse_body(&parts.headers, &read_body(body).await?)?;
-        return reviews::create(&state, spec, &who, obj).await;
+        return reviews::create(&state, spec, rp.namespace.as_deref(), &who, obj).await;
     }
     let status = match rp.subresource.as_deref() {
         None => false,

@@ -202,21 +202,28 @@ pub fn custom_definitions(
     let mut object = schema
         .cloned()
         .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
-    if flavor == Flavor::V2 {
-        to_v2(&mut object);
+    let keeps_unknown = object["x-kubernetes-preserve-unknown-fields"] == json!(true);
+    if flavor == Flavor::V2 && keeps_unknown {
+        // A root that keeps unknown fields says nothing useful in v2: upstream publishes a bare
+        // object (buildKubeNative), so clients validate nothing against it.
+        object = json!({"type": "object"});
+    } else {
+        if flavor == Flavor::V2 {
+            to_v2(&mut object);
+        }
+        if !object["properties"].is_object() {
+            object["properties"] = json!({});
+        }
+        let properties = &mut object["properties"];
+        if properties.get("apiVersion").is_none() {
+            properties["apiVersion"] = json!({"type": "string", "description": API_VERSION_DOC});
+        }
+        if properties.get("kind").is_none() {
+            properties["kind"] = json!({"type": "string", "description": KIND_DOC});
+        }
+        properties["metadata"] = flavor.described_ref(OBJECT_META, METADATA_DOC);
+        object["type"] = json!("object");
     }
-    if !object["properties"].is_object() {
-        object["properties"] = json!({});
-    }
-    let properties = &mut object["properties"];
-    if properties.get("apiVersion").is_none() {
-        properties["apiVersion"] = json!({"type": "string", "description": API_VERSION_DOC});
-    }
-    if properties.get("kind").is_none() {
-        properties["kind"] = json!({"type": "string", "description": KIND_DOC});
-    }
-    properties["metadata"] = flavor.described_ref(OBJECT_META, METADATA_DOC);
-    object["type"] = json!("object");
     object["x-kubernetes-group-version-kind"] = gvk_list(spec.group, spec.version, spec.kind);
 
     let list_kind = if spec.list_kind.is_empty() {

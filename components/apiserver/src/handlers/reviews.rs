@@ -1,6 +1,8 @@
 //! Review kinds, computed per request and never stored: authorization.k8s.io
 //! SelfSubjectAccessReview / SubjectAccessReview (`kubectl auth can-i`), SelfSubjectRulesReview
-//! (`kubectl auth can-i --list`) and authentication.k8s.io SelfSubjectReview (`kubectl auth whoami`).
+//! (`kubectl auth can-i --list`), LocalSubjectAccessReview (a namespace admin's SubjectAccessReview)
+//! and authentication.k8s.io SelfSubjectReview (`kubectl auth whoami`) and TokenReview (how
+//! webhooks and aggregated servers authenticate their callers' bearer tokens).
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -57,13 +59,85 @@ fn user_of(who: &Identity) -> Result<&User, ApiError> {
     }
 }
 
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The user a SubjectAccessReview's spec names.
+fn subject(s: &Value) -> User {
+    User {
+        name: text(s, "user").to_string(),
+        groups: strings(&s["groups"]),
+    }
+}
+
+/// A LocalSubjectAccessReview asks about its own namespace only, and about resources only.
+fn local_review_check(spec: &Value, namespace: &str) -> Result<(), ApiError> {
+    let invalid = |cause| {
+        ApiError::invalid(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "",
+            vec![cause],
+        )
+    };
+    if spec["nonResourceAttributes"].is_object() {
+        return Err(invalid(crate::status::Cause::invalid(
+            "spec.nonResourceAttributes",
+            &spec["nonResourceAttributes"],
+            "disallowed on this kind of request",
+        )));
+    }
+    let asked = text(&spec["resourceAttributes"], "namespace");
+    if spec["resourceAttributes"].is_object() && asked != namespace {
+        return Err(invalid(crate::status::Cause::invalid(
+            "spec.resourceAttributes.namespace",
+            &json!(asked),
+            "must match metadata.namespace",
+        )));
+    }
+    Ok(())
+}
+
+/// TokenReview status: who the token is, or `{"user": {}}` when it is not valid.
+async fn token_review(state: &AppState, spec: &Value) -> Result<Value, ApiError> {
+    let token = text(spec, "token");
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let audiences = strings(&spec["audiences"]);
+    let reviewed = state
+        .tokens
+        .review(token, &audiences)
+        .await
+        .map_err(super::crud::store_error)?;
+    Ok(match reviewed {
+        Some((user, audiences)) => json!({
+            "authenticated": true,
+            "user": {"username": user.name, "groups": user.groups},
+            "audiences": audiences,
+        }),
+        None => json!({"user": {}}),
+    })
+}
+
 pub async fn create(
     state: &AppState,
     spec: &'static ResourceSpec,
+    namespace: Option<&str>,
     who: &Identity,
     mut obj: Value,
 ) -> Result<Response, ApiError> {
-    check_identity(spec, None, &mut obj)?;
+    check_identity(spec, namespace, &mut obj)?;
     let decoded = (spec.decode)(obj.clone()).map_err(ApiError::bad_request)?;
     let internal = |e: crate::rbac::RbacError| ApiError::internal(e.to_string());
     let status = match spec.plural {
@@ -78,26 +152,26 @@ pub async fn create(
         }
         "subjectaccessreviews" => {
             let s = &decoded["spec"];
-            let subject = User {
-                name: text(s, "user").to_string(),
-                groups: s["groups"]
-                    .as_array()
-                    .map(|g| {
-                        g.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            };
             let attrs = attributes(s)?;
             let allowed = state
                 .authorizer
-                .authorize(&Identity::User(subject), &attrs)
+                .authorize(&Identity::User(subject(s)), &attrs)
                 .await
                 .map_err(internal)?;
             json!({"allowed": allowed})
         }
+        "localsubjectaccessreviews" => {
+            let s = &decoded["spec"];
+            local_review_check(s, namespace.unwrap_or(""))?;
+            let attrs = attributes(s)?;
+            let allowed = state
+                .authorizer
+                .authorize(&Identity::User(subject(s)), &attrs)
+                .await
+                .map_err(internal)?;
+            json!({"allowed": allowed})
+        }
+        "tokenreviews" => token_review(state, &decoded["spec"]).await?,
         "selfsubjectrulesreviews" => {
             let user = user_of(who)?;
             let ns = non_empty(text(&decoded["spec"], "namespace"));

@@ -106,6 +106,8 @@ pub fn node_rules() -> Vec<Value> {
         ),
         rule(&["storage.k8s.io"], &["volumeattachments"], &["get"]),
         rule(&["storage.k8s.io"], &["csidrivers"], READ),
+        // The kubelet resolves a pod's runtimeClassName to its CRI handler.
+        rule(&["node.k8s.io"], &["runtimeclasses"], READ),
         rule(
             &["storage.k8s.io"],
             &["csinodes"],
@@ -213,6 +215,12 @@ pub fn cluster_roles() -> Vec<Value> {
                 rule(&[""], &workloads, ALL),
                 rule(&["apps"], &apps, ALL),
                 rule(&["policy"], &["poddisruptionbudgets"], ALL),
+                rule(
+                    &["networking.k8s.io"],
+                    &["ingresses", "ingresses/status", "networkpolicies"],
+                    ALL,
+                ),
+                rule(&["autoscaling"], &["horizontalpodautoscalers"], ALL),
                 rule(&["batch"], &["jobs"], ALL),
                 rule(&["batch"], &["cronjobs"], ALL),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
@@ -236,6 +244,12 @@ pub fn cluster_roles() -> Vec<Value> {
                 rule(&[""], &workloads, ALL),
                 rule(&["apps"], &apps, ALL),
                 rule(&["policy"], &["poddisruptionbudgets"], ALL),
+                rule(
+                    &["networking.k8s.io"],
+                    &["ingresses", "ingresses/status", "networkpolicies"],
+                    ALL,
+                ),
+                rule(&["autoscaling"], &["horizontalpodautoscalers"], ALL),
                 rule(&["batch"], &["jobs"], ALL),
                 rule(&["batch"], &["cronjobs"], ALL),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
@@ -263,6 +277,19 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
                 rule(&["apps"], &apps, READ),
                 rule(&["policy"], &["poddisruptionbudgets"], READ),
+                rule(
+                    &["networking.k8s.io"],
+                    &["ingresses", "ingresses/status", "networkpolicies"],
+                    READ,
+                ),
+                rule(
+                    &["autoscaling"],
+                    &[
+                        "horizontalpodautoscalers",
+                        "horizontalpodautoscalers/status",
+                    ],
+                    READ,
+                ),
                 rule(&["batch"], &["jobs"], READ),
                 rule(&["batch"], &["cronjobs"], READ),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
@@ -397,6 +424,8 @@ pub fn cluster_roles() -> Vec<Value> {
                         "replicationcontrollers",
                         "replicationcontrollers/status",
                         "replicationcontrollers/scale",
+                        // The resourcequota controller keeps quota status.
+                        "resourcequotas/status",
                     ],
                     ALL,
                 ),

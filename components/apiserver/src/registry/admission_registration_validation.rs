@@ -162,7 +162,8 @@ fn validate_client_config(cc: &Value, path: &str, causes: &mut Vec<Cause>) {
                     ));
                 }
             }
-            if let Some(sp) = svc["path"].as_str() {
+            // An empty path (or "/") is the default: upstream checks nothing else then.
+            if let Some(sp) = svc["path"].as_str().filter(|p| !p.is_empty() && *p != "/") {
                 if !sp.starts_with('/') {
                     causes.push(Cause::invalid(
                         &format!("{p}.path"),

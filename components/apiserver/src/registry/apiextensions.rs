@@ -5,27 +5,13 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{json, Value};
 
-use super::columns::{self as c, col};
+use super::columns as c;
 use super::dns_names::{is_label, DNS1035_MSG, LABEL_MSG};
 use super::strategy::{typed, Column, ResourceSpec};
 use crate::crd::{structural, CLEANUP_FINALIZER};
 use crate::status::Cause;
 
-fn created_at(obj: &Value, _: i64) -> Value {
-    obj["metadata"]["creationTimestamp"].clone()
-}
-
-const TABLE: &[Column] = &[
-    c::NAME_COL,
-    col(
-        "Created At",
-        "date",
-        "",
-        "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        0,
-        created_at,
-    ),
-];
+const TABLE: &[Column] = &[c::NAME_COL, c::CREATED_AT_COL];
 
 pub static CUSTOM_RESOURCE_DEFINITIONS: ResourceSpec = ResourceSpec {
     group: "apiextensions.k8s.io",

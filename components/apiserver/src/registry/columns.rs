@@ -448,6 +448,20 @@ pub const NAME_COL: Column = col(
 );
 
 /// The Age column, from `metadata.creationTimestamp`.
+/// "Created At": the creation timestamp as a date (RBAC kinds, CRDs, LimitRanges).
+pub const CREATED_AT_COL: Column = col(
+    "Created At",
+    "date",
+    "",
+    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    0,
+    created_at,
+);
+
+pub fn created_at(obj: &Value, _: i64) -> Value {
+    obj["metadata"]["creationTimestamp"].clone()
+}
+
 pub const AGE_COL: Column = col(
     "Age",
     "string",

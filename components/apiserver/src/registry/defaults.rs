@@ -4,6 +4,7 @@
 use base64::Engine;
 use serde_json::{json, Value};
 
+use super::storage_quantity as quantity;
 use crate::status::Cause;
 
 pub fn secret_defaults(obj: &mut Value) {
@@ -38,6 +39,9 @@ pub fn pod_defaults(obj: &mut Value) {
     pod_spec_defaults(&mut obj["spec"]);
     if obj["status"]["phase"].is_null() {
         obj["status"]["phase"] = json!("Pending");
+    }
+    if obj["status"]["qosClass"].is_null() {
+        obj["status"]["qosClass"] = json!(kiln_common::quota::qos_class(obj));
     }
 }
 
@@ -89,6 +93,14 @@ fn container_defaults(ctr: &mut Value) {
     if ctr["resources"].is_null() {
         ctr["resources"] = json!({});
     }
+    // An unset request defaults to the limit (upstream's SetDefaults_Pod).
+    if let Some(limits) = ctr["resources"]["limits"].as_object().cloned() {
+        for (name, limit) in limits {
+            if ctr["resources"]["requests"].get(&name).is_none() {
+                ctr["resources"]["requests"][name] = limit;
+            }
+        }
+    }
 }
 
 pub fn pod_validation(obj: &Value) -> Vec<Cause> {
@@ -118,7 +130,112 @@ pub fn pod_spec_validation(spec: &Value, path: &str) -> Vec<Cause> {
             }
         }
     }
+    for (i, sysctl) in spec["securityContext"]["sysctls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let name = sysctl["name"].as_str().unwrap_or("");
+        let at = format!("{path}.securityContext.sysctls[{i}].name");
+        if name.is_empty() {
+            causes.push(Cause::required(&at, ""));
+        } else if !is_sysctl_name(name) {
+            causes.push(Cause::invalid(
+                &at,
+                &json!(name),
+                &format!("must have at most 253 characters and match regex {SYSCTL_NAME_FMT}"),
+            ));
+        }
+    }
+    for list in ["initContainers", "containers"] {
+        for (i, ctr) in spec[list].as_array().into_iter().flatten().enumerate() {
+            causes.extend(requests_within_limits(
+                &ctr["resources"],
+                &format!("{path}.{list}[{i}].resources.requests"),
+            ));
+        }
+    }
     causes
+}
+
+/// Upstream's sysctl name pattern (dots or slashes between segments).
+const SYSCTL_NAME_FMT: &str =
+    "^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$";
+
+/// upstream's IsValidSysctlName.
+fn is_sysctl_name(name: &str) -> bool {
+    let segment_ok = |seg: &str| {
+        let b = seg.as_bytes();
+        !b.is_empty()
+            && b[0].is_ascii_lowercase() | b[0].is_ascii_digit()
+            && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
+    };
+    name.len() <= 253 && name.split(['.', '/']).all(segment_ok)
+}
+
+/// A request above its limit is invalid (upstream's ValidateResourceRequirements).
+fn requests_within_limits(resources: &Value, at: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (name, request) in resources["requests"].as_object().into_iter().flatten() {
+        let limit = &resources["limits"][name];
+        if let (Some(r), Some(l)) = (quantity::of(request), quantity::of(limit)) {
+            if r > l {
+                causes.push(Cause::invalid(
+                    at,
+                    request,
+                    &format!(
+                        "must be less than or equal to {name} limit of {}",
+                        quantity::text(limit)
+                    ),
+                ));
+            }
+        }
+    }
+    causes
+}
+
+/// Upstream's ValidatePodUpdate: a pod's spec is immutable but for container images,
+/// activeDeadlineSeconds, tolerations and terminationGracePeriodSeconds (and scheduling gates being
+/// removed, and the node it is bound to, which only the binding subresource sets).
+pub fn pod_update_validation(old: &Value, new: &Value) -> Vec<Cause> {
+    let masked = |pod: &Value| {
+        let mut spec = pod["spec"].clone();
+        if let Some(s) = spec.as_object_mut() {
+            for field in [
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+                "schedulingGates",
+                "nodeName",
+                "ephemeralContainers",
+            ] {
+                s.remove(field);
+            }
+        }
+        for list in ["containers", "initContainers"] {
+            for c in spec[list].as_array_mut().into_iter().flatten() {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("image");
+                }
+            }
+        }
+        spec
+    };
+    let rebinding = {
+        let was = old["spec"]["nodeName"].as_str().unwrap_or("");
+        let is = new["spec"]["nodeName"].as_str().unwrap_or("");
+        !was.is_empty() && was != is
+    };
+    if masked(old) == masked(new) && !rebinding {
+        return Vec::new();
+    }
+    vec![Cause::forbidden(
+        "spec",
+        "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+    )]
 }
 
 /// A pod bound to a node waits for its kubelet; an unbound or finished pod goes at once.
@@ -138,6 +255,62 @@ pub fn pod_grace(obj: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sysctl_names() {
+        for ok in [
+            "kernel.shm_rmid_forced",
+            "net.ipv4.ip_local_port_range",
+            "kernel/shm_rmid_forced",
+        ] {
+            assert!(is_sysctl_name(ok), "{ok}");
+        }
+        for bad in ["foo-", "bar..", "", ".a", "A.b", "a_"] {
+            assert!(!is_sysctl_name(bad), "{bad}");
+        }
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "i"}],
+            "securityContext": {"sysctls": [{"name": "foo-", "value": "1"}]}}});
+        let causes = pod_validation(&pod);
+        assert_eq!(causes[0].field, "spec.securityContext.sysctls[0].name");
+    }
+
+    #[test]
+    fn requests_default_to_limits_and_qos_follows() {
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "a:1",
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        pod_defaults(&mut pod);
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "1"
+        );
+        assert_eq!(pod["status"]["qosClass"], "Guaranteed");
+        let mut burstable = json!({"spec": {"containers": [{"name": "c", "image": "a:1",
+            "resources": {"requests": {"cpu": "100m"}}}]}});
+        pod_defaults(&mut burstable);
+        assert_eq!(burstable["status"]["qosClass"], "Burstable");
+        let mut best = json!({"spec": {"containers": [{"name": "c", "image": "a:1"}]}});
+        pod_defaults(&mut best);
+        assert_eq!(best["status"]["qosClass"], "BestEffort");
+    }
+
+    #[test]
+    fn pod_specs_change_only_where_upstream_allows() {
+        let old = json!({"spec": {"containers": [{"name": "c", "image": "a:1",
+            "resources": {"requests": {"cpu": "500m"}}}], "activeDeadlineSeconds": 30}});
+        let mut new = old.clone();
+        new["spec"]["containers"][0]["image"] = json!("a:2");
+        new["spec"]["activeDeadlineSeconds"] = json!(10);
+        new["spec"]["nodeName"] = json!("n1");
+        assert!(pod_update_validation(&old, &new).is_empty());
+        let mut resources = old.clone();
+        resources["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("100m");
+        let causes = pod_update_validation(&old, &resources);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec");
+        let mut moved = new.clone();
+        moved["spec"]["nodeName"] = json!("n2");
+        assert_eq!(pod_update_validation(&new, &moved).len(), 1);
+    }
 
     #[test]
     fn pod_defaults_pick_pull_policy() {

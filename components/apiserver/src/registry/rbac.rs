@@ -1,9 +1,9 @@
 //! rbac.authorization.k8s.io/v1 roles and bindings, and the review kinds (authorization.k8s.io
 //! access reviews, authentication.k8s.io self reviews) that are computed per request, never stored.
 
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenReview};
 use k8s_openapi::api::authorization::v1::{
-    SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
+    LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::{json, Value};
@@ -11,19 +11,6 @@ use serde_json::{json, Value};
 use super::columns::{self as c, col};
 use super::strategy::{typed, Column, ResourceSpec};
 use crate::status::Cause;
-
-const CREATED_AT_COL: Column = col(
-    "Created At",
-    "date",
-    "",
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    0,
-    created_at,
-);
-
-fn created_at(obj: &Value, _: i64) -> Value {
-    obj["metadata"]["creationTimestamp"].clone()
-}
 
 fn role_ref(obj: &Value, _: i64) -> Value {
     json!(format!(
@@ -128,7 +115,7 @@ pub static ROLES: ResourceSpec = ResourceSpec {
     kind: "Role",
     list_kind: "RoleList",
     name_is_path_segment: true,
-    table: &[c::NAME_COL, CREATED_AT_COL],
+    table: &[c::NAME_COL, c::CREATED_AT_COL],
     decode: typed::<Role>,
     ..ResourceSpec::BASE
 };
@@ -155,7 +142,7 @@ pub static CLUSTER_ROLES: ResourceSpec = ResourceSpec {
     list_kind: "ClusterRoleList",
     namespaced: false,
     name_is_path_segment: true,
-    table: &[c::NAME_COL, CREATED_AT_COL],
+    table: &[c::NAME_COL, c::CREATED_AT_COL],
     decode: typed::<ClusterRole>,
     ..ResourceSpec::BASE
 };
@@ -225,6 +212,32 @@ pub static SELF_SUBJECT_REVIEWS: ResourceSpec = ResourceSpec {
     namespaced: false,
     verbs: CREATE_ONLY,
     decode: typed::<SelfSubjectReview>,
+    ephemeral: true,
+    ..ResourceSpec::BASE
+};
+
+pub static LOCAL_SUBJECT_ACCESS_REVIEWS: ResourceSpec = ResourceSpec {
+    group: "authorization.k8s.io",
+    plural: "localsubjectaccessreviews",
+    singular: "localsubjectaccessreview",
+    kind: "LocalSubjectAccessReview",
+    list_kind: "",
+    namespaced: true,
+    verbs: CREATE_ONLY,
+    decode: typed::<LocalSubjectAccessReview>,
+    ephemeral: true,
+    ..ResourceSpec::BASE
+};
+
+pub static TOKEN_REVIEWS: ResourceSpec = ResourceSpec {
+    group: "authentication.k8s.io",
+    plural: "tokenreviews",
+    singular: "tokenreview",
+    kind: "TokenReview",
+    list_kind: "",
+    namespaced: false,
+    verbs: CREATE_ONLY,
+    decode: typed::<TokenReview>,
     ephemeral: true,
     ..ResourceSpec::BASE
 };

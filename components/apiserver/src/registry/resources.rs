@@ -169,6 +169,9 @@ pub static PODS: ResourceSpec = ResourceSpec {
     categories: &["all"],
     verbs: ALL_VERBS,
     status_subresource: true,
+    // Upstream's pod status strategy resets the spec only: labels and annotations sent with a
+    // status update or patch are kept.
+    status_takes_metadata: true,
     generation: true,
     name_is_label: false,
     table: &[
@@ -195,6 +198,7 @@ pub static PODS: ResourceSpec = ResourceSpec {
     decode: typed::<Pod>,
     defaults: pod_defaults,
     validate: pod_validation,
+    validate_update: super::defaults::pod_update_validation,
     graceful_delete: Some(GracefulDelete {
         default_grace: pod_grace,
     }),
@@ -357,7 +361,8 @@ pub static SERVICE_ACCOUNTS: ResourceSpec = ResourceSpec {
     ..ResourceSpec::BASE
 };
 
-pub static EVENTS: ResourceSpec = ResourceSpec {
+/// What core v1 and events.k8s.io/v1 Events share (`events.rs`).
+pub const EVENT_BASE: ResourceSpec = ResourceSpec {
     group: "",
     version: "v1",
     plural: "events",
@@ -485,7 +490,7 @@ pub static EVENTS: ResourceSpec = ResourceSpec {
         },
         SelectableField {
             name: "source",
-            pointer: "/source/component",
+            pointer: "/source/component|/reportingComponent",
         },
         SelectableField {
             name: "type",
@@ -499,6 +504,12 @@ pub static EVENTS: ResourceSpec = ResourceSpec {
     ..ResourceSpec::BASE
 };
 
+/// Core v1 Events; those written through events.k8s.io/v1 are read in core's shape.
+pub static EVENTS: ResourceSpec = ResourceSpec {
+    convert: Some(super::events::to_core),
+    ..EVENT_BASE
+};
+
 /// Every served resource; discovery lists them in this order.
 pub static ALL: &[&ResourceSpec] = &[
     &NAMESPACES,
@@ -508,6 +519,9 @@ pub static ALL: &[&ResourceSpec] = &[
     &SECRETS,
     &SERVICE_ACCOUNTS,
     &EVENTS,
+    &super::events::EVENTS_V1,
+    &super::quotas::RESOURCE_QUOTAS,
+    &super::quotas::LIMIT_RANGES,
     &super::services::SERVICES,
     &super::services::ENDPOINTS,
     &LEASES,
@@ -524,6 +538,8 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::rbac::SELF_SUBJECT_RULES_REVIEWS,
     &super::rbac::SUBJECT_ACCESS_REVIEWS,
     &super::rbac::SELF_SUBJECT_REVIEWS,
+    &super::rbac::LOCAL_SUBJECT_ACCESS_REVIEWS,
+    &super::rbac::TOKEN_REVIEWS,
     &super::jobs::JOBS,
     &super::cronjobs::CRONJOBS,
     &super::policy::PODDISRUPTIONBUDGETS,
@@ -546,11 +562,24 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::admission_registration::VALIDATING_ADMISSION_POLICIES,
     &super::admission_registration::VALIDATING_ADMISSION_POLICY_BINDINGS,
     &super::apiregistration::APISERVICES,
+    &super::networking::INGRESSES,
+    &super::networking::INGRESS_CLASSES,
+    &super::networking::NETWORK_POLICIES,
+    &super::runtime_classes::RUNTIME_CLASSES,
+    &super::priority_classes::PRIORITY_CLASSES,
+    &super::autoscaling::HORIZONTAL_POD_AUTOSCALERS_V2,
+    &super::autoscaling::HORIZONTAL_POD_AUTOSCALERS_V1,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// RuntimeClasses every kiln cluster has: `kiln-host` is the kubelet's built-in runtime for the
+/// control plane's static pods (host processes). Their manifests name it in `runtimeClassName`,
+/// and the RuntimeClass admission plugin rejects a pod whose class does not exist, so without
+/// this object no mirror pod could be created. (name, handler)
+pub const BUILTIN_RUNTIME_CLASSES: &[(&str, &str)] = &[("kiln-host", "kiln-host")];
 
 #[cfg(test)]
 mod tests {

@@ -366,6 +366,9 @@ pub static SERVICES: ResourceSpec = ResourceSpec {
         "watch",
     ],
     status_subresource: true,
+    // Upstream's service status strategy resets the spec only: labels and annotations sent with
+    // a status update or patch are kept.
+    status_takes_metadata: true,
     table: &[
         c::NAME_COL,
         col(

@@ -36,7 +36,7 @@ pub struct Column {
 #[derive(Debug)]
 pub struct SelectableField {
     pub name: &'static str,
-    /// JSON pointer into the object.
+    /// JSON pointer into the object; `a|b` falls back to `b` where `a` is empty or missing.
     pub pointer: &'static str,
 }
 
@@ -106,6 +106,10 @@ pub struct ResourceSpec {
     /// The etcd key root when it is not `/registry/<plural>` (custom resources live under
     /// `/registry/<group>/<plural>`, as upstream, so two groups' plurals never share keys).
     pub key_root: Option<&'static str>,
+    /// A built-in kind served in several versions over one set of stored objects (HPA:
+    /// autoscaling/v2 and v1): converts an object of another version of the kind into this one
+    /// (`version`: this spec's). Objects are stored as written, as custom resources are.
+    pub convert: Option<fn(&mut Value, &str)>,
 }
 
 /// Where a scalable kind keeps its replica counts and selector.
@@ -184,6 +188,7 @@ impl ResourceSpec {
         records_requester: false,
         custom: None,
         key_root: None,
+        convert: None,
     };
 
     pub fn action(&self, name: &str) -> Option<&'static Action> {

@@ -202,6 +202,18 @@ impl ServiceAccountKeys {
 
     /// Checks signature, issuer, audience and lifetime; returns the claims.
     pub fn verify(&self, token: &str, now: i64) -> Result<Value, JwtError> {
+        self.verify_for(token, now, &self.audiences)
+            .map(|(claims, _)| claims)
+    }
+
+    /// [`verify`](Self::verify) for the audiences a caller names (a TokenReview's spec.audiences):
+    /// the claims and the audiences both the token and the caller have.
+    pub fn verify_for(
+        &self,
+        token: &str,
+        now: i64,
+        wanted: &[String],
+    ) -> Result<(Value, Vec<String>), JwtError> {
         let mut parts = token.split('.');
         let (Some(h), Some(c), Some(s), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -237,7 +249,12 @@ impl ServiceAccountKeys {
             Value::Array(l) => l.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         };
-        if !auds.iter().any(|a| self.audiences.iter().any(|w| w == a)) {
+        let matched: Vec<String> = wanted
+            .iter()
+            .filter(|w| auds.contains(&w.as_str()))
+            .cloned()
+            .collect();
+        if matched.is_empty() {
             return Err(JwtError::Audience);
         }
         // Upstream allows 60 s of clock skew.
@@ -247,7 +264,7 @@ impl ServiceAccountKeys {
         if claims["nbf"].as_i64().is_some_and(|nbf| now + 60 < nbf) {
             return Err(JwtError::NotYetValid);
         }
-        Ok(claims)
+        Ok((claims, matched))
     }
 }
 

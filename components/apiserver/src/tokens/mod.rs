@@ -63,17 +63,46 @@ impl TokenAuthenticator {
 
     /// The user a bearer token stands for; `None` when the token is not valid.
     pub async fn authenticate(&self, token: &str) -> Result<Option<User>, StoreError> {
+        Ok(self.review(token, &[]).await?.map(|(user, _)| user))
+    }
+
+    /// The API server's own audiences (what a token must be issued for to call it).
+    pub fn api_audiences(&self) -> Vec<String> {
+        self.keys
+            .as_ref()
+            .map(|k| k.audiences.clone())
+            .unwrap_or_else(|| vec![DEFAULT_ISSUER.to_string()])
+    }
+
+    /// A TokenReview: the user a token stands for and the audiences it is valid for, among
+    /// `audiences` (empty = the API server's own). Bootstrap tokens know no audiences: they are
+    /// valid for the API server's, as upstream's audience-agnostic authenticators.
+    pub async fn review(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Option<(User, Vec<String>)>, StoreError> {
+        let api = self.api_audiences();
+        let wanted: Vec<String> = if audiences.is_empty() {
+            api.clone()
+        } else {
+            audiences.to_vec()
+        };
         if let Some((id, secret)) = bootstrap::parse(token) {
+            let matched: Vec<String> = wanted.into_iter().filter(|a| api.contains(a)).collect();
+            if matched.is_empty() {
+                return Ok(None);
+            }
             let key = SECRETS.key(Some("kube-system"), &format!("bootstrap-token-{id}"));
             return Ok(match self.get(&key).await? {
-                Some(s) => bootstrap::user_for(&s, id, secret, now()),
+                Some(s) => bootstrap::user_for(&s, id, secret, now()).map(|u| (u, matched)),
                 None => None,
             });
         }
         let Some(keys) = &self.keys else {
             return Ok(None);
         };
-        let claims = match keys.verify(token, now()) {
+        let (claims, matched) = match keys.verify_for(token, now(), &wanted) {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(error = %e, "bearer token rejected");
@@ -96,7 +125,7 @@ impl TokenAuthenticator {
                 return Ok(None);
             }
         }
-        Ok(Some(service_account_user(ns, name)))
+        Ok(Some((service_account_user(ns, name), matched)))
     }
 
     /// Signs a token for `sa` (a stored ServiceAccount); `None` without a signing key. Returns the

@@ -198,6 +198,7 @@ impl Runtime for HostRuntime {
                 },
                 last_termination: None,
                 ready: false,
+                restarting: false,
             }));
             tasks.push(tokio::spawn(supervisor::supervise(
                 p,

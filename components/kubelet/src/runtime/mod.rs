@@ -67,6 +67,9 @@ pub struct ContainerStatus {
     pub last_termination: Option<Terminated>,
     /// Running and passing its readiness probe (if it has one).
     pub ready: bool,
+    /// Exited (the state is Terminated) and to be started again per restartPolicy: the pod is not
+    /// finished, whatever the exit code.
+    pub restarting: bool,
 }
 
 impl ContainerStatus {
@@ -102,6 +105,12 @@ pub trait Runtime: Send + Sync {
     /// Stops every container of the pod (SIGTERM, `grace` or the pod's own grace period, then SIGKILL)
     /// and removes the sandbox.
     async fn stop_pod(&self, uid: &str, grace: Option<Duration>) -> Result<(), RuntimeError>;
+    /// The running pod's object changed in the API: the runtime gets the new one, so that what the pod
+    /// is shown of its own metadata (its downwardAPI volumes' labels and annotations) follows, as
+    /// upstream's pod workers get every update. Runtimes that show pods nothing of their object ignore it.
+    fn update_pod(&self, _pod: &Pod) -> Result<(), RuntimeError> {
+        Ok(())
+    }
     fn pod_status(&self, uid: &str) -> Option<PodStatus>;
     fn pod_uids(&self) -> Vec<String>;
     /// Once, before the first start, with this node's pods from the API's first full list: take over the

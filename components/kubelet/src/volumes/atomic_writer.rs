@@ -157,7 +157,29 @@ fn link_target(name: &str) -> PathBuf {
 
 /// Makes `dir` hold exactly `files`. Returns whether anything changed.
 pub fn write(dir: &Path, files: &Files) -> Result<bool, WriterError> {
+    write_owned(dir, files, None)
+}
+
+/// [`write`], and with a pod's `fsGroup` the volume is given to that group before the new payload
+/// goes live (upstream's setPerms step, [`set_volume_ownership`] for a read-only volume): every
+/// file gains group read (so a file's mode here is its payload mode | 0440), directories group
+/// read/search and setgid.
+pub fn write_owned(dir: &Path, files: &Files, fs_group: Option<u32>) -> Result<bool, WriterError> {
     validate(files)?;
+    let owned: Files;
+    let files = match fs_group {
+        None => files,
+        Some(_) => {
+            owned = files
+                .iter()
+                .map(|(p, f)| {
+                    let mode = f.mode | RO_MASK;
+                    (p.clone(), FileSpec { mode, ..f.clone() })
+                })
+                .collect();
+            &owned
+        }
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
@@ -194,6 +216,10 @@ pub fn write(dir: &Path, files: &Files) -> Result<bool, WriterError> {
         std::fs::write(&path, &f.data).map_err(io("writing", &path))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
             .map_err(io("chmod", &path))?;
+    }
+
+    if let Some(group) = fs_group {
+        set_volume_ownership(dir, group, true)?;
     }
 
     // Swap ..data: a fresh symlink renamed over the old one.
@@ -242,6 +268,43 @@ pub fn write(dir: &Path, files: &Files) -> Result<bool, WriterError> {
         }
     }
     Ok(true)
+}
+
+/// What a pod's fsGroup adds to a writable volume's files (upstream's rwMask) …
+pub const RW_MASK: u32 = 0o660;
+/// … to a read-only one's (configMap, secret, projected, downwardAPI: upstream's roMask) …
+pub const RO_MASK: u32 = 0o440;
+/// … and, with setgid, to every directory (execMask).
+const EXEC_MASK: u32 = 0o110;
+const SETGID: u32 = 0o2000;
+
+/// Upstream's SetVolumeOwnership (pkg/volume/volume_linux.go): everything under `dir` (itself included,
+/// symlinks not followed) is given to group `fs_group`; files gain [`RO_MASK`] (`read_only`) or
+/// [`RW_MASK`], directories that and group search and setgid, so what containers create later inherits
+/// the group. Symlinks are re-grouped but not chmod-ed (a chmod would reach their target).
+pub fn set_volume_ownership(dir: &Path, fs_group: u32, read_only: bool) -> Result<(), WriterError> {
+    let mask = if read_only { RO_MASK } else { RW_MASK };
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).map_err(io("reading", &path))?;
+        std::os::unix::fs::lchown(&path, None, Some(fs_group)).map_err(io("chown", &path))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mut add = mask;
+        if meta.is_dir() {
+            add |= SETGID | EXEC_MASK;
+            for e in std::fs::read_dir(&path).map_err(io("reading", &path))? {
+                stack.push(e.map_err(io("reading", &path))?.path());
+            }
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode | add != mode {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | add))
+                .map_err(io("chmod", &path))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

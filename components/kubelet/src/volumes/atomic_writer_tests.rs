@@ -121,3 +121,40 @@ fn hostile_paths_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn volume_ownership_regroups_everything_and_leaves_symlink_targets_modes_alone() {
+    use std::os::unix::fs::MetadataExt;
+    let group = if nix::unistd::geteuid().is_root() {
+        4321
+    } else {
+        nix::unistd::getegid().as_raw()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    write_owned(
+        &dir,
+        &files(&[("a", "1", 0o400), ("sub/b", "2", 0o600)]),
+        Some(group),
+    )
+    .unwrap();
+    assert_eq!(mode(&dir.join("a")), 0o440);
+    assert_eq!(mode(&dir.join("sub/b")), 0o640);
+    assert_eq!(mode(&dir.join("sub")), 0o2755);
+    assert_eq!(std::fs::metadata(dir.join("sub/b")).unwrap().gid(), group);
+    let link = std::fs::symlink_metadata(dir.join("..data")).unwrap();
+    assert!(link.file_type().is_symlink());
+    assert_eq!(link.gid(), group, "links are regrouped too");
+
+    // A writable volume (emptyDir): group read/write, and setgid on directories.
+    let scratch = tmp.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(scratch.join("f"), "x").unwrap();
+    std::fs::set_permissions(scratch.join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink("f", scratch.join("l")).unwrap();
+    set_volume_ownership(&scratch, group, false).unwrap();
+    assert_eq!(mode(&scratch), 0o2777);
+    assert_eq!(mode(&scratch.join("f")), 0o660);
+    assert_eq!(std::fs::metadata(scratch.join("f")).unwrap().gid(), group);
+}

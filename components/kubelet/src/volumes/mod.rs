@@ -7,6 +7,8 @@
 //! added here when the pod does not opt out and the API server issues tokens. [`PodVolumes::tear_down`]
 //! unmounts and removes everything when the pod is gone. persistentVolumeClaim and ephemeral volumes
 //! ([`pvc`]) mount their PV's node-local directory, which teardown leaves alone (the data is the PV's).
+//! A pod's `securityContext.fsGroup` owns its emptyDir and API-backed volumes (group, group access,
+//! setgid directories), as upstream's SetVolumeOwnership.
 
 pub mod atomic_writer;
 pub mod configmap;
@@ -23,6 +25,7 @@ use std::path::{Component, Path, PathBuf};
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod, ProjectedVolumeSource, Volume};
 
+use crate::env_resources::NodeAllocatable;
 use crate::pod_objects::{ObjectError, PodObjects};
 use empty_dir::Medium;
 use projected::HeldToken;
@@ -201,6 +204,11 @@ pub struct PodVolumes {
     set_up: bool,
     /// Secret and projected volumes on tmpfs (upstream's choice; needs root, so tests opt out).
     secrets_in_memory: bool,
+    /// The node's allocatable: what downwardAPI `resourceFieldRef` files read for unset limits.
+    allocatable: NodeAllocatable,
+    /// `spec.securityContext.fsGroup`: emptyDir and the API-backed volumes belong to this group
+    /// ([`atomic_writer::set_volume_ownership`], upstream's SetVolumeOwnership).
+    fs_group: Option<u32>,
 }
 
 /// Does any container already mount something at the service-account path?
@@ -248,6 +256,12 @@ impl PodVolumes {
             claims: HashMap::new(),
             set_up: false,
             secrets_in_memory: false,
+            allocatable: NodeAllocatable::default(),
+            fs_group: spec
+                .security_context
+                .as_ref()
+                .and_then(|s| s.fs_group)
+                .and_then(|g| u32::try_from(g).ok()),
         })
     }
 
@@ -257,8 +271,21 @@ impl PodVolumes {
         self
     }
 
+    /// The node's allocatable, for downwardAPI `resourceFieldRef` files of containers without limits.
+    pub fn node_allocatable(mut self, allocatable: NodeAllocatable) -> Self {
+        self.allocatable = allocatable;
+        self
+    }
+
     fn uid(&self) -> &str {
         self.pod.metadata.uid.as_deref().unwrap_or_default()
+    }
+
+    /// The pod's object changed in the API: downwardAPI files (plain and projected) show its new labels
+    /// and annotations from the next [`Self::refresh`] on. The volumes themselves cannot change.
+    pub fn update_pod(&mut self, pod: &Pod) {
+        self.pod.metadata.labels = pod.metadata.labels.clone();
+        self.pod.metadata.annotations = pod.metadata.annotations.clone();
     }
 
     /// Where a volume's contents are on the node.
@@ -294,7 +321,11 @@ impl PodVolumes {
             let dir = self.host_dir(&v);
             match &v.source {
                 Source::EmptyDir(medium) => {
-                    empty_dir::set_up(&dir, *medium).map_err(|e| e.in_volume(&v.name))?
+                    empty_dir::set_up(&dir, *medium).map_err(|e| e.in_volume(&v.name))?;
+                    if let Some(group) = self.fs_group {
+                        atomic_writer::set_volume_ownership(&dir, group, false)
+                            .map_err(|e| VolumeError::from(e).in_volume(&v.name))?;
+                    }
                 }
                 Source::Secret(_) | Source::Projected(_) if self.secrets_in_memory => {
                     empty_dir::set_up_with_mode(&dir, Medium::Memory, 0o755)
@@ -344,7 +375,7 @@ impl PodVolumes {
                 Err(e) => return Err(e.in_volume(&v.name)),
             };
             let dir = self.host_dir(&v);
-            if atomic_writer::write(&dir, &files)
+            if atomic_writer::write_owned(&dir, &files, self.fs_group)
                 .map_err(|e| VolumeError::from(e).in_volume(&v.name))?
             {
                 changed.push(v.name.clone());
@@ -381,7 +412,17 @@ impl PodVolumes {
             }
             Source::Projected(src) => {
                 let objects = objects.ok_or(ObjectError::NoClient)?;
-                projected::files(&self.pod, &v.name, src, objects, &mut self.tokens, now).await
+                let node = &self.allocatable;
+                projected::files(
+                    &self.pod,
+                    &v.name,
+                    src,
+                    objects,
+                    &mut self.tokens,
+                    now,
+                    node,
+                )
+                .await
             }
             Source::DownwardApi(src) => projected::downward_files(
                 &self.pod,
@@ -389,6 +430,7 @@ impl PodVolumes {
                 src.default_mode
                     .map(|m| m as u32)
                     .unwrap_or(projected::DEFAULT_MODE),
+                &self.allocatable,
             ),
             Source::EmptyDir(_) | Source::HostPath { .. } | Source::Claim(_) => {
                 Ok(Default::default())

@@ -1,7 +1,9 @@
 //! projected volumes (and downwardAPI volumes, a projection with one source): serviceAccountToken from
 //! the API server's TokenRequest (bound to the pod, refreshed at 80 % of its lifetime), configMap, secret
-//! and downwardAPI fieldRef sources merged into one directory. The service-account volume the kubelet adds
-//! itself (`kube-api-access`) is one of these: token, ca.crt, namespace.
+//! and downwardAPI sources (fieldRef, and resourceFieldRef read as the env vars read it:
+//! [`crate::env_resources`], the node's allocatable standing in for unset limits) merged into one
+//! directory. The service-account volume the kubelet adds itself (`kube-api-access`) is one of these:
+//! token, ca.crt, namespace.
 
 use std::collections::HashMap;
 
@@ -13,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 use super::atomic_writer::{FileSpec, Files};
 use super::configmap::key_to_paths;
 use super::VolumeError;
+use crate::env_resources::{self, NodeAllocatable};
 use crate::pod_objects::{IssuedToken, PodObjects, TokenFor};
 
 pub const DEFAULT_MODE: u32 = 0o644;
@@ -56,12 +59,22 @@ fn map_text(map: Option<&std::collections::BTreeMap<String, String>>) -> String 
         .collect()
 }
 
-/// One downwardAPI file's contents (fieldRef only; resourceFieldRef is refused).
-pub fn downward_value(pod: &Pod, f: &DownwardAPIVolumeFile) -> Result<String, VolumeError> {
+/// One downwardAPI file's contents: a fieldRef of the pod's metadata, or a resourceFieldRef of one of
+/// its containers (`node`: the allocatable an unset cpu or memory limit reads).
+pub fn downward_value(
+    pod: &Pod,
+    f: &DownwardAPIVolumeFile,
+    node: &NodeAllocatable,
+) -> Result<String, VolumeError> {
     let unsupported =
         |what: String| VolumeError::Unsupported(format!("downwardAPI {}: {what}", f.path));
+    if let Some(sel) = &f.resource_field_ref {
+        return env_resources::volume_value(pod, sel, node).map_err(|e| unsupported(e.to_string()));
+    }
     let Some(field) = &f.field_ref else {
-        return Err(unsupported("only fieldRef is supported".into()));
+        return Err(unsupported(
+            "neither fieldRef nor resourceFieldRef is set".into(),
+        ));
     };
     let m = &pod.metadata;
     let path = field.field_path.as_str();
@@ -89,13 +102,14 @@ pub fn downward_files(
     pod: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: u32,
+    node: &NodeAllocatable,
 ) -> Result<Files, VolumeError> {
     let mut out = Files::new();
     for f in items {
         out.insert(
             f.path.clone(),
             FileSpec {
-                data: downward_value(pod, f)?.into_bytes(),
+                data: downward_value(pod, f, node)?.into_bytes(),
                 mode: f.mode.map(|m| m as u32).unwrap_or(default_mode),
             },
         );
@@ -162,7 +176,7 @@ async fn secret_files(
 }
 
 /// The merged files of a projected volume. `tokens` holds this volume's tokens by path across calls;
-/// a token is requested only when missing or due for refresh.
+/// a token is requested only when missing or due for refresh. `node`: see [`downward_value`].
 pub async fn files(
     pod: &Pod,
     volume: &str,
@@ -170,6 +184,7 @@ pub async fn files(
     objects: &dyn PodObjects,
     tokens: &mut HashMap<String, HeldToken>,
     now: i64,
+    node: &NodeAllocatable,
 ) -> Result<Files, VolumeError> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mode = src.default_mode.map(|m| m as u32).unwrap_or(DEFAULT_MODE);
@@ -234,7 +249,7 @@ pub async fn files(
             VolumeProjection {
                 downward_api: Some(d),
                 ..
-            } => downward_files(pod, d.items.as_deref().unwrap_or_default(), mode)?,
+            } => downward_files(pod, d.items.as_deref().unwrap_or_default(), mode, node)?,
             _ => {
                 return Err(VolumeError::Unsupported(format!(
                     "projected volume {volume}: a source kind this kubelet does not know"
@@ -245,3 +260,7 @@ pub async fn files(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "projected_tests.rs"]
+mod tests;

@@ -1,6 +1,6 @@
-//! secret volumes: like configMap volumes, but files default to 0400 (owner-read only) — kiln's choice
-//! for secrets (upstream defaults both to 0644); `defaultMode` or an item's mode still wins. The kubelet
-//! puts the volume on a tmpfs ([`super::PodVolumes::secrets_in_memory`]).
+//! secret volumes: like configMap volumes, files default to 0644 (upstream's SecretVolumeSourceDefaultMode,
+//! which the conformance entries check: `-rw-r--r--`); `defaultMode` or an item's mode wins. The kubelet
+//! puts the volume on a tmpfs ([`super::PodVolumes::secrets_in_memory`]), so secrets never reach the disk.
 
 use k8s_openapi::api::core::v1::SecretVolumeSource;
 
@@ -9,7 +9,7 @@ use super::configmap::key_to_paths;
 use super::VolumeError;
 use crate::pod_objects::Payload;
 
-pub const DEFAULT_MODE: u32 = 0o400;
+pub const DEFAULT_MODE: u32 = 0o644;
 
 /// `data`: the Secret, or None when it does not exist (an empty volume when optional).
 pub fn files(src: &SecretVolumeSource, data: Option<&Payload>) -> Result<Files, VolumeError> {

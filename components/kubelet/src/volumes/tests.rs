@@ -77,8 +77,8 @@ async fn config_map_secret_empty_dir_and_host_path_volumes_and_their_mounts() {
     assert_eq!(read(&sec.join("password")), "s3cret");
     assert_eq!(
         mode(&sec.join("password")),
-        0o400,
-        "secrets default to 0400"
+        0o644,
+        "secrets default to 0644, as upstream's"
     );
     let scratch = volume_dir(&root, "u1", "empty-dir", "scratch");
     assert!(scratch.is_dir());
@@ -316,4 +316,195 @@ async fn secrets_in_memory_are_on_tmpfs_and_unmounted_on_tear_down() {
     vols.tear_down().unwrap();
     assert!(mounts_under(&root).is_none());
     assert!(!pod_dir(&root, "u1").exists());
+}
+
+/// A group the test may give files to: any as root, else the process's own.
+fn test_group() -> u32 {
+    if nix::unistd::geteuid().is_root() {
+        4321
+    } else {
+        nix::unistd::getegid().as_raw()
+    }
+}
+
+fn gid(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().gid()
+}
+
+#[tokio::test]
+async fn fs_group_owns_api_backed_and_empty_dir_volumes_as_upstreams_set_volume_ownership() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("pods");
+    let group = test_group();
+    let o = FakeObjects::default();
+    o.put_config_map("apps", "settings", &[("color", "blue")]);
+    o.put_secret("apps", "creds", &[("password", "s3cret")]);
+    let p = pod(serde_json::json!({
+        "securityContext": {"runAsUser": 1000, "fsGroup": group},
+        "volumes": [
+            {"name": "cfg", "configMap": {"name": "settings",
+                "items": [{"key": "color", "path": "path/to/color", "mode": 0o400}]}},
+            {"name": "sec", "secret": {"secretName": "creds", "defaultMode": 0o440}},
+            {"name": "down", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+            {"name": "scratch", "emptyDir": {}}
+        ]
+    }));
+    let mut vols = PodVolumes::new(&p, &root, false).unwrap();
+    vols.set_up(Some(&o), 0).await.unwrap();
+
+    let cfg = volume_dir(&root, "u1", "configmap", "cfg");
+    let file = cfg.join("path/to/color");
+    assert_eq!(read(&file), "blue");
+    assert_eq!(gid(&file), group);
+    assert_eq!(
+        mode(&file),
+        0o440,
+        "a read-only volume's file gains group read"
+    );
+    assert_eq!(gid(&cfg.join("path/to")), group);
+    assert_eq!(
+        mode(&cfg.join("path/to")),
+        0o2755,
+        "directories gain setgid and group search"
+    );
+    assert_eq!(mode(&cfg), 0o2755);
+    let sec = volume_dir(&root, "u1", "secret", "sec");
+    assert_eq!(mode(&sec.join("password")), 0o440);
+    assert_eq!(gid(&sec.join("password")), group);
+    let down = volume_dir(&root, "u1", "downward-api", "down");
+    assert_eq!(mode(&down.join("name")), 0o644 | 0o440);
+    assert_eq!(gid(&down.join("name")), group);
+    let scratch = volume_dir(&root, "u1", "empty-dir", "scratch");
+    assert_eq!(gid(&scratch), group);
+    assert_eq!(
+        mode(&scratch),
+        0o2777,
+        "a writable volume's directory: setgid"
+    );
+
+    // The group's modes are the payload's on the next resync: nothing is rewritten.
+    assert!(vols.refresh(Some(&o), 10).await.unwrap().is_empty());
+    // An update is owned too.
+    o.put_secret("apps", "creds", &[("password", "changed")]);
+    assert_eq!(
+        vols.refresh(Some(&o), 20).await.unwrap(),
+        vec!["sec".to_string()]
+    );
+    assert_eq!(read(&sec.join("password")), "changed");
+    assert_eq!(gid(&sec.join("password")), group);
+    assert_eq!(mode(&sec.join("password")), 0o440);
+
+    // Without fsGroup nothing changes hands.
+    let p =
+        pod(serde_json::json!({"volumes": [{"name": "cfg", "configMap": {"name": "settings"}}]}));
+    let other = tmp.path().join("other");
+    let mut vols = PodVolumes::new(&p, &other, false).unwrap();
+    vols.set_up(Some(&o), 0).await.unwrap();
+    let cfg = volume_dir(&other, "u1", "configmap", "cfg");
+    assert_eq!(mode(&cfg.join("color")), 0o644);
+    assert_eq!(mode(&cfg), 0o755);
+}
+
+#[tokio::test]
+async fn api_backed_sub_paths_resolve_to_the_payload_file_or_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("pods");
+    let o = FakeObjects::default();
+    o.put_config_map(
+        "apps",
+        "my-configmap",
+        &[("configmap-key", "configmap-value")],
+    );
+    let p = pod(serde_json::json!({
+        "volumes": [
+            {"name": "cm", "configMap": {"name": "my-configmap"}},
+            {"name": "proj", "projected": {"sources": [{"configMap": {"name": "my-configmap",
+                "items": [{"key": "configmap-key", "path": "projected/configmap-key"}]}}]}},
+            {"name": "down", "downwardAPI": {"items": [{"path": "downward/podname",
+                "fieldRef": {"fieldPath": "metadata.name"}}]}}
+        ],
+        "containers": [{"name": "main", "image": "img", "volumeMounts": [
+            {"name": "cm", "mountPath": "/etc/resolv.conf", "subPath": "configmap-key"},
+            {"name": "proj", "mountPath": "/test-volume", "subPath": "projected/configmap-key"},
+            {"name": "down", "mountPath": "/d", "subPath": "downward/podname"},
+            {"name": "down", "mountPath": "/dd", "subPath": "downward"}
+        ]}]
+    }));
+    let mut vols = PodVolumes::new(&p, &root, false).unwrap();
+    vols.set_up(Some(&o), 0).await.unwrap();
+    let c = &p.spec.as_ref().unwrap().containers[0];
+    let m = vols.mounts(c).unwrap();
+    assert_eq!(m.len(), 4);
+    assert_eq!(m[0].container_path, "/etc/resolv.conf");
+    assert_eq!(read(Path::new(&m[0].host_path)), "configmap-value");
+    assert_eq!(read(Path::new(&m[1].host_path)), "configmap-value");
+    assert_eq!(read(Path::new(&m[2].host_path)), "web");
+    assert!(Path::new(&m[3].host_path).join("podname").is_file());
+    assert!(
+        m.iter().all(|m| m.readonly),
+        "API-backed volumes are read-only"
+    );
+    assert!(
+        m.iter().all(|m| !Path::new(&m.host_path)
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink()),
+        "a subPath is the resolved path, never the volume's link"
+    );
+    let bad = serde_json::json!([{"name": "cm", "mountPath": "/x", "subPath": "nope"}]);
+    let mut c2 = c.clone();
+    c2.volume_mounts = serde_json::from_value(bad).unwrap();
+    assert!(vols.mounts(&c2).is_err(), "a missing key is no subPath");
+}
+
+#[tokio::test]
+async fn downward_api_files_follow_the_pods_updated_labels_and_annotations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("pods");
+    let o = FakeObjects::default();
+    let items = serde_json::json!([
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        {"path": "builder", "fieldRef": {"fieldPath": "metadata.annotations['builder']"}}
+    ]);
+    let mut p = pod(serde_json::json!({"volumes": [
+        {"name": "down", "downwardAPI": {"items": items}},
+        {"name": "proj", "projected": {"sources": [{"downwardAPI": {"items": items}}]}}
+    ]}));
+    p.metadata.labels = Some([("key1".to_string(), "value1".to_string())].into());
+    p.metadata.annotations = Some([("builder".to_string(), "bar".to_string())].into());
+    let mut vols = PodVolumes::new(&p, &root, false).unwrap();
+    vols.set_up(Some(&o), 0).await.unwrap();
+    let dirs = [
+        volume_dir(&root, "u1", "downward-api", "down"),
+        volume_dir(&root, "u1", "projected", "proj"),
+    ];
+    for d in &dirs {
+        assert_eq!(read(&d.join("labels")), "key1=\"value1\"\n");
+        assert_eq!(read(&d.join("builder")), "bar");
+    }
+
+    // Only the pod's labels and annotations are taken from the update.
+    let mut updated = p.clone();
+    updated.metadata.labels = Some(
+        [("key1", "value1"), ("key3", "value3")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+    );
+    updated.metadata.annotations = Some([("builder".to_string(), "foo".to_string())].into());
+    updated.metadata.name = Some("renamed".into());
+    vols.update_pod(&updated);
+    assert_eq!(
+        vols.refresh(Some(&o), 10).await.unwrap(),
+        vec!["down".to_string(), "proj".to_string()]
+    );
+    for d in &dirs {
+        assert_eq!(
+            read(&d.join("labels")),
+            "key1=\"value1\"\nkey3=\"value3\"\n"
+        );
+        assert_eq!(read(&d.join("builder")), "foo");
+    }
+    assert_eq!(vols.pod.metadata.name.as_deref(), Some("web"));
 }

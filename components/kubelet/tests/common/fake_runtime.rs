@@ -60,6 +60,7 @@ impl Runtime for RunningRuntime {
                 },
                 last_termination: None,
                 ready: true,
+                restarting: false,
             })
             .collect();
         self.pods.lock().unwrap().insert(

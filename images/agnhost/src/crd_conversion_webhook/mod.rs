@@ -1,5 +1,5 @@
 //! `crd-conversion-webhook`: the conversion webhook of the e2e tests' multi-version CRD. HTTPS,
-//! one endpoint, `/crdconvert`; ConversionReview v1 and v1beta1 in JSON or YAML (by Content-Type),
+//! `/crdconvert` (and `/readyz` for the readiness probe); ConversionReview v1 and v1beta1 in JSON or YAML (by Content-Type),
 //! answered in JSON or YAML (by Accept).
 
 pub mod converter;
@@ -84,6 +84,8 @@ pub fn output_media(accept: &str) -> Option<Media> {
 pub fn router() -> Router {
     Router::new()
         .route("/crdconvert", any(serve))
+        // Upstream's main answers the e2e deployment's readiness probe here.
+        .route("/readyz", any(|| async { "ok" }))
         .fallback(|| async { http_error("404 page not found", StatusCode::NOT_FOUND) })
 }
 
@@ -299,6 +301,14 @@ request:
         assert_eq!(status, 200);
         let out: Value = serde_norway::from_str(&body).unwrap();
         assert_eq!(out["response"]["convertedObjects"][0]["port"], "7070");
+    }
+
+    #[tokio::test]
+    async fn readyz_answers_ok() {
+        let (status, _, body, _) = call(router(), "/readyz", &[], "").await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        let (status, _, body, _) = call(router(), "/nope", &[], "").await;
+        assert_eq!((status, body.as_str()), (404, "404 page not found\n"));
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{json, Value};
 
 use super::crds::get_json;
-use super::webhook_server::WebhookServer;
+use super::webhook_server::{WebhookServer, ADMISSION};
 use super::{case, Case};
 use crate::ctx::{from_json, to_json, Ctx};
 use crate::error::{CaseError, CaseResult};
@@ -139,10 +139,10 @@ async fn discovery(ctx: &Ctx) -> CaseResult {
     Ok(())
 }
 
-type Steps = for<'a> fn(&'a Ctx, &'a WebhookServer) -> BoxFuture<'a, CaseResult>;
+pub(super) type Steps = for<'a> fn(&'a Ctx, &'a WebhookServer) -> BoxFuture<'a, CaseResult>;
 
 /// Upstream's BeforeEach/AfterEach around an entry: deploy the sample webhook, run, tear down.
-async fn with_server(ctx: &Ctx, steps: Steps) -> CaseResult {
+pub(super) async fn with_server(ctx: &Ctx, steps: Steps) -> CaseResult {
     let server = WebhookServer::deploy(ctx).await?;
     let outcome = steps(ctx, &server).await;
     server.teardown(ctx).await;
@@ -153,7 +153,7 @@ fn data(cm: &ConfigMap) -> BTreeMap<String, String> {
     cm.data.clone().unwrap_or_default()
 }
 
-fn yes(keys: &[&str]) -> BTreeMap<String, String> {
+pub(super) fn yes(keys: &[&str]) -> BTreeMap<String, String> {
     keys.iter().map(|k| (k.to_string(), "yes".into())).collect()
 }
 
@@ -163,7 +163,7 @@ fn to_be_mutated(name: &str) -> CaseResult<ConfigMap> {
 }
 
 /// namedNonCompliantConfigMap: the key and value the deny webhook refuses.
-fn non_compliant(name: &str) -> CaseResult<ConfigMap> {
+pub(super) fn non_compliant(name: &str) -> CaseResult<ConfigMap> {
     from_json(json!({"metadata": {"name": name}, "data": {"webhook-e2e-test": "webhook-disallow"}}))
 }
 
@@ -459,6 +459,7 @@ fn fixtures(ctx: &Ctx) -> WebhookServer {
         ns: ctx.ns.clone(),
         markers: format!("{}-markers", ctx.ns),
         ca_bundle: String::new(),
+        sample: &ADMISSION,
     }
 }
 

@@ -47,7 +47,8 @@ pub const CASES: &[Case] = &[
     ),
 ];
 
-const WATCH_LABEL: &str = "watch-this-configmap";
+/// The label upstream's watch entries select configmaps by.
+pub(super) const WATCH_LABEL: &str = "watch-this-configmap";
 
 /// Watchers, configmaps: three watches (label A, label B, A or B). Creating, modifying twice and
 /// deleting a configmap labelled A MUST be seen as ADDED, MODIFIED, MODIFIED, DELETED by watches A and
@@ -61,18 +62,9 @@ async fn watch_notifications(ctx: &Ctx) -> CaseResult {
         .resource_version
         .unwrap_or_default();
     let (a, b) = ("multiple-watchers-A", "multiple-watchers-B");
-    let watch = |selector: String| {
-        let cms = cms.clone();
-        let rv = rv.clone();
-        async move {
-            cms.watch(&WatchParams::default().labels(&selector), &rv)
-                .await
-                .map(|s| s.boxed())
-        }
-    };
-    let mut wa = watch(format!("{WATCH_LABEL}={a}")).await?;
-    let mut wb = watch(format!("{WATCH_LABEL}={b}")).await?;
-    let mut wab = watch(format!("{WATCH_LABEL} in ({a},{b})")).await?;
+    let mut wa = watch_configmaps(&cms, &rv, &[a]).await?;
+    let mut wb = watch_configmaps(&cms, &rv, &[b]).await?;
+    let mut wab = watch_configmaps(&cms, &rv, &[a, b]).await?;
 
     let make = |name: &str, label: &str| {
         from_json::<ConfigMap>(json!({"metadata": {"name": name, "labels": {WATCH_LABEL: label}}}))
@@ -125,15 +117,33 @@ async fn watch_notifications(ctx: &Ctx) -> CaseResult {
     Ok(())
 }
 
-type EventStream = futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>;
+pub(super) type EventStream =
+    futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>;
 
-/// The next `n` add/modify/delete events as "TYPE <a|b> [mutation]" (bookmarks skipped).
-async fn next_events(w: &mut EventStream, n: usize) -> CaseResult<Vec<String>> {
-    let mut out = Vec::new();
-    while out.len() < n {
+/// Upstream's watchConfigMaps: a watch on the namespace's configmaps whose `WATCH_LABEL` is one of
+/// `values` (a set-based selector), from resourceVersion `rv`.
+pub(super) async fn watch_configmaps(
+    cms: &Api<ConfigMap>,
+    rv: &str,
+    values: &[&str],
+) -> CaseResult<EventStream> {
+    let selector = format!("{WATCH_LABEL} in ({})", values.join(","));
+    Ok(cms
+        .watch(&WatchParams::default().labels(&selector), rv)
+        .await?
+        .boxed())
+}
+
+/// The next add/modify/delete event (bookmarks skipped) as "TYPE <last part of the name>
+/// [mutation]", with its object; `seen` (the events before it) goes into the failure message.
+pub(super) async fn next_event(
+    w: &mut EventStream,
+    seen: &[String],
+) -> CaseResult<(String, ConfigMap)> {
+    loop {
         let ev = tokio::time::timeout(Duration::from_secs(30), w.try_next())
             .await
-            .map_err(|_| CaseError::Failed(format!("no watch event after {out:?}")))??;
+            .map_err(|_| CaseError::Failed(format!("no watch event after {seen:?}")))??;
         let (kind, cm) = match ev {
             Some(WatchEvent::Added(cm)) => ("ADDED", cm),
             Some(WatchEvent::Modified(cm)) => ("MODIFIED", cm),
@@ -142,16 +152,26 @@ async fn next_events(w: &mut EventStream, n: usize) -> CaseResult<Vec<String>> {
             Some(WatchEvent::Error(e)) => {
                 return Err(CaseError::Failed(format!("watch error: {}", e.message)))
             }
-            None => return Err(CaseError::Failed(format!("the watch ended after {out:?}"))),
+            None => return Err(CaseError::Failed(format!("the watch ended after {seen:?}"))),
         };
-        let name = cm.metadata.name.unwrap_or_default();
-        let which = name.rsplit('-').next().unwrap_or_default().to_string();
+        let name = cm.metadata.name.as_deref().unwrap_or_default();
+        let which = name.rsplit('-').next().unwrap_or_default();
         let mutation = cm
             .data
-            .and_then(|d| d.get("mutation").cloned())
+            .as_ref()
+            .and_then(|d| d.get("mutation"))
             .map(|m| format!(" {m}"))
             .unwrap_or_default();
-        out.push(format!("{kind} {which}{mutation}"));
+        return Ok((format!("{kind} {which}{mutation}"), cm));
+    }
+}
+
+/// The next `n` add/modify/delete events, described as `next_event` does.
+pub(super) async fn next_events(w: &mut EventStream, n: usize) -> CaseResult<Vec<String>> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let (what, _) = next_event(w, &out).await?;
+        out.push(what);
     }
     Ok(out)
 }
@@ -230,7 +250,7 @@ async fn namespace_status(ctx: &Ctx) -> CaseResult {
 }
 
 /// A second namespace of the case's own, deleted at the end whatever happens.
-async fn extra_namespace(ctx: &Ctx, base: &str) -> CaseResult<String> {
+pub(super) async fn extra_namespace(ctx: &Ctx, base: &str) -> CaseResult<String> {
     let name = format!("{base}-{}", ctx.ns.rsplit('-').next().unwrap_or("x"));
     let obj: Namespace = from_json(json!({"metadata": {"name": name}}))?;
     ctx.all::<Namespace>()

@@ -70,7 +70,7 @@ fn random_kind() -> String {
 }
 
 /// A name with 5 random characters appended, as names.SimpleNameGenerator does.
-fn generate_name(base: &str) -> String {
+pub(super) fn generate_name(base: &str) -> String {
     let suffix: String = rand::rng()
         .sample_iter(rand::distr::Alphanumeric)
         .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
@@ -187,12 +187,17 @@ impl Crd {
         }
     }
 
+    /// The CRD's API group (as created; [`GROUP`] when unknown).
+    pub fn group(&self) -> &str {
+        self.created["spec"]["group"].as_str().unwrap_or(GROUP)
+    }
+
     /// The first version's resource (upstream's `Versions[0]`), cluster-scoped.
     pub fn resource(&self, version: &str) -> ApiResource {
         ApiResource {
-            group: GROUP.into(),
+            group: self.group().into(),
             version: version.into(),
-            api_version: format!("{GROUP}/{version}"),
+            api_version: format!("{}/{version}", self.group()),
             kind: self.kind.clone(),
             plural: self.plural.clone(),
         }
@@ -204,7 +209,7 @@ impl Crd {
 
     /// `/apis/<group>/<version>/<plural>`.
     pub fn path(&self, version: &str) -> String {
-        format!("/apis/{GROUP}/{version}/{}", self.plural)
+        format!("/apis/{}/{version}/{}", self.group(), self.plural)
     }
 }
 
@@ -223,7 +228,7 @@ pub(super) async fn get_json(ctx: &Ctx, path: &str) -> CaseResult<Value> {
 /// Whether /apis/<group>/<version> lists the CRD's plural (fixtures.existsInDiscoveryV1: a 404 is
 /// "not yet").
 async fn in_discovery(ctx: &Ctx, crd: &Crd, version: &str) -> CaseResult<bool> {
-    match get_json(ctx, &format!("/apis/{GROUP}/{version}")).await {
+    match get_json(ctx, &format!("/apis/{}/{version}", crd.group())).await {
         Ok(list) => Ok(list["resources"]
             .as_array()
             .into_iter()
@@ -242,7 +247,7 @@ pub(super) async fn create_crd(ctx: &Ctx, crd: Value) -> CaseResult<Crd> {
     let crd = Crd::of(to_json(&created));
     for v in &crd.served {
         ctx.wait(
-            &format!("{} in the discovery of {GROUP}/{v}", crd.plural),
+            &format!("{} in the discovery of {}/{v}", crd.plural, crd.group()),
             DISCOVERY_WAIT,
             || async {
                 Ok(if in_discovery(ctx, &crd, v).await? {
@@ -265,7 +270,7 @@ pub(super) async fn create_crd_watchable(ctx: &Ctx, crd: Value) -> CaseResult<Cr
     let first = crd.served.first().cloned().unwrap_or_default();
     let api = crd.api(ctx, &first);
     let instance: DynamicObject = from_json(json!({
-        "apiVersion": format!("{GROUP}/{first}"), "kind": crd.kind,
+        "apiVersion": format!("{}/{first}", crd.group()), "kind": crd.kind,
         "metadata": {"name": "setup-instance"},
         "alpha": "foo_123", "beta": 10, "gamma": "bar", "delta": "hello", "epsilon": "foobar",
         "spec": {},
@@ -304,7 +309,11 @@ pub(super) async fn delete_crd(ctx: &Ctx, crd: &Crd) -> CaseResult {
 async fn wait_gone_from_discovery(ctx: &Ctx, crd: &Crd) -> CaseResult {
     for v in &crd.served {
         ctx.wait(
-            &format!("{} gone from the discovery of {GROUP}/{v}", crd.plural),
+            &format!(
+                "{} gone from the discovery of {}/{v}",
+                crd.plural,
+                crd.group()
+            ),
             DISCOVERY_WAIT,
             || async {
                 Ok(if in_discovery(ctx, crd, v).await? {
@@ -506,7 +515,7 @@ async fn defaulting(ctx: &Ctx) -> CaseResult {
     finish(result, delete_crd(ctx, &crd).await)
 }
 
-async fn patch_crd(ctx: &Ctx, crd: &Crd, patch: Value) -> CaseResult {
+pub(super) async fn patch_crd(ctx: &Ctx, crd: &Crd, patch: Value) -> CaseResult {
     let req = http::Request::patch(format!(
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{}",
         crd.name

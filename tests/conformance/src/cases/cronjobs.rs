@@ -13,6 +13,7 @@ use kube::api::{
 };
 use serde_json::json;
 
+use super::api_ops::update_with_retry;
 use super::{case, Case};
 use crate::ctx::{by_label, from_json, Ctx};
 use crate::error::{CaseError, CaseResult};
@@ -294,34 +295,6 @@ fn now_seconds() -> Time {
         k8s_openapi::jiff::Timestamp::from_second(now)
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
     )
-}
-
-/// upstream's retry.RetryOnConflict: get, change, update; again while the update conflicts.
-async fn update_with_retry(
-    cjs: &Api<CronJob>,
-    name: &str,
-    status: bool,
-    change: impl Fn(&mut CronJob),
-) -> CaseResult<CronJob> {
-    let mut last = String::new();
-    for _ in 0..5 {
-        let mut cj = cjs.get(name).await?;
-        change(&mut cj);
-        let pp = PostParams::default();
-        let result = if status {
-            cjs.replace_status(name, &pp, &cj).await
-        } else {
-            cjs.replace(name, &pp, &cj).await
-        };
-        match result {
-            Ok(cj) => return Ok(cj),
-            Err(kube::Error::Api(s)) if s.code == 409 => last = s.message,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(CaseError::Failed(format!(
-        "updating {name} kept conflicting: {last}"
-    )))
 }
 
 fn annotation<'a>(cj: &'a CronJob, key: &str) -> Option<&'a str> {

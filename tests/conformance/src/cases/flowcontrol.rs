@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use k8s_openapi::ClusterResourceScope;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
@@ -22,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::api_ops::{group_discovery, update_with_retry, Kind};
 use super::{case, Case};
 use crate::ctx::{from_json, Ctx};
 use crate::error::{CaseError, CaseResult};
@@ -139,43 +139,8 @@ impl Script {
     /// /apis lists the group with v1, the group's document lists v1, and v1 lists the resource
     /// and its status subresource.
     async fn discovery(&self, ctx: &Ctx) -> CaseResult {
-        let groups = ctx.client.list_api_groups().await?;
-        must!(
-            groups
-                .groups
-                .iter()
-                .any(|g| g.name == GROUP && g.versions.iter().any(|v| v.version == "v1")),
-            "expected flowcontrol API group/version, got {:?}",
-            groups.groups.iter().map(|g| &g.name).collect::<Vec<_>>()
-        );
-        let raw = ctx
-            .kubectl(&["get", "--raw", &format!("/apis/{GROUP}")])
-            .await?;
-        let group: APIGroup = serde_json::from_str(&raw).map_err(|source| CaseError::Json {
-            what: format!("/apis/{GROUP}"),
-            source,
-        })?;
-        must!(
-            group.versions.iter().any(|v| v.version == "v1"),
-            "expected {} API version, got {raw}",
-            self.plural
-        );
-        let resources = ctx
-            .client
-            .list_api_group_resources(&format!("{GROUP}/v1"))
-            .await?;
-        let names: Vec<&str> = resources
-            .resources
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect();
-        for want in [self.plural.to_string(), format!("{}/status", self.plural)] {
-            must!(
-                names.contains(&want.as_str()),
-                "expected {want}, got {names:?}"
-            );
-        }
-        Ok(())
+        let status = format!("{}/status", self.plural);
+        group_discovery(ctx, GROUP, "v1", &[self.plural, &status]).await
     }
 
     async fn steps<K>(&self, ctx: &Ctx, api: &Api<K>, lp: &ListParams) -> CaseResult
@@ -237,14 +202,13 @@ impl Script {
             "patched object should have a larger resource version"
         );
 
-        let updated = self
-            .update(api, &name, false, |o| {
-                o["metadata"]["annotations"]["updated"] = json!("true");
-                if let Some(at) = o.pointer_mut(self.update_spec.0) {
-                    *at = self.update_spec.1.clone();
-                }
-            })
-            .await?;
+        let updated = update_json(api, &name, false, |o| {
+            o["metadata"]["annotations"]["updated"] = json!("true");
+            if let Some(at) = o.pointer_mut(self.update_spec.0) {
+                *at = self.update_spec.1.clone();
+            }
+        })
+        .await?;
         let uj = to_json(&updated);
         must_eq!(
             uj.pointer("/metadata/annotations/updated"),
@@ -318,19 +282,18 @@ impl Script {
             has_condition(&to_json(&status_patched), "PatchStatusFailed"),
             "the /status patch's condition is missing: {status_patched:?}"
         );
-        let status_updated = self
-            .update(api, &name, true, |o| {
-                let condition = json!({"type": "StatusUpdateFailed", "status": "False",
+        let status_updated = update_json(api, &name, true, |o| {
+            let condition = json!({"type": "StatusUpdateFailed", "status": "False",
                     "reason": "E2E", "message": "Set from an e2e test"});
-                match o
-                    .pointer_mut("/status/conditions")
-                    .and_then(Value::as_array_mut)
-                {
-                    Some(cs) => cs.push(condition),
-                    None => o["status"]["conditions"] = json!([condition]),
-                }
-            })
-            .await?;
+            match o
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+            {
+                Some(cs) => cs.push(condition),
+                None => o["status"]["conditions"] = json!([condition]),
+            }
+        })
+        .await?;
         must!(
             has_condition(&to_json(&status_updated), "StatusUpdateFailed"),
             "the /status update's condition is missing: {status_updated:?}"
@@ -354,38 +317,21 @@ impl Script {
         );
         Ok(())
     }
+}
 
-    /// retry.RetryOnConflict(retry.DefaultRetry, …): get, change (as JSON), update the object or
-    /// its /status; five tries.
-    async fn update<K>(
-        &self,
-        api: &Api<K>,
-        name: &str,
-        status: bool,
-        change: impl Fn(&mut Value),
-    ) -> CaseResult<K>
-    where
-        K: Resource + Clone + Debug + DeserializeOwned + Serialize,
-    {
-        let mut last = String::new();
-        for _ in 0..5 {
-            let mut o = to_json(&api.get(name).await?);
-            change(&mut o);
-            let obj: K = from_json(o)?;
-            let pp = PostParams::default();
-            let result = if status {
-                api.replace_status(name, &pp, &obj).await
-            } else {
-                api.replace(name, &pp, &obj).await
-            };
-            match result {
-                Ok(o) => return Ok(o),
-                Err(kube::Error::Api(s)) if s.code == 409 => last = s.message,
-                Err(e) => return Err(e.into()),
-            }
+/// [`update_with_retry`] with the change made on the object's JSON.
+async fn update_json<K: Kind>(
+    api: &Api<K>,
+    name: &str,
+    status: bool,
+    change: impl Fn(&mut Value),
+) -> CaseResult<K> {
+    update_with_retry(api, name, status, |o| {
+        let mut v = to_json(o);
+        change(&mut v);
+        if let Ok(changed) = serde_json::from_value(v) {
+            *o = changed;
         }
-        Err(CaseError::Failed(format!(
-            "updating {name} kept conflicting: {last}"
-        )))
-    }
+    })
+    .await
 }

@@ -7,27 +7,55 @@ use futures::future::BoxFuture;
 use crate::ctx::Ctx;
 use crate::error::CaseResult;
 
+mod admission_policy;
 mod admission_webhooks;
+mod aggregated_discovery;
+mod api_chunking_watch;
 mod api_machinery;
+mod api_ops;
 mod auth;
+mod configmap_volumes;
+mod crd_openapi;
 mod crds;
 mod cronjobs;
 mod daemonsets;
+mod deployments;
 mod discovery;
 mod disruption;
+mod dns;
+mod downward_volumes;
+mod empty_dir;
+mod endpoint_slices;
+mod etc_hosts;
 mod field_validation;
 mod flowcontrol;
+mod garbage_collector;
 mod instrumentation;
 mod jobs;
+mod kubectl_cli;
+mod limit_range;
+mod networking_api;
 mod node;
+mod node_lifecycle;
+mod node_pods;
 mod objects;
+mod pod_networking;
 mod podtemplates;
+mod projected;
+mod replicasets;
 mod replication;
+mod resource_quota;
 mod runtime;
+mod runtime_class;
+mod scheduling;
+mod secret_volumes;
+mod services_network;
 mod statefulsets;
 mod storage;
 mod storage_api;
+mod subpath;
 mod webhook_server;
+mod webhooks_more;
 
 /// A case's body: runs in its own namespace (`ctx.ns`), Ok when every MUST held.
 pub type Run = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CaseResult>;
@@ -55,26 +83,53 @@ pub(crate) use case;
 /// Every written case.
 pub fn all() -> Vec<&'static Case> {
     [
+        admission_policy::CASES,
         admission_webhooks::CASES,
+        aggregated_discovery::CASES,
+        api_chunking_watch::CASES,
         api_machinery::CASES,
         auth::CASES,
+        configmap_volumes::CASES,
+        crd_openapi::CASES,
         crds::CASES,
         cronjobs::CASES,
         daemonsets::CASES,
+        deployments::CASES,
         discovery::CASES,
         disruption::CASES,
+        dns::CASES,
+        downward_volumes::CASES,
+        empty_dir::CASES,
+        endpoint_slices::CASES,
+        etc_hosts::CASES,
         field_validation::CASES,
         flowcontrol::CASES,
+        garbage_collector::CASES,
         instrumentation::CASES,
         jobs::CASES,
+        kubectl_cli::CASES,
+        limit_range::CASES,
+        networking_api::CASES,
         node::CASES,
+        node_lifecycle::CASES,
+        node_pods::CASES,
         objects::CASES,
+        pod_networking::CASES,
         podtemplates::CASES,
+        projected::CASES,
+        replicasets::CASES,
         replication::CASES,
+        resource_quota::CASES,
         runtime::CASES,
+        runtime_class::CASES,
+        scheduling::CASES,
+        secret_volumes::CASES,
+        services_network::CASES,
         statefulsets::CASES,
         storage::CASES,
         storage_api::CASES,
+        subpath::CASES,
+        webhooks_more::CASES,
     ]
     .into_iter()
     .flatten()

@@ -2,8 +2,8 @@
 //! image served by each replica, adoption of a matching orphan, release of a pod that stops
 //! matching, the scale subresource, and the lifecycle (create, status, patch, scale, update
 //! status, list, delete collection) followed through a watch. Upstream's webserver (httpd) is
-//! kiln's agnhost `pause` here, which stays up the same way; the quota entry waits for
-//! ResourceQuota (issue #25).
+//! kiln's agnhost `pause` here, which stays up the same way; and the ReplicaFailure
+//! condition an exceeded quota surfaces.
 
 use std::time::Duration;
 
@@ -13,6 +13,8 @@ use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::{case, Case};
@@ -21,6 +23,11 @@ use crate::error::{CaseError, CaseResult};
 use crate::{must, must_eq};
 
 pub const CASES: &[Case] = &[
+    case!(
+        "[sig-apps] ReplicationController should surface a failure condition on a common issue like exceeded quota [Conformance]",
+        "replication-controller",
+        exceeded_quota_condition
+    ),
     case!(
         "[sig-apps] ReplicationController should serve a basic image on each replica with a public image [Conformance]",
         "replication-controller",
@@ -48,9 +55,10 @@ pub const CASES: &[Case] = &[
     ),
 ];
 
-const MINUTE: Duration = Duration::from_secs(60);
+pub(super) const MINUTE: Duration = Duration::from_secs(60);
 
-fn suffix() -> String {
+/// Five random lowercase letters or digits, for names upstream makes unique with a UUID.
+pub(super) fn suffix() -> String {
     use rand::Rng;
     rand::rng()
         .sample_iter(rand::distr::Alphanumeric)
@@ -93,8 +101,9 @@ fn webserver(ctx: &Ctx) -> (String, Vec<&'static str>) {
     (ctx.images().agnhost(), vec!["pause"])
 }
 
-/// e2epod.PodsCreated: the RC's pods by its `name` label, once there are `replicas` of them.
-async fn pods_created(ctx: &Ctx, name: &str, replicas: usize) -> CaseResult<Vec<Pod>> {
+/// e2epod.PodsCreated: the controller's pods by their `name` label, once there are `replicas` of
+/// them.
+pub(super) async fn pods_created(ctx: &Ctx, name: &str, replicas: usize) -> CaseResult<Vec<Pod>> {
     let pods: Api<Pod> = ctx.api();
     let lp = ListParams::default().labels(&format!("name={name}"));
     ctx.wait(&format!("{replicas} pods of {name}"), MINUTE, || async {
@@ -133,8 +142,9 @@ async fn wait_status_replicas(ctx: &Ctx, name: &str, want: i32) -> CaseResult {
     .await
 }
 
-fn controlled_by(pod: &Pod, uid: &str) -> bool {
-    pod.metadata
+/// Whether the object's controller reference names `uid`.
+pub(super) fn controlled_by<K: Resource>(obj: &K, uid: &str) -> bool {
+    obj.meta()
         .owner_references
         .iter()
         .flatten()
@@ -165,7 +175,19 @@ async fn serve_basic_image(ctx: &Ctx) -> CaseResult {
     ctx.api::<ReplicationController>()
         .create(&PostParams::default(), &rc)
         .await?;
-    let pods = pods_created(ctx, &name, 1).await?;
+    replicas_answer_with_their_names(ctx, &name, 1).await
+}
+
+/// testReplicationControllerServeImageOrFail / testReplicaSetServeImageOrFail after the
+/// controller is created: its `replicas` pods (labelled `name`) run, and each answers on port
+/// 9376 with its own name, dialled from a client pod as the apiserver's pod proxy is not served
+/// (upstream's WaitForPodsResponding goes through it).
+pub(super) async fn replicas_answer_with_their_names(
+    ctx: &Ctx,
+    name: &str,
+    replicas: usize,
+) -> CaseResult {
+    let pods = pods_created(ctx, name, replicas).await?;
     let mut running = Vec::new();
     for p in &pods {
         running.push(
@@ -173,7 +195,7 @@ async fn serve_basic_image(ctx: &Ctx) -> CaseResult {
                 .await?,
         );
     }
-    must_eq!(running.len(), 1, "running replicas");
+    must_eq!(running.len(), replicas, "running replicas");
     let client: Pod = from_json(json!({
         "metadata": {"name": "client"},
         "spec": {"terminationGracePeriodSeconds": 0,
@@ -316,17 +338,34 @@ async fn scale_subresource(ctx: &Ctx) -> CaseResult {
     wait_status_replicas(ctx, &name, 2).await
 }
 
-type Events = std::pin::Pin<
-    Box<dyn futures::Stream<Item = kube::Result<WatchEvent<ReplicationController>>> + Send>,
->;
+/// A watch's events, boxed so a case can keep reading one stream across its steps.
+pub(super) type Events<K> =
+    std::pin::Pin<Box<dyn futures::Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
+
+/// Upstream's ListWatch from a list's resourceVersion: `api`'s objects labelled `sel`, from now.
+pub(super) async fn watch_labelled<K>(api: &Api<K>, sel: &str) -> CaseResult<Events<K>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let rv = api
+        .list(&ListParams::default().labels(sel))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    Ok(api
+        .watch(&WatchParams::default().labels(sel), &rv)
+        .await?
+        .boxed())
+}
 
 /// watchUntilWithoutRetry: read the watch until `f` accepts an event.
-async fn until(
-    events: &mut Events,
+pub(super) async fn until<K>(
+    events: &mut Events<K>,
     what: &str,
     timeout: Duration,
-    mut f: impl FnMut(&WatchEvent<ReplicationController>) -> bool,
-) -> CaseResult<ReplicationController> {
+    mut f: impl FnMut(&WatchEvent<K>) -> bool,
+) -> CaseResult<K> {
     let found = tokio::time::timeout(timeout, async {
         while let Some(ev) = events.try_next().await? {
             if f(&ev) {
@@ -338,7 +377,7 @@ async fn until(
     .await
     .map_err(|_| CaseError::Failed(format!("no watch event: {what}")))??;
     match found {
-        Some(WatchEvent::Added(rc) | WatchEvent::Modified(rc) | WatchEvent::Deleted(rc)) => Ok(rc),
+        Some(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => Ok(o),
         _ => Err(CaseError::Failed(format!("the watch ended before {what}"))),
     }
 }
@@ -353,7 +392,7 @@ fn counts(ev: &WatchEvent<ReplicationController>) -> Option<(i32, i32)> {
     }
 }
 
-fn is_modified(ev: &WatchEvent<ReplicationController>) -> bool {
+pub(super) fn is_modified<K>(ev: &WatchEvent<K>) -> bool {
     matches!(ev, WatchEvent::Modified(_))
 }
 
@@ -363,16 +402,7 @@ async fn lifecycle(ctx: &Ctx) -> CaseResult {
     let name = "rc-test";
     let sel = "test-rc-static=true";
     let rcs: Api<ReplicationController> = ctx.api();
-    let rv = rcs
-        .list(&ListParams::default().labels(sel))
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut events: Events = rcs
-        .watch(&WatchParams::default().labels(sel), &rv)
-        .await?
-        .boxed();
+    let mut events = watch_labelled(&rcs, sel).await?;
     let rc: ReplicationController = from_json(json!({
         "metadata": {"name": name, "labels": {"test-rc-static": "true"}},
         "spec": {"replicas": 1, "selector": {"test-rc-static": "true"},
@@ -514,4 +544,86 @@ async fn lifecycle(ctx: &Ctx) -> CaseResult {
     })
     .await?;
     Ok(())
+}
+
+fn replica_failure(rc: &ReplicationController) -> Option<String> {
+    rc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "ReplicaFailure"))
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.reason.as_deref().unwrap_or(""),
+                c.message.as_deref().unwrap_or("")
+            )
+        })
+}
+
+/// ReplicationController, exceeded quota: with a quota allowing two pods (its status.hard MUST be
+/// calculated), an RC asking for three MUST get a ReplicaFailure condition; scaled down to two, the
+/// condition MUST be cleared once the controller observed that generation.
+async fn exceeded_quota_condition(ctx: &Ctx) -> CaseResult {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let name = "condition-test";
+    let quota: ResourceQuota = from_json(json!({"metadata": {"name": name},
+        "spec": {"hard": {"pods": "2"}}}))?;
+    let quotas = ctx.api::<ResourceQuota>();
+    quotas.create(&PostParams::default(), &quota).await?;
+    ctx.wait(
+        "the quota's status.hard pods=2",
+        Duration::from_secs(60),
+        || async {
+            let q = quotas.get(name).await?;
+            let hard = q
+                .status
+                .and_then(|s| s.hard)
+                .and_then(|h| h.get("pods").map(|p| p.0.clone()));
+            Ok(if hard.as_deref() == Some("2") {
+                Ok(())
+            } else {
+                Err(format!("{hard:?}"))
+            })
+        },
+    )
+    .await?;
+    let (image, args) = webserver(ctx);
+    let rc = new_rc(name, 3, json!({"name": name}), name, &image, &args)?;
+    let rcs = ctx.api::<ReplicationController>();
+    rcs.create(&PostParams::default(), &rc).await?;
+    ctx.wait(
+        "a ReplicaFailure condition",
+        Duration::from_secs(60),
+        || async {
+            let rc = rcs.get(name).await?;
+            Ok(replica_failure(&rc).ok_or_else(|| format!("{:?}", rc.status)))
+        },
+    )
+    .await?;
+    rcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 2}})),
+    )
+    .await?;
+    ctx.wait(
+        "the ReplicaFailure condition cleared",
+        Duration::from_secs(60),
+        || async {
+            let rc = rcs.get(name).await?;
+            let observed = rc
+                .status
+                .as_ref()
+                .and_then(|s| s.observed_generation)
+                .unwrap_or(0);
+            let generation = rc.metadata.generation.unwrap_or(0);
+            Ok(match replica_failure(&rc) {
+                None if generation <= observed => Ok(()),
+                cond => Err(format!(
+                    "generation {generation}, observed {observed}, condition {cond:?}"
+                )),
+            })
+        },
+    )
+    .await
 }

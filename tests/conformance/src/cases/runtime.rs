@@ -107,7 +107,7 @@ pub const CASES: &[Case] = &[
 ];
 
 /// A one-container busybox pod running `sh -c <script>`; `extra` is merged into the container.
-fn busybox_pod(
+pub(super) fn busybox_pod(
     ctx: &Ctx,
     name: &str,
     restart: &str,
@@ -131,7 +131,7 @@ fn busybox_pod(
 }
 
 /// Wait until the pod ends (Succeeded or Failed) and return it.
-async fn wait_ended(ctx: &Ctx, name: &str) -> CaseResult<Pod> {
+pub(super) async fn wait_ended(ctx: &Ctx, name: &str) -> CaseResult<Pod> {
     let pods = ctx.api::<Pod>();
     ctx.wait(&format!("pod {name} to end"), POD_START, || async {
         let pod = pods.get(name).await?;
@@ -143,7 +143,7 @@ async fn wait_ended(ctx: &Ctx, name: &str) -> CaseResult<Pod> {
     .await
 }
 
-fn statuses(pod: &Pod, init: bool) -> Vec<ContainerStatus> {
+pub(super) fn statuses(pod: &Pod, init: bool) -> Vec<ContainerStatus> {
     let s = pod.status.clone().unwrap_or_default();
     if init {
         s.init_container_statuses.unwrap_or_default()
@@ -152,7 +152,7 @@ fn statuses(pod: &Pod, init: bool) -> Vec<ContainerStatus> {
     }
 }
 
-fn condition(pod: &Pod, type_: &str) -> Option<String> {
+pub(super) fn condition(pod: &Pod, type_: &str) -> Option<String> {
     pod.status
         .as_ref()?
         .conditions
@@ -163,7 +163,7 @@ fn condition(pod: &Pod, type_: &str) -> Option<String> {
 }
 
 /// Has the container ever run (running now, or ended)?
-fn started(s: &ContainerStatus) -> bool {
+pub(super) fn started(s: &ContainerStatus) -> bool {
     s.state
         .as_ref()
         .is_some_and(|s| s.running.is_some() || s.terminated.is_some())

@@ -22,11 +22,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use kube::ResourceExt;
 use serde_json::{json, Value};
 
+use super::api_ops::{update_with_retry, Kind};
 use super::{case, Case};
 use crate::ctx::{by_label, from_json, Ctx};
 use crate::error::{CaseError, CaseResult};
@@ -85,16 +84,6 @@ pub const CASES: &[Case] = &[
 const SETTLE: Duration = Duration::from_secs(30);
 /// Upstream's e2epv.VolumeSelectorKey: the label that pools a case's PVs.
 const PV_POOL: &str = "e2e-pv-pool";
-
-/// What every kind here is: a typed API object kube can send and read.
-pub trait Kind:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug
-{
-}
-impl<K> Kind for K where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug
-{
-}
 
 /// Upstream patches some kinds' labels with a strategic merge patch, others with a JSON merge patch.
 #[derive(Debug, Clone, Copy)]
@@ -158,35 +147,6 @@ async fn patch_label<K: Kind>(api: &Api<K>, before: &K, style: PatchStyle) -> Ca
         patched.meta().resource_version
     );
     Ok(patched)
-}
-
-/// Get, change, update (the main resource or /status), again on a conflict: upstream's
-/// retry.RetryOnConflict(retry.DefaultRetry, ...), five tries.
-async fn update_with_retry<K: Kind>(
-    api: &Api<K>,
-    name: &str,
-    status: bool,
-    change: impl Fn(&mut K),
-) -> CaseResult<K> {
-    let mut last = String::new();
-    for _ in 0..5 {
-        let mut obj = api.get(name).await?;
-        change(&mut obj);
-        let pp = PostParams::default();
-        let result = if status {
-            api.replace_status(name, &pp, &obj).await
-        } else {
-            api.replace(name, &pp, &obj).await
-        };
-        match result {
-            Ok(o) => return Ok(o),
-            Err(kube::Error::Api(s)) if s.code == 409 => last = s.message,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(CaseError::Failed(format!(
-        "updating {name} kept conflicting: {last}"
-    )))
 }
 
 /// A second create of the same object MUST be refused with 409 AlreadyExists.

@@ -26,21 +26,65 @@ use serde_json::{json, Value};
 use crate::ctx::{from_json, Ctx, POD_START};
 use crate::error::{CaseError, CaseResult};
 
-pub const SERVICE: &str = "e2e-test-webhook";
-const SECRET: &str = "sample-webhook-secret";
-const DEPLOYMENT: &str = "sample-webhook-deployment";
-const SERVICE_PORT: i32 = 8443;
-const CONTAINER_PORT: i32 = 8444;
+/// One of upstream's sample servers: an agnhost subcommand in a Deployment behind a Service, its
+/// certificate in a Secret; the names and ports upstream's BeforeEach gives it.
+#[derive(Debug)]
+pub struct Sample {
+    pub subcommand: &'static str,
+    pub service: &'static str,
+    secret: &'static str,
+    deployment: &'static str,
+    container: &'static str,
+    volume: &'static str,
+    /// The `app` label of the pods.
+    app: &'static str,
+    /// The label (`"true"`) the Service selects.
+    selector: &'static str,
+    service_port: i32,
+    container_port: i32,
+}
+
+/// webhook.go's deployWebhookAndService: agnhost `webhook`.
+pub const ADMISSION: Sample = Sample {
+    subcommand: "webhook",
+    service: "e2e-test-webhook",
+    secret: "sample-webhook-secret",
+    deployment: "sample-webhook-deployment",
+    container: "sample-webhook",
+    volume: "webhook-certs",
+    app: "sample-webhook",
+    selector: "webhook",
+    service_port: 8443,
+    container_port: 8444,
+};
+
+/// crd_conversion_webhook.go's deployCustomResourceWebhookAndService: agnhost
+/// `crd-conversion-webhook`.
+pub const CONVERSION: Sample = Sample {
+    subcommand: "crd-conversion-webhook",
+    service: "e2e-test-crd-conversion-webhook",
+    secret: "sample-custom-resource-conversion-webhook-secret",
+    deployment: "sample-crd-conversion-webhook-deployment",
+    container: "sample-crd-conversion-webhook",
+    volume: "crd-conversion-webhook-certs",
+    app: "sample-crd-conversion-webhook",
+    selector: "crd-webhook",
+    service_port: 9443,
+    container_port: 9444,
+};
+
 /// Upstream's wait.PollUntilContextTimeout(…, 100ms, 30s, …) for webhook effects.
 pub const SETTLE: Duration = Duration::from_secs(30);
 
 pub struct WebhookServer {
     /// The case's namespace, also its unique label key (upstream's f.UniqueName).
     pub ns: String,
-    /// Where readiness markers are created (labelled `<ns>-markers: "true"`).
+    /// Where readiness markers are created (labelled `<ns>-markers: "true"`); empty for the
+    /// conversion webhook, which has none.
     pub markers: String,
     /// The CA that signed the server's certificate, base64 for `caBundle`.
     pub ca_bundle: String,
+    pub sample: &'static Sample,
 }
 
 fn cert_error(e: rcgen::Error) -> CaseError {
@@ -48,7 +92,7 @@ fn cert_error(e: rcgen::Error) -> CaseError {
 }
 
 /// setupServerCert: a CA and a serving certificate for `<service>.<namespace>.svc`.
-fn server_cert(ns: &str) -> CaseResult<(String, String, String)> {
+fn server_cert(service: &str, ns: &str) -> CaseResult<(String, String, String)> {
     let ca_key = KeyPair::generate().map_err(cert_error)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(cert_error)?;
     ca.distinguished_name
@@ -57,7 +101,7 @@ fn server_cert(ns: &str) -> CaseResult<(String, String, String)> {
     let ca_cert = ca.self_signed(&ca_key).map_err(cert_error)?;
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().map_err(cert_error)?;
-    let host = format!("{SERVICE}.{ns}.svc");
+    let host = format!("{service}.{ns}.svc");
     let mut params = CertificateParams::new(vec![host.clone()]).map_err(cert_error)?;
     params.distinguished_name.push(DnType::CommonName, host);
     let cert = params.signed_by(&key, &issuer).map_err(cert_error)?;
@@ -90,10 +134,20 @@ impl WebhookServer {
                     "labels": {format!("{ns}-markers"): "true"}}}))?,
             )
             .await?;
+        WebhookServer::run(ctx, &ADMISSION, markers).await
+    }
+
+    /// The conversion webhook's BeforeEach: its server only (no labels, no markers).
+    pub async fn deploy_conversion(ctx: &Ctx) -> CaseResult<WebhookServer> {
+        WebhookServer::run(ctx, &CONVERSION, String::new()).await
+    }
+
+    async fn run(ctx: &Ctx, sample: &'static Sample, markers: String) -> CaseResult<WebhookServer> {
         let server = WebhookServer {
-            ns,
+            ns: ctx.ns.clone(),
             markers,
             ca_bundle: String::new(),
+            sample,
         };
         match server.start(ctx).await {
             Ok(ca) => Ok(WebhookServer {
@@ -109,16 +163,18 @@ impl WebhookServer {
 
     /// The Secret, Deployment and Service; returns the CA's PEM.
     async fn start(&self, ctx: &Ctx) -> CaseResult<String> {
-        let (ca, cert, key) = server_cert(&self.ns)?;
+        let x = self.sample;
+        let (ca, cert, key) = server_cert(x.service, &self.ns)?;
         let pp = PostParams::default();
         let secret: Secret = from_json(json!({
-            "metadata": {"name": SECRET}, "type": "Opaque",
+            "metadata": {"name": x.secret}, "type": "Opaque",
             "stringData": {"tls.crt": cert, "tls.key": key}
         }))?;
         ctx.api::<Secret>().create(&pp, &secret).await?;
-        let labels = json!({"app": "sample-webhook", "webhook": "true"});
+        let labels = json!({"app": x.app, x.selector: "true"});
+        let port = x.container_port;
         let deployment: Deployment = from_json(json!({
-            "metadata": {"name": DEPLOYMENT, "labels": labels},
+            "metadata": {"name": x.deployment, "labels": labels},
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": labels},
@@ -127,22 +183,22 @@ impl WebhookServer {
                     "metadata": {"labels": labels},
                     "spec": {
                         "containers": [{
-                            "name": "sample-webhook",
+                            "name": x.container,
                             "image": ctx.images().agnhost(),
                             "command": ["/agnhost"],
-                            "args": ["webhook",
+                            "args": [x.subcommand,
                                 "--tls-cert-file=/webhook.local.config/certificates/tls.crt",
                                 "--tls-private-key-file=/webhook.local.config/certificates/tls.key",
-                                "-v=4", format!("--port={CONTAINER_PORT}")],
-                            "ports": [{"containerPort": CONTAINER_PORT}],
+                                "-v=4", format!("--port={port}")],
+                            "ports": [{"containerPort": port}],
                             "readinessProbe": {
-                                "httpGet": {"scheme": "HTTPS", "port": CONTAINER_PORT, "path": "/readyz"},
+                                "httpGet": {"scheme": "HTTPS", "port": port, "path": "/readyz"},
                                 "periodSeconds": 1, "successThreshold": 1, "failureThreshold": 30
                             },
-                            "volumeMounts": [{"name": "webhook-certs", "readOnly": true,
+                            "volumeMounts": [{"name": x.volume, "readOnly": true,
                                 "mountPath": "/webhook.local.config/certificates"}]
                         }],
-                        "volumes": [{"name": "webhook-certs", "secret": {"secretName": SECRET}}]
+                        "volumes": [{"name": x.volume, "secret": {"secretName": x.secret}}]
                     }
                 }
             }
@@ -153,7 +209,7 @@ impl WebhookServer {
             "the webhook deployment to be available",
             POD_START,
             || async {
-                let d = deployments.get(DEPLOYMENT).await?;
+                let d = deployments.get(x.deployment).await?;
                 let ready = d.status.as_ref().and_then(|s| s.available_replicas);
                 Ok(if ready == Some(1) {
                     Ok(())
@@ -164,13 +220,13 @@ impl WebhookServer {
         )
         .await?;
         let service: Service = from_json(json!({
-            "metadata": {"name": SERVICE, "labels": {"test": "webhook"}},
-            "spec": {"selector": {"webhook": "true"}, "ports": [{"protocol": "TCP",
-                "port": SERVICE_PORT, "targetPort": CONTAINER_PORT}]}
+            "metadata": {"name": x.service, "labels": {"test": x.selector}},
+            "spec": {"selector": {x.selector: "true"}, "ports": [{"protocol": "TCP",
+                "port": x.service_port, "targetPort": port}]}
         }))?;
         ctx.api::<Service>().create(&pp, &service).await?;
         let slices: Api<EndpointSlice> = ctx.api();
-        let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={SERVICE}"));
+        let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={}", x.service));
         ctx.wait("the webhook service's endpoint", SETTLE, || async {
             let ready = slices
                 .list(&lp)
@@ -193,10 +249,12 @@ impl WebhookServer {
     /// Delete the markers namespace and every webhook configuration whose name starts with the
     /// case's namespace.
     pub async fn teardown(&self, ctx: &Ctx) {
-        let namespaces: Api<Namespace> = ctx.all();
-        let _ = namespaces
-            .delete(&self.markers, &DeleteParams::background())
-            .await;
+        if !self.markers.is_empty() {
+            let namespaces: Api<Namespace> = ctx.all();
+            let _ = namespaces
+                .delete(&self.markers, &DeleteParams::background())
+                .await;
+        }
         let validating: Api<ValidatingWebhookConfiguration> = ctx.all();
         if let Ok(list) = validating.list(&ListParams::default()).await {
             for c in list
@@ -226,22 +284,29 @@ impl WebhookServer {
     /// A clientConfig naming the Service and `path`.
     pub fn client_config(&self, path: &str) -> Value {
         json!({
-            "service": {"namespace": self.ns, "name": SERVICE, "path": path, "port": SERVICE_PORT},
+            "service": {"namespace": self.ns, "name": self.sample.service, "path": path,
+                "port": self.sample.service_port},
             "caBundle": self.ca_bundle,
         })
     }
 
-    /// A webhook on CREATE of configmaps, scoped to the case's namespace.
-    fn configmap_hook(&self, name: &str, path: &str) -> Value {
+    /// A webhook calling `path` on `operations` of the core/v1 `resources`, scoped to the case's
+    /// namespace (upstream's fixtures' common shape).
+    pub fn hook(&self, name: &str, operations: &[&str], resources: &[&str], path: &str) -> Value {
         json!({
             "name": name,
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                "resources": ["configmaps"]}],
+            "rules": [{"operations": operations, "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": resources}],
             "clientConfig": self.client_config(path),
             "sideEffects": "None",
             "admissionReviewVersions": ["v1", "v1beta1"],
             "namespaceSelector": {"matchLabels": {self.ns.as_str(): "true"}},
         })
+    }
+
+    /// A webhook on CREATE of configmaps, scoped to the case's namespace.
+    pub fn configmap_hook(&self, name: &str, path: &str) -> Value {
+        self.hook(name, &["CREATE"], &["configmaps"], path)
     }
 
     /// newDenyConfigMapWebhookFixture: /configmaps on CREATE, UPDATE, DELETE, skipping namespaces

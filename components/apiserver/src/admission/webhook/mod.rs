@@ -280,6 +280,9 @@ fn revalidate(
     // terminationMessagePolicy, a custom resource its schema defaults.
     (spec.defaults)(&mut obj);
     if let Some(cr) = spec.custom {
+        // Fields a webhook added that the schema does not know are pruned, as upstream prunes the
+        // mutated object when it decodes it.
+        cr.prune(&mut obj);
         cr.apply_defaults(&mut obj);
     }
     let mut causes: Vec<_> = validate_name(spec, name_of(&obj)).into_iter().collect();

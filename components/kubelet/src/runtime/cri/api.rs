@@ -103,7 +103,12 @@ pub trait CriApi: Send + Sync {
         image: &str,
         sandbox: &cri::PodSandboxConfig,
     ) -> Result<String, CriError>;
-    async fn run_pod_sandbox(&self, config: &cri::PodSandboxConfig) -> Result<String, CriError>;
+    /// `handler`: the CRI runtime handler of the pod's RuntimeClass ("" = the runtime's default).
+    async fn run_pod_sandbox(
+        &self,
+        config: &cri::PodSandboxConfig,
+        handler: &str,
+    ) -> Result<String, CriError>;
     async fn pod_sandbox_status(&self, id: &str) -> Result<Sandbox, CriError>;
     /// Sandboxes carrying all of `labels`.
     async fn list_pod_sandboxes(

@@ -120,10 +120,18 @@ impl CriApi for FakeCri {
         Ok(format!("sha256:{image}"))
     }
 
-    async fn run_pod_sandbox(&self, config: &cri::PodSandboxConfig) -> Result<String, CriError> {
+    async fn run_pod_sandbox(
+        &self,
+        config: &cri::PodSandboxConfig,
+        handler: &str,
+    ) -> Result<String, CriError> {
         self.up("RunPodSandbox")?;
         let name = config.metadata.clone().unwrap_or_default().name;
-        self.log(format!("RunPodSandbox {name}"));
+        if handler.is_empty() {
+            self.log(format!("RunPodSandbox {name}"));
+        } else {
+            self.log(format!("RunPodSandbox {name} handler={handler}"));
+        }
         let mut st = self.st();
         st.next_id += 1;
         let id = format!("sb{}", st.next_id);

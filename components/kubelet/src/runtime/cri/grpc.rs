@@ -182,13 +182,17 @@ impl CriApi for GrpcCri {
         Ok(r.image_ref)
     }
 
-    async fn run_pod_sandbox(&self, config: &cri::PodSandboxConfig) -> Result<String, CriError> {
+    async fn run_pod_sandbox(
+        &self,
+        config: &cri::PodSandboxConfig,
+        handler: &str,
+    ) -> Result<String, CriError> {
         let r = self
             .rt()
             .run_pod_sandbox(request(
                 cri::RunPodSandboxRequest {
                     config: Some(config.clone()),
-                    runtime_handler: String::new(),
+                    runtime_handler: handler.to_string(),
                 },
                 CALL_TIMEOUT,
             ))

@@ -10,6 +10,7 @@ pub mod hooks;
 pub mod http_get;
 pub mod probe;
 pub mod reconcile;
+pub mod resources;
 pub mod spec;
 pub mod worker;
 
@@ -33,11 +34,14 @@ pub use worker::{PodWorker, WorkerConfig};
 pub const HANDLER: &str = "cri";
 
 struct CriPod {
-    /// The pod as it was started (the kubelet server's /pods, logs and exec look pods up here).
+    /// The pod as it was started, with its latest labels and annotations (the kubelet server's /pods,
+    /// logs and exec look pods up here).
     pod: Pod,
     status: Arc<Mutex<PodStatus>>,
     /// `Some(grace)` asks the pod's task to kill the pod and end.
     stop: watch::Sender<Option<Duration>>,
+    /// The pod's latest object, handed to its worker ([`PodWorker::update_pod`]).
+    update: watch::Sender<Pod>,
     task: JoinHandle<Result<(), worker::WorkerError>>,
     grace: Duration,
 }
@@ -186,11 +190,15 @@ impl CriRuntime {
         tracing::info!(pod = %w.key(), "starting pod on CRI");
         let status = Arc::new(Mutex::new(w.status()));
         let (stop, stop_rx) = watch::channel(None);
+        let (update, update_rx) = watch::channel(pod.clone());
         let grace = w.grace;
         let task = tokio::spawn(pod_loop(
             w,
             status.clone(),
-            stop_rx,
+            Signals {
+                stop: stop_rx,
+                update: update_rx,
+            },
             self.sync_period,
             self.changed.clone(),
         ));
@@ -200,6 +208,7 @@ impl CriRuntime {
                 pod: pod.clone(),
                 status,
                 stop,
+                update,
                 task,
                 grace,
             },
@@ -226,17 +235,33 @@ impl CriRuntime {
     }
 }
 
+/// What a pod's task is told between its syncs.
+struct Signals {
+    /// `Some(grace)`: kill the pod and end.
+    stop: watch::Receiver<Option<Duration>>,
+    /// The pod's latest object.
+    update: watch::Receiver<Pod>,
+}
+
 async fn pod_loop(
     mut w: PodWorker,
     status: Arc<Mutex<PodStatus>>,
-    mut stop: watch::Receiver<Option<Duration>>,
+    Signals {
+        mut stop,
+        update: mut updates,
+    }: Signals,
     period: Duration,
     changed: Arc<Notify>,
 ) -> Result<(), worker::WorkerError> {
+    let mut updated = false;
     loop {
         let requested = *stop.borrow();
         if let Some(grace) = requested {
             return w.kill(grace).await;
+        }
+        if std::mem::take(&mut updated) {
+            let pod = updates.borrow_and_update().clone();
+            w.update_pod(&pod).await;
         }
         w.sync(Instant::now()).await;
         let now = w.status();
@@ -249,9 +274,11 @@ async fn pod_loop(
         if was_changed {
             changed.notify_one();
         }
+        // A closed update channel (the pod is being stopped) only disables its branch.
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = stop.changed() => {}
+            Ok(()) = updates.changed() => updated = true,
         }
     }
 }
@@ -328,6 +355,18 @@ impl Runtime for CriRuntime {
                 Err(self.not_ready(format!("stopping pod {uid} took longer than {bound:?}")))
             }
         }
+    }
+
+    fn update_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let mut pods = self.pods();
+        let running = pods
+            .get_mut(uid)
+            .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
+        running.pod.metadata.labels = pod.metadata.labels.clone();
+        running.pod.metadata.annotations = pod.metadata.annotations.clone();
+        running.update.send_replace(pod.clone());
+        Ok(())
     }
 
     fn pod_status(&self, uid: &str) -> Option<PodStatus> {

@@ -1,5 +1,6 @@
-//! A kubelet restart against the recording fake CRI: pods a first "run" started (workers dropped, as
-//! when the kubelet dies) are adopted by a new runtime on the same CRI without a single create or start.
+//! The runtime's pods against the recording fake CRI. A kubelet restart: pods a first "run" started
+//! (workers dropped, as when the kubelet dies) are adopted by a new runtime on the same CRI without a
+//! single create or start. A running pod's update reaches its worker.
 
 use std::time::Duration;
 
@@ -237,12 +238,15 @@ async fn an_exited_container_is_handled_per_restart_policy() {
     rt.reconcile(std::slice::from_ref(&p)).await.unwrap();
     let c = &rt.pod_status("u-crashy").unwrap().containers[0];
     assert_eq!(c.restart_count, 1);
+    // The exit found at adoption shows first (about to be restarted after its back-off, so the
+    // pod stays Running), as upstream's kubelet reports a container it finds exited.
     assert!(
-        matches!(&c.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff"),
+        matches!(&c.state, ContainerState::Terminated(t) if t.exit_code == 2),
         "{:?}",
         c.state
     );
-    assert_eq!(c.last_termination.as_ref().map(|t| t.exit_code), Some(2));
+    assert!(c.restarting);
+    assert_eq!(c.last_termination.as_ref().map(|t| t.exit_code), Some(1));
     assert!(makes_nothing(&fake.take_calls()));
 }
 
@@ -298,4 +302,54 @@ async fn adopted_turns_true_only_after_a_successful_adoption() {
     rt.adopt(&[]).await.unwrap();
     assert!(*adopted.borrow());
     assert!(*rt.adopted().borrow(), "a later subscriber sees it too");
+}
+
+/// Waits (a few seconds at most) until `path` reads `want`.
+async fn wait_for_content(path: &std::path::Path, want: &str) {
+    for _ in 0..100 {
+        if std::fs::read_to_string(path).is_ok_and(|s| s == want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} never read {want:?}", path.display());
+}
+
+#[tokio::test]
+async fn a_running_pods_new_labels_reach_its_downward_api_volume_and_pods_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeCri::default());
+    let mut p = pod(
+        "labeled",
+        "u-labels",
+        serde_json::json!({"volumeMounts": [{"name": "podinfo", "mountPath": "/etc/podinfo"}]}),
+    );
+    p.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(serde_json::json!(
+        {"name": "podinfo", "downwardAPI": {"items": [
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}
+    ))
+    .unwrap()]);
+    p.metadata.labels = Some([("key1".to_string(), "value1".to_string())].into());
+    let rt = runtime(&fake, dir.path());
+    rt.run_pod(&p).await.unwrap();
+    let labels = dir
+        .path()
+        .join("u-labels/volumes/kubernetes.io~downward-api/podinfo/labels");
+    wait_for_content(&labels, "key1=\"value1\"\n").await;
+
+    let mut updated = p.clone();
+    updated.metadata.labels = Some([("key3".to_string(), "value3".to_string())].into());
+    rt.update_pod(&updated).unwrap();
+    // Long before the pod's next periodic sync (an hour away).
+    wait_for_content(&labels, "key3=\"value3\"\n").await;
+    let (listed, _) = rt.pods_with_status().pop().unwrap();
+    assert_eq!(listed.metadata.labels, updated.metadata.labels);
+
+    let mut stranger = p.clone();
+    stranger.metadata.uid = Some("u-none".into());
+    assert!(matches!(
+        rt.update_pod(&stranger),
+        Err(RuntimeError::NotFound(_))
+    ));
+    rt.stop_pod("u-labels", Some(Duration::ZERO)).await.unwrap();
 }

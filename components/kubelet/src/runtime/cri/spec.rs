@@ -148,12 +148,50 @@ pub fn sandbox_config(
                     .as_ref()
                     .and_then(|s| s.run_as_user)
                     .map(|value| cri::Int64Value { value }),
+                run_as_group: spec
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.run_as_group)
+                    .map(|value| cri::Int64Value { value }),
+                supplemental_groups: supplemental_groups(pod),
                 ..Default::default()
             }),
+            sysctls: pod_sysctls(pod),
             ..Default::default()
         }),
         windows: None,
     })
+}
+
+/// The groups every process of the pod has besides its own: `securityContext.fsGroup` (so that it can
+/// use the volumes the group owns), then `securityContext.supplementalGroups`, each once — upstream's
+/// order for the sandbox and for each container (determineEffectiveSecurityContext).
+fn supplemental_groups(pod: &Pod) -> Vec<i64> {
+    let sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let mut groups: Vec<i64> = Vec::new();
+    let listed = sc.and_then(|s| s.supplemental_groups.as_ref());
+    for g in sc
+        .and_then(|s| s.fs_group)
+        .into_iter()
+        .chain(listed.into_iter().flatten().copied())
+    {
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    groups
+}
+
+/// The pod's `securityContext.sysctls` as the runtime sets them in the sandbox (name → value).
+fn pod_sysctls(pod: &Pod) -> HashMap<String, String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|sc| sc.sysctls.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|s| (s.name.clone(), s.value.clone()))
+        .collect()
 }
 
 /// The log file of a container run, relative to the sandbox's log directory: `<container>/<attempt>.log`.
@@ -214,10 +252,13 @@ pub fn container_config(
                 namespace_options: Some(namespace_options(pod)),
                 run_as_user: run_as_user.map(|value| cri::Int64Value { value }),
                 run_as_group: run_as_group.map(|value| cri::Int64Value { value }),
+                supplemental_groups: supplemental_groups(pod),
                 privileged: sc.and_then(|s| s.privileged).unwrap_or(false),
                 readonly_rootfs: sc
                     .and_then(|s| s.read_only_root_filesystem)
                     .unwrap_or(false),
+                // Upstream's AddNoNewPrivileges: only an explicit allowPrivilegeEscalation=false.
+                no_new_privs: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
                 ..Default::default()
             }),
         }),
@@ -344,6 +385,53 @@ mod tests {
     }
 
     #[test]
+    fn fs_group_and_supplemental_groups_reach_the_sandbox_and_every_container() {
+        let mut p = pod();
+        p.spec.as_mut().unwrap().security_context = Some(
+            serde_json::from_value(serde_json::json!(
+                {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 1001, "supplementalGroups": [5, 1001, 7]}
+            ))
+            .unwrap(),
+        );
+        let c = container_config(
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            0,
+            vec![],
+            vec![],
+        )
+        .unwrap();
+        let sc = c.linux.unwrap().security_context.unwrap();
+        assert_eq!(
+            sc.supplemental_groups,
+            vec![1001, 5, 7],
+            "fsGroup first, each group once"
+        );
+        assert_eq!(sc.run_as_user.map(|u| u.value), Some(1000));
+        let s = sandbox_config(&p, Path::new("/var/log/pods"), 0, "web").unwrap();
+        let sc = s.linux.unwrap().security_context.unwrap();
+        assert_eq!(sc.supplemental_groups, vec![1001, 5, 7]);
+        assert_eq!(sc.run_as_group.map(|g| g.value), Some(3000));
+        // Without a security context: no extra groups.
+        let p = pod();
+        let c = container_config(
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            0,
+            vec![],
+            vec![],
+        )
+        .unwrap();
+        assert!(c
+            .linux
+            .unwrap()
+            .security_context
+            .unwrap()
+            .supplemental_groups
+            .is_empty());
+    }
+
+    #[test]
     fn pull_policy_defaults_like_the_api_server() {
         let c = |image: &str, policy: Option<&str>| Container {
             name: "c".into(),
@@ -362,5 +450,31 @@ mod tests {
             "Always"
         );
         assert_eq!(pull_policy(&c("busybox:1", Some("Never"))), "Never");
+    }
+
+    #[test]
+    fn sysctls_go_to_the_sandbox_and_no_new_privs_only_when_escalation_is_refused() {
+        let mut p = pod();
+        let spec = p.spec.as_mut().unwrap();
+        spec.security_context = Some(
+            serde_json::from_value(serde_json::json!({
+                "sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]
+            }))
+            .unwrap(),
+        );
+        let s = sandbox_config(&p, Path::new("/var/log/pods"), 0, "web").unwrap();
+        assert_eq!(s.linux.unwrap().sysctls["kernel.shm_rmid_forced"], "1");
+        let nnp = |escalation: Option<bool>| {
+            let mut c = p.spec.as_ref().unwrap().containers[0].clone();
+            c.security_context = Some(k8s_openapi::api::core::v1::SecurityContext {
+                allow_privilege_escalation: escalation,
+                ..Default::default()
+            });
+            let cfg = container_config(&p, &c, 0, vec![], vec![]).unwrap();
+            cfg.linux.unwrap().security_context.unwrap().no_new_privs
+        };
+        assert!(nnp(Some(false)));
+        assert!(!nnp(Some(true)));
+        assert!(!nnp(None));
     }
 }

@@ -74,6 +74,8 @@ struct Ctr {
     restart_at: Option<Instant>,
     /// The back-off before `restart_at`, shown in the CrashLoopBackOff message.
     backoff: Duration,
+    /// Until then the state still shows the exit (Terminated) before it turns to CrashLoopBackOff.
+    exit_shown_until: Option<Instant>,
     /// Terminated and not restarting (restartPolicy).
     done: bool,
     pull_failures: u32,
@@ -99,6 +101,7 @@ impl Ctr {
             exit_handled: false,
             restart_at: None,
             backoff: Duration::ZERO,
+            exit_shown_until: None,
             done: false,
             pull_failures: 0,
             pull_retry_at: None,
@@ -131,6 +134,7 @@ impl Ctr {
             state: self.state.clone(),
             last_termination: self.last_termination.clone(),
             ready: self.ready,
+            restarting: !self.done && matches!(self.state, ContainerState::Terminated(_)),
         }
     }
 }
@@ -172,6 +176,8 @@ pub struct PodWorker {
     /// The DNS notices last recorded as events (a sandbox retried every sync would repeat them).
     dns_reported: Vec<DnsNotice>,
     host_network: bool,
+    /// spec.runtimeClassName: its RuntimeClass's handler is asked of CRI for the sandbox.
+    runtime_class: Option<String>,
     /// The pod's terminationGracePeriodSeconds.
     pub grace: Duration,
     cfg: Arc<WorkerConfig>,
@@ -216,7 +222,8 @@ impl PodWorker {
             .map_err(|e| invalid(e.to_string()))?;
         let volumes = PodVolumes::new(pod, &cfg.pods_root, false)
             .map_err(|e| invalid(e.to_string()))?
-            .secrets_in_memory(cfg.secrets_in_memory);
+            .secrets_in_memory(cfg.secrets_in_memory)
+            .node_allocatable(cfg.allocatable.clone());
         let policy = RestartPolicy::parse(spec.restart_policy.as_deref());
         let inits = spec.init_containers.clone().unwrap_or_default();
         let first = if inits.is_empty() {
@@ -250,6 +257,7 @@ impl PodWorker {
             services: None,
             dns_reported: Vec::new(),
             host_network: spec.host_network == Some(true),
+            runtime_class: spec.runtime_class_name.clone().filter(|c| !c.is_empty()),
             grace: spec
                 .termination_grace_period_seconds
                 .map(|s| Duration::from_secs(s.max(0) as u64))
@@ -304,7 +312,8 @@ impl PodWorker {
                 pod: self.key.clone(),
                 message: e.to_string(),
             })?
-            .secrets_in_memory(self.cfg.secrets_in_memory);
+            .secrets_in_memory(self.cfg.secrets_in_memory)
+            .node_allocatable(self.cfg.allocatable.clone());
         self.objects = Some(objects);
         Ok(self)
     }
@@ -332,6 +341,23 @@ impl PodWorker {
         }
     }
 
+    /// The CRI handler of the pod's RuntimeClass ("" without one), read each time a sandbox is
+    /// made, as upstream's runtimeClassManager; the error is upstream's sandbox failure text.
+    async fn runtime_handler(&self) -> Result<String, String> {
+        let Some(class) = &self.runtime_class else {
+            return Ok(String::new());
+        };
+        let not_found = || format!("runtimeclass.node.k8s.io {class:?} not found");
+        let Some(objects) = &self.objects else {
+            return Err(not_found());
+        };
+        match objects.runtime_handler(class).await {
+            Ok(Some(h)) => Ok(h),
+            Ok(None) => Err(not_found()),
+            Err(e) => Err(format!("failed to lookup RuntimeClass {class}: {e}")),
+        }
+    }
+
     /// One step towards the pod's desired state.
     pub async fn sync(&mut self, now: Instant) {
         if let Some(sb) = self.sandbox_id.clone() {
@@ -349,7 +375,10 @@ impl PodWorker {
             // A new pod: its volumes and its sandbox do not depend on each other, so they are set up
             // side by side (the first sync costs the slower of the two, not their sum).
             let objects = self.objects.clone();
-            let prepared = self.prepare_sandbox();
+            let prepared = match self.runtime_handler().await {
+                Ok(h) => self.prepare_sandbox().map(|()| h),
+                Err(e) => Err(e),
+            };
             let (cri, cfg, config, key) = (
                 self.cri.as_ref(),
                 &self.cfg,
@@ -360,8 +389,8 @@ impl PodWorker {
             let (volumes, sandbox) = tokio::join!(
                 self.volumes.set_up(objects.as_deref(), unix_now()),
                 async move {
-                    prepared?;
-                    new_sandbox(cri, cfg, config, host_network, key).await
+                    let handler = prepared?;
+                    new_sandbox(cri, cfg, config, &handler, host_network, key).await
                 },
             );
             match sandbox {
@@ -383,6 +412,13 @@ impl PodWorker {
                 return;
             }
             if self.sandbox_id.is_none() {
+                let handler = match self.runtime_handler().await {
+                    Ok(h) => h,
+                    Err(message) => {
+                        self.sandbox_failed(message);
+                        return;
+                    }
+                };
                 if let Err(message) = self.prepare_sandbox() {
                     self.sandbox_failed(message);
                     return;
@@ -391,6 +427,7 @@ impl PodWorker {
                     self.cri.as_ref(),
                     &self.cfg,
                     &self.sandbox_config,
+                    &handler,
                     self.host_network,
                     &self.key,
                 )
@@ -434,16 +471,38 @@ impl PodWorker {
         }
         if self.next_volume_refresh.is_some_and(|at| now >= at) {
             self.next_volume_refresh = Some(now + VOLUME_RESYNC);
-            match self.volumes.refresh(objects.as_deref(), unix_now()).await {
-                Ok(changed) if !changed.is_empty() => {
-                    tracing::info!(pod = %self.key, volumes = ?changed, "volume contents updated")
-                }
-                Ok(_) => {}
-                // The old contents stay; the next refresh tries again.
-                Err(e) => tracing::warn!(pod = %self.key, error = %e, "refreshing volumes"),
-            }
+            self.refresh_volumes().await;
         }
         true
+    }
+
+    /// Rewrites the API-backed volumes from the current objects and the pod's current metadata.
+    async fn refresh_volumes(&mut self) {
+        let objects = self.objects.clone();
+        match self.volumes.refresh(objects.as_deref(), unix_now()).await {
+            Ok(changed) if !changed.is_empty() => {
+                tracing::info!(pod = %self.key, volumes = ?changed, "volume contents updated")
+            }
+            Ok(_) => {}
+            // The old contents stay; the next refresh tries again.
+            Err(e) => tracing::warn!(pod = %self.key, error = %e, "refreshing volumes"),
+        }
+    }
+
+    /// The pod's object changed in the API: its labels and annotations are taken (containers created
+    /// from now on read them, as upstream's pod workers sync the latest pod) and its downwardAPI
+    /// volumes rewritten at once, without waiting for the resync.
+    pub async fn update_pod(&mut self, pod: &Pod) {
+        let (labels, annotations) = (&pod.metadata.labels, &pod.metadata.annotations);
+        if self.pod.metadata.labels == *labels && self.pod.metadata.annotations == *annotations {
+            return;
+        }
+        self.pod.metadata.labels = labels.clone();
+        self.pod.metadata.annotations = annotations.clone();
+        self.volumes.update_pod(pod);
+        if self.volumes.is_set_up() {
+            self.refresh_volumes().await;
+        }
     }
 
     /// The sandbox died (its pause process, or the node's network for it): remove it with its containers;
@@ -593,9 +652,26 @@ impl PodWorker {
                     0 => Duration::ZERO,
                     n => backoff.delay(n as u32 - 1),
                 };
-                c.last_termination = Some(exited);
                 c.restart_at = Some(now + delay);
                 c.backoff = delay;
+                if delay.is_zero() {
+                    c.last_termination = Some(exited);
+                } else {
+                    // Upstream's kubelet reports an exit in the sync that sees it and the back-off
+                    // only in its pod worker's next sync (~10 s on): `kubectl get pods` shows Error
+                    // before CrashLoopBackOff, and a client waiting for state.terminated sees it.
+                    c.state = ContainerState::Terminated(exited);
+                    c.exit_shown_until = Some(now + (delay / 2).min(EXIT_SHOWN_FOR));
+                    return;
+                }
+            }
+            if c.exit_shown_until.is_some_and(|until| now < until) {
+                return;
+            }
+            if c.exit_shown_until.take().is_some() {
+                if let ContainerState::Terminated(t) = &c.state {
+                    c.last_termination = Some(t.clone());
+                }
             }
             if c.restart_at.is_some_and(|at| now < at) {
                 // The whole back-off, not the time left: the status only changes when the state does.
@@ -759,6 +835,7 @@ impl PodWorker {
         c.previous = c.id.replace(id.clone());
         c.exit_handled = false;
         c.restart_at = None;
+        c.exit_shown_until = None;
         if let Err(e) = cri.start_container(&id).await {
             // containerd marks the container exited (StartError); the next sync restarts it per policy.
             tracing::warn!(pod = %self.key, container = %name, error = %e, "starting container");
@@ -891,7 +968,15 @@ impl PodWorker {
         let envs = env::build(&self.pod, c, &ctx, &fetched).map_err(|e| e.to_string())?;
         let mut mounts = self.volumes.mounts(c).map_err(|e| e.to_string())?;
         mounts.extend(self.hosts_mount(c)?);
-        spec::container_config(&self.pod, c, attempt, envs, mounts).map_err(|e| e.to_string())
+        let mut config = spec::container_config(&self.pod, c, attempt, envs, mounts)
+            .map_err(|e| e.to_string())?;
+        // Requests and limits become the container's cgroup settings (enforced by containerd).
+        let memory =
+            kiln_common::quantity::parse(&self.cfg.allocatable.memory).map_or(0, |m| m.0 / 1000);
+        if let Some(linux) = config.linux.as_mut() {
+            linux.resources = Some(super::resources::linux_resources(&self.pod, c, memory));
+        }
+        Ok(config)
     }
 
     async fn probe(&mut self, i: usize, id: &str, now: Instant) {
@@ -1026,6 +1111,10 @@ impl PodWorker {
     }
 }
 
+/// How long an exit that will be restarted after a back-off is shown as such (at most half the
+/// back-off): upstream's pod worker retries a crash-looping pod's sync every ~10 s.
+const EXIT_SHOWN_FOR: Duration = Duration::from_secs(5);
+
 /// A container's shutdown window after its preStop hook: never less than this (upstream's minimum), so
 /// a hook that used the whole grace period does not turn into an immediate SIGKILL.
 const MIN_GRACE_AFTER_PRE_STOP: Duration = Duration::from_secs(2);
@@ -1081,6 +1170,7 @@ async fn new_sandbox(
     cri: &dyn CriApi,
     cfg: &WorkerConfig,
     config: &cri::PodSandboxConfig,
+    handler: &str,
     host_network: bool,
     pod: &str,
 ) -> Result<(String, Option<String>), String> {
@@ -1093,7 +1183,7 @@ async fn new_sandbox(
             .map_err(|e| e.to_string())?;
     }
     let id = cri
-        .run_pod_sandbox(config)
+        .run_pod_sandbox(config, handler)
         .await
         .map_err(|e| e.to_string())?;
     let ip = if host_network {

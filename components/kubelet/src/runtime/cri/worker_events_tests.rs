@@ -152,6 +152,9 @@ async fn a_crash_loop_records_back_off_per_back_off_not_per_sync() {
     w.sync(t0 + Duration::from_secs(1)).await;
     w.sync(t0 + Duration::from_secs(2)).await;
     w.sync(t0 + Duration::from_secs(3)).await;
+    // The exit shows for a while (as upstream's next pod-worker sync), then the back-off.
+    w.sync(t0 + Duration::from_secs(7)).await;
+    w.sync(t0 + Duration::from_secs(8)).await;
     assert_eq!(reason(&w), "CrashLoopBackOff");
     let events = rec.take();
     assert_eq!(

@@ -187,10 +187,26 @@ async fn crash_loop_restarts_with_growing_backoff_and_keeps_one_dead_container()
     assert_eq!(st.restart_count, 1);
     let last = st.last_termination.unwrap();
     assert_eq!((last.exit_code, last.reason.as_str()), (3, "Error"));
-    // Second exit: CrashLoopBackOff for the base back-off (10 s), then restart #2.
+    // Second exit: first shown as the exit itself (upstream's kubelet reports the back-off a sync
+    // later), the pod still Running; then CrashLoopBackOff for the base back-off (10 s), then
+    // restart #2.
     fake.exit("main", 3);
     w.sync(t0 + Duration::from_secs(1)).await;
+    assert_eq!(reason(&w), "Terminated:Error");
+    let st = w.status();
+    assert!(st.containers[0].restarting);
+    assert_eq!(crate::mirror::phase(&st), "Running");
+    assert_eq!(
+        st.containers[0]
+            .last_termination
+            .as_ref()
+            .map(|t| t.exit_code),
+        Some(3),
+        "lastState is still the first exit"
+    );
+    w.sync(t0 + Duration::from_secs(7)).await;
     assert_eq!(reason(&w), "CrashLoopBackOff");
+    assert!(!w.status().containers[0].restarting);
     let msg = match state(&w) {
         ContainerState::Waiting { message, .. } => message.unwrap(),
         s => panic!("{s:?}"),
@@ -213,6 +229,8 @@ async fn crash_loop_restarts_with_growing_backoff_and_keeps_one_dead_container()
     // Third exit: 20 s.
     fake.exit("main", 3);
     w.sync(t0 + Duration::from_secs(12)).await;
+    assert_eq!(reason(&w), "Terminated:Error");
+    w.sync(t0 + Duration::from_secs(18)).await;
     let msg = match state(&w) {
         ContainerState::Waiting { message, .. } => message.unwrap(),
         s => panic!("{s:?}"),
@@ -910,4 +928,75 @@ async fn containers_wait_for_the_first_list_of_services() {
     w.sync(Instant::now()).await;
     assert_eq!(reason(&w), "Running");
     assert!(env_of(&container_config(&fake, "main")).is_empty());
+}
+
+#[tokio::test]
+async fn a_runtime_class_picks_the_sandbox_handler_and_a_missing_one_fails_the_sandbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let objects = Arc::new(FakeObjects::default());
+    let p = pod(serde_json::json!({
+        "spec": {"automountServiceAccountToken": false, "runtimeClassName": "sandboxed"}
+    }));
+    let (mut w, fake) = with_objects(&p, tmp.path(), objects.clone());
+    w.sync(Instant::now()).await;
+    // No such class: no sandbox, and upstream's FailedCreatePodSandBox text in the waiting message.
+    assert!(!fake.calls().iter().any(|c| c.starts_with("RunPodSandbox")));
+    assert_eq!(reason(&w), "ContainerCreating");
+    assert!(
+        message(&w).contains("runtimeclass.node.k8s.io \"sandboxed\" not found"),
+        "{}",
+        message(&w)
+    );
+    objects
+        .runtime_classes
+        .lock()
+        .unwrap()
+        .insert("sandboxed".into(), "gvisor".into());
+    fake.take_calls();
+    w.sync(Instant::now()).await;
+    assert!(
+        fake.calls()
+            .iter()
+            .any(|c| c == "RunPodSandbox web handler=gvisor"),
+        "{:?}",
+        fake.calls()
+    );
+}
+
+#[tokio::test]
+async fn an_updated_pod_rewrites_its_downward_api_volume_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let objects = Arc::new(FakeObjects::default());
+    let mut p = pod(serde_json::json!({
+        "spec": {"automountServiceAccountToken": false,
+                 "volumes": [{"name": "podinfo", "downwardAPI": {"items": [
+                     {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]},
+        "container": {"volumeMounts": [{"name": "podinfo", "mountPath": "/etc/podinfo"}]}
+    }));
+    p.metadata.labels = Some([("key1".to_string(), "value1".to_string())].into());
+    let (mut w, fake) = with_objects(&p, tmp.path(), objects);
+    let t0 = Instant::now();
+    w.sync(t0).await;
+    assert_eq!(reason(&w), "Running");
+    let labels = tmp
+        .path()
+        .join("u1/volumes/kubernetes.io~downward-api/podinfo/labels");
+    assert_eq!(
+        std::fs::read_to_string(&labels).unwrap(),
+        "key1=\"value1\"\n"
+    );
+    fake.take_calls();
+
+    let mut updated = p.clone();
+    updated.metadata.labels = Some([("key3".to_string(), "value3".to_string())].into());
+    w.update_pod(&updated).await;
+    assert_eq!(
+        std::fs::read_to_string(&labels).unwrap(),
+        "key3=\"value3\"\n",
+        "rewritten before the next resync"
+    );
+    // The containers keep running; containers created from now on see the new labels.
+    w.sync(t0 + Duration::from_secs(1)).await;
+    assert!(fake.take_calls().is_empty());
+    assert_eq!(w.pod.metadata.labels, updated.metadata.labels);
 }
