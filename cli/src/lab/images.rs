@@ -211,6 +211,9 @@ fn agnhost_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         "agnhost",
         "kiln-agnhost",
     )?);
+    // Upstream's Dockerfile: `RUN ln -s agnhost agnhost-2`, a second name tests put in a pod's
+    // `command` to see it replace the image's entrypoint (entrypoint-tester prints its argv).
+    entries.push(Entry::Symlink("agnhost-2".into(), "agnhost".into()));
     Ok(ImageSpec {
         name: "agnhost",
         tag: "1",

@@ -15,6 +15,7 @@ pub mod crd;
 pub mod fieldmanager;
 pub mod flowcontrol;
 pub mod handlers;
+pub mod impersonation;
 pub mod kubelet_client;
 pub mod list_keys;
 pub mod metrics;

@@ -335,10 +335,76 @@ fn group_suffix(group: &str) -> String {
     }
 }
 
+/// Upstream's field order of a metav1.Status, its StatusDetails and a StatusCause (Go struct order,
+/// which encoding/json keeps); keys outside these lists follow in name order.
+const STATUS_ORDER: &[&str] = &[
+    "kind",
+    "apiVersion",
+    "metadata",
+    "status",
+    "message",
+    "reason",
+    "details",
+    "code",
+];
+const DETAILS_ORDER: &[&str] = &[
+    "name",
+    "group",
+    "kind",
+    "uid",
+    "causes",
+    "retryAfterSeconds",
+];
+const CAUSE_ORDER: &[&str] = &["reason", "message", "field"];
+
+/// Writes `value`'s members in `order` first, recursing into `details` and its `causes`.
+fn write_ordered(out: &mut Vec<u8>, value: &Value, order: &[&str]) {
+    let Value::Object(m) = value else {
+        out.extend(serde_json::to_vec(value).unwrap_or_default());
+        return;
+    };
+    let mut keys: Vec<&String> = m.keys().collect();
+    keys.sort_by_key(|k| (order.iter().position(|o| o == k).unwrap_or(order.len()), *k));
+    out.push(b'{');
+    for (i, k) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend(serde_json::to_vec(k).unwrap_or_default());
+        out.push(b':');
+        match (k.as_str(), &m[k]) {
+            ("details", d) if order == STATUS_ORDER => write_ordered(out, d, DETAILS_ORDER),
+            ("causes", Value::Array(causes)) if order == DETAILS_ORDER => {
+                out.push(b'[');
+                for (j, c) in causes.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    write_ordered(out, c, CAUSE_ORDER);
+                }
+                out.push(b']');
+            }
+            (_, v) => out.extend(serde_json::to_vec(v).unwrap_or_default()),
+        }
+    }
+    out.push(b'}');
+}
+
+impl ApiError {
+    /// The response body, byte for byte as upstream's JSON serializer writes a Status: Go's field
+    /// order and encoding/json's trailing newline (clients compare error bodies).
+    pub fn status_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        write_ordered(&mut out, &self.to_status(), STATUS_ORDER);
+        out.push(b'\n');
+        out
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        crate::handlers::json_response(code, &self.to_status())
+        crate::handlers::bytes_response(code, self.status_bytes())
     }
 }
 
@@ -354,6 +420,23 @@ mod tests {
             json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
                    "message":"pods \"web\" not found","reason":"NotFound",
                    "details":{"name":"web","kind":"pods"},"code":404})
+        );
+    }
+
+    #[test]
+    fn status_bytes_are_upstreams() {
+        let nf = ApiError::not_found("apps", "deployments", "web");
+        assert_eq!(
+            String::from_utf8(nf.status_bytes()).unwrap(),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\
+             \"message\":\"deployments.apps \\\"web\\\" not found\",\"reason\":\"NotFound\",\
+             \"details\":{\"name\":\"web\",\"group\":\"apps\",\"kind\":\"deployments\"},\"code\":404}\n"
+        );
+        let inv = ApiError::invalid("", "Pod", "x", vec![Cause::required("spec", "")]);
+        let body = String::from_utf8(inv.status_bytes()).unwrap();
+        assert!(
+            body.contains(r#""details":{"name":"x","kind":"Pod","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"spec"}]},"code":422}"#),
+            "{body}"
         );
     }
 

@@ -468,3 +468,130 @@ async fn created_objects_carry_their_zero_status() {
         "deployment read back without status: {raw}"
     );
 }
+
+/// kube-runtime's streaming-list watcher (watch-list: `sendInitialEvents=true`,
+/// `resourceVersionMatch=NotOlderThan`) ends its initial events at the `k8s.io/initial-events-end`
+/// bookmark, and its `finalizer()` helper (JSON Patch `test /metadata/finalizers null` on an object
+/// without finalizers) adds and removes its finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_list_watcher_and_the_finalizer_helper() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::controller::Action;
+    use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+    use kube::runtime::watcher::{self, Event};
+    use std::sync::Arc;
+
+    let c = Cluster::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.admin().await, "default");
+    let cm = |name: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+    };
+    for name in ["a", "b"] {
+        cms.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+
+    let cfg = watcher::Config::default().streaming_lists();
+    let mut events = watcher::watcher(cms.clone(), cfg).boxed();
+    macro_rules! next {
+        () => {
+            tokio::time::timeout(WAIT, events.try_next())
+                .await
+                .expect("a watcher event in time")
+                .expect("no watcher error")
+                .expect("the stream goes on")
+        };
+    }
+    let mut initial = Vec::new();
+    loop {
+        match next!() {
+            Event::Init => {}
+            Event::InitApply(o) => initial.push(o.metadata.name.unwrap()),
+            Event::InitDone => break,
+            other => panic!("before InitDone: {other:?}"),
+        }
+    }
+    initial.sort();
+    assert_eq!(initial, ["a", "b"], "the initial events hold every object");
+    cms.create(&PostParams::default(), &cm("c")).await.unwrap();
+    match next!() {
+        Event::Apply(o) => assert_eq!(o.metadata.name.as_deref(), Some("c")),
+        other => panic!("expected c applied, got {other:?}"),
+    }
+
+    // The raw watch-list stream: ADDED events, then the end bookmark; a bare sendInitialEvents is 422.
+    let mut raw = cms
+        .watch(&WatchParams::default().initial_events(), "")
+        .await
+        .unwrap()
+        .boxed();
+    let mut added = 0;
+    loop {
+        let ev = tokio::time::timeout(WAIT, raw.try_next())
+            .await
+            .expect("event in time")
+            .unwrap()
+            .unwrap();
+        match ev {
+            WatchEvent::Added(_) => added += 1,
+            WatchEvent::Bookmark(b) => {
+                assert_eq!(
+                    b.metadata
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .map(String::as_str),
+                    Some("true")
+                );
+                break;
+            }
+            other => panic!("expected ADDED or the end bookmark, got {other:?}"),
+        }
+    }
+    assert_eq!(added, 3);
+    let bare = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let err = api_error(
+        cms.clone()
+            .into_client()
+            .request_text(bare)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422, "sendInitialEvents without NotOlderThan");
+    assert!(
+        err.message
+            .contains("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
+        "{}",
+        err.message
+    );
+
+    const NAME: &str = "kiln.test/cleanup";
+    let reconcile = |ev: Finalizer<ConfigMap>| async move {
+        match ev {
+            Finalizer::Apply(_) | Finalizer::Cleanup(_) => {
+                Ok::<_, std::convert::Infallible>(Action::await_change())
+            }
+        }
+    };
+    let obj = Arc::new(cms.get("a").await.unwrap());
+    finalizer(&cms, NAME, obj, reconcile)
+        .await
+        .expect("the finalizer is added");
+    let added = cms.get("a").await.unwrap();
+    assert_eq!(
+        added.metadata.finalizers.as_deref(),
+        Some(&[NAME.to_string()][..])
+    );
+    cms.delete("a", &DeleteParams::default()).await.unwrap();
+    let deleting = Arc::new(cms.get("a").await.unwrap());
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    finalizer(&cms, NAME, deleting, reconcile)
+        .await
+        .expect("cleanup removes the finalizer");
+    assert!(
+        cms.get_opt("a").await.unwrap().is_none(),
+        "gone once its finalizer is"
+    );
+}

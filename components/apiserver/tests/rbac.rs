@@ -107,6 +107,12 @@ async fn kubectl_rbac_roles_bindings_and_can_i() {
     let (ok, out, err) = c.kubectl(&bob, &["auth", "whoami"]).await;
     assert!(ok, "{err}");
     assert!(out.contains("bob") && out.contains("developers"), "{out}");
+    // kubectl 1.27 asks authentication.k8s.io/v1beta1 (served upstream through 1.29).
+    let (ok, out, err) = c
+        .kubectl_bin("kubectl.1.27", &bob, &["auth", "whoami"])
+        .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("bob") && out.contains("developers"), "{out}");
 
     // Tables of the RBAC kinds.
     let crb = rows(

@@ -6,7 +6,7 @@
 use base64::Engine;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kiln_testkit::{rows, Cluster};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn token_kubeconfig(c: &Cluster, name: &str, token: &str) -> std::path::PathBuf {
@@ -262,6 +262,26 @@ async fn bootstrap_tokens_and_csr_approval() {
     .await;
     let listed = rows(&c.kubectl_ok(&["get", "csr", &name]).await);
     assert_eq!(listed[1][5], "Approved,Issued");
+    // Annotations change through /approval and /status too (upstream's CSR strategies keep only
+    // the spec, and /approval the certificate, as stored).
+    let admin: Api<CertificateSigningRequest> = Api::all(c.client(&c.admin_kubeconfig).await);
+    for (sub, key) in [("approval", "via-approval"), ("status", "via-status")] {
+        let patch = json!({"metadata": {"annotations": {key: "true"}}});
+        admin
+            .patch_subresource(sub, &name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+    let annotated = admin.get(&name).await.unwrap();
+    let annotations = annotated.metadata.annotations.unwrap_or_default();
+    for key in ["via-approval", "via-status"] {
+        assert_eq!(
+            annotations.get(key).map(String::as_str),
+            Some("true"),
+            "{key}"
+        );
+    }
+    assert!(annotated.status.and_then(|s| s.certificate).is_some());
     // The joiner may read its request back but not approve it.
     let (ok, _, err) = c
         .kubectl(&joiner, &["certificate", "approve", "--force", &name])

@@ -11,7 +11,7 @@ use kiln_common::duration::parse_duration;
 #[command(
     name = "kiln-controller-manager",
     version,
-    about = "kiln's controllers: deployment, replicaset, daemonset, endpoint, endpointslice, garbage collector, node lifecycle, node IPAM, namespace, service account, root CA publisher, CSR approving and signing, token cleaner"
+    about = "kiln's controllers: deployment, replicaset, daemonset, endpoint, endpointslice, endpointslicemirroring, garbage collector, node lifecycle, node IPAM, namespace, service account, root CA publisher, CSR approving and signing, token cleaner"
 )]
 pub struct Options {
     /// Kubeconfig with the API server's address and this component's credentials; without it the

@@ -24,6 +24,7 @@ pub mod disruption_owners;
 pub mod disruption_plan;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod endpointslice_mirroring;
 pub mod ephemeral_volume;
 pub mod garbage_collector;
 pub mod job;
@@ -155,6 +156,11 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "endpointslice",
         enabled_by_default: true,
         run: |ctx| endpointslice::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "endpointslicemirroring",
+        enabled_by_default: true,
+        run: |ctx| endpointslice_mirroring::run(ctx).boxed(),
     },
     ControllerSpec {
         name: "resourcequota",

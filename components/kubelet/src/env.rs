@@ -145,8 +145,9 @@ pub fn expand(input: &str, defined: &[(String, String)]) -> String {
     })
 }
 
-/// [`expand`] with a lookup of its own (the container's variables, then the Service ones).
-fn expand_with<'a>(input: &str, lookup: &dyn Fn(&str) -> Option<&'a str>) -> String {
+/// [`expand`] with a lookup of its own (the container's variables, then the Service ones; a
+/// subPathExpr's, which notes the missing ones).
+pub(crate) fn expand_with<'a>(input: &str, lookup: &dyn Fn(&str) -> Option<&'a str>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(pos) = rest.find('$') {

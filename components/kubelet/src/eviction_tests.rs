@@ -404,6 +404,8 @@ fn running(uid: &str) -> PodStatus {
             last_termination: None,
             ready: true,
             restarting: false,
+            started: true,
+            restartable: false,
         }],
         init_containers: vec![],
         pod_ip: None,

@@ -122,6 +122,15 @@ pub fn phase(rt: &PodStatus) -> &'static str {
     if cs.is_empty() || cs.iter().any(|c| never_ran(&c)) {
         return "Pending";
     }
+    // The app containers have all exited; sidecars still running (until the kubelet stops them)
+    // keep the pod Running, as upstream's getPhase.
+    if rt
+        .init_containers
+        .iter()
+        .any(|c| c.restartable && c.is_running())
+    {
+        return "Running";
+    }
     // An exit about to be restarted (shown as Terminated until the back-off shows) is not final.
     let all_terminated = cs
         .iter()
@@ -157,9 +166,11 @@ pub fn mirror_status(rt: &PodStatus, node_ip: &str) -> ApiPodStatus {
 /// The API status of a pod from the runtime's view (static and workload pods alike): phase, the four
 /// conditions, containerStatuses, podIP (None until the sandbox has one) and hostIP.
 pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPodStatus {
-    let ready = !rt.containers.is_empty() && rt.containers.iter().all(|c| c.ready);
+    // Sidecars count in the pod's readiness (upstream's ContainersReady); other init containers do not.
+    let sidecars = rt.init_containers.iter().filter(|c| c.restartable);
+    let ready = !rt.containers.is_empty() && rt.containers.iter().chain(sidecars).all(|c| c.ready);
     let started = time(rt.started_at);
-    let init = init_containers::progress(&rt.init_containers);
+    let init = init_containers::progress(&rt.init_containers, &rt.containers);
     let pod_phase = match init {
         init_containers::Progress::Complete => phase(rt),
         init_containers::Progress::Failed => "Failed",
@@ -200,7 +211,7 @@ fn api_container_statuses(cs: &[crate::runtime::ContainerStatus]) -> Vec<ApiCont
             image_id: String::new(),
             container_id: (!c.container_id.is_empty()).then(|| c.container_id.clone()),
             ready: c.ready,
-            started: Some(c.is_running()),
+            started: Some(c.is_running() && c.started),
             restart_count: c.restart_count,
             state: Some(api_state(&c.state)),
             last_state: c.last_termination.as_ref().map(|t| ApiState {
@@ -394,6 +405,8 @@ mod tests {
                     state,
                     last_termination: last,
                     restarting: false,
+                    started: true,
+                    restartable: false,
                 })
                 .collect(),
             pod_ip: None,

@@ -205,6 +205,28 @@ pub fn set_disk_pressure(status: &mut NodeStatus, pressure: bool) {
     }
 }
 
+/// upstream's IsExtendedResourceName: a resource in a domain other than kubernetes.io.
+fn is_extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+/// Extended resources someone advertised in the node's capacity (a device plugin's, or a test's
+/// patch of `status.capacity`) are not the kubelet's to drop: they stay in capacity, and allocatable
+/// follows capacity for them, as upstream's MachineInfo setter does.
+fn keep_extended_resources(new: &mut NodeStatus, old: Option<&NodeStatus>) {
+    let Some(old_capacity) = old.and_then(|o| o.capacity.as_ref()) else {
+        return;
+    };
+    for (name, q) in old_capacity.iter().filter(|(n, _)| is_extended_resource(n)) {
+        new.capacity
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.clone(), q.clone());
+        new.allocatable
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.clone(), q.clone());
+    }
+}
+
 /// Keeps conditions' lastTransitionTime where the status did not change, as the kubelet does.
 fn keep_transition_times(new: &mut NodeStatus, old: Option<&NodeStatus>) {
     let old_conds = old.and_then(|o| o.conditions.as_ref());
@@ -302,6 +324,7 @@ pub async fn update_status(
     };
     let mut node = api.get(&cfg.node_name).await.map_err(err)?;
     keep_transition_times(&mut status, node.status.as_ref());
+    keep_extended_resources(&mut status, node.status.as_ref());
     node.status = Some(status);
     api.replace_status(&cfg.node_name, &PostParams::default(), &node)
         .await
@@ -311,6 +334,39 @@ pub async fn update_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extended_resources_in_capacity_survive_a_status_update() {
+        let cfg = KubeletConfig::new("n1", "10.1.0.2".parse().unwrap());
+        let mut old = node_status(&cfg, &HostInfo::default(), "x", None);
+        for list in [
+            old.capacity.as_mut().unwrap(),
+            old.allocatable.as_mut().unwrap(),
+        ] {
+            list.insert("cpu".into(), Quantity("99".into()));
+        }
+        old.capacity
+            .as_mut()
+            .unwrap()
+            .insert("example.com/fakecpu".into(), Quantity("1000".into()));
+        let mut new = node_status(&cfg, &HostInfo::default(), "x", None);
+        keep_extended_resources(&mut new, Some(&old));
+        let (cap, alloc) = (new.capacity.unwrap(), new.allocatable.unwrap());
+        assert_eq!(cap["example.com/fakecpu"], Quantity("1000".into()));
+        assert_eq!(
+            alloc["example.com/fakecpu"],
+            Quantity("1000".into()),
+            "allocatable follows capacity"
+        );
+        assert_eq!(
+            cap["cpu"],
+            Quantity(cfg.capacity_cpu.clone()),
+            "native resources are the kubelet's"
+        );
+        assert!(is_extended_resource("scheduling.k8s.io/foo"));
+        assert!(!is_extended_resource("kubernetes.io/batch"));
+        assert!(!is_extended_resource("memory"));
+    }
 
     #[test]
     fn ready_status_has_addresses_capacity_and_info() {

@@ -280,6 +280,32 @@ pub fn terminal_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
     status
 }
 
+/// Pods never leave a terminal phase (upstream's generateAPIPodStatus): once the API shows Failed
+/// or Succeeded — written by someone else (a test failing a DaemonSet's pod for its controller to
+/// replace), or earlier by this kubelet — the phase posted stays that one, and the pod is not ready
+/// (upstream's mergePodStatus: reason PodFailed or PodCompleted).
+pub fn keep_terminal_phase(p: &Pod, status: &mut ApiPodStatus) {
+    if !terminal(p) {
+        return;
+    }
+    let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+    let reason = if phase.as_deref() == Some("Failed") {
+        "PodFailed"
+    } else {
+        "PodCompleted"
+    };
+    status.phase = phase;
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    for c in status.conditions.iter_mut().flatten() {
+        if (c.type_ == "Ready" || c.type_ == "ContainersReady") && c.status != "False" {
+            c.status = "False".into();
+            c.reason = Some(reason.into());
+            c.last_transition_time = Some(now.clone());
+        }
+    }
+}
+
 /// Conditions the kubelet computes; every other type belongs to someone else.
 const KUBELET_CONDITIONS: &[&str] = &[
     "PodScheduled",
@@ -317,6 +343,9 @@ pub struct WorkloadPods {
     /// (computed once, so every sync posts the same status): never started again.
     expired: HashMap<String, ApiPodStatus>,
     posted: HashMap<String, serde_json::Value>,
+    /// The kubelet's conditions as last computed for each pod, whose lastTransitionTimes the next
+    /// status keeps where nothing changed ([`crate::condition_times`]).
+    conditions: HashMap<String, Vec<k8s_openapi::api::core::v1::PodCondition>>,
     /// What the runtime was last handed of each pod's object ([`Shown`]).
     shown: HashMap<String, Shown>,
     status: StatusManager,
@@ -338,6 +367,7 @@ impl WorkloadPods {
             refused: HashMap::new(),
             expired: HashMap::new(),
             posted: HashMap::new(),
+            conditions: HashMap::new(),
             shown: HashMap::new(),
             status: StatusManager::default(),
             listed: false,
@@ -495,6 +525,9 @@ impl WorkloadPods {
             }
         }
         let mut changed = Vec::new();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
         for p in &pods {
             if !is_mine(p, &self.node_name) {
                 continue;
@@ -506,7 +539,16 @@ impl WorkloadPods {
                 (None, Some(rt)) => api_status(&rt, &self.node_ip, rt.pod_ip.as_deref()),
                 (None, None) => continue,
             };
+            keep_terminal_phase(p, &mut status);
             keep_foreign_conditions(p, &mut status);
+            let before = self
+                .conditions
+                .get(u)
+                .map(Vec::as_slice)
+                .or_else(|| p.status.as_ref().and_then(|s| s.conditions.as_deref()));
+            crate::condition_times::settle(before, &mut status, KUBELET_CONDITIONS, &now);
+            self.conditions
+                .insert(u.to_string(), status.conditions.clone().unwrap_or_default());
             let fp = fingerprint(&status);
             if self.posted.get(u) == Some(&fp) && !api_disagrees(p, &status) {
                 continue;
@@ -522,6 +564,7 @@ impl WorkloadPods {
         }
         let live: HashSet<&String> = self.pods.keys().collect();
         self.posted.retain(|u, _| live.contains(u));
+        self.conditions.retain(|u, _| live.contains(u));
         self.shown.retain(|u, _| live.contains(u));
         self.refused.retain(|u, _| live.contains(u));
         self.expired.retain(|u, _| live.contains(u));

@@ -192,6 +192,52 @@ fn a_status_written_by_someone_else_is_posted_again() {
 }
 
 #[test]
+fn a_terminal_phase_in_the_api_is_never_reverted() {
+    let running = || -> ApiPodStatus {
+        serde_json::from_value(serde_json::json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"},
+                {"type": "ContainersReady", "status": "True"},
+                {"type": "PodScheduled", "status": "True"}],
+        }))
+        .unwrap()
+    };
+    let mut p = pod("a", "node1");
+    // Someone else marked the running pod Failed: the kubelet's Running does not overwrite it.
+    p.status = Some(ApiPodStatus {
+        phase: Some("Failed".into()),
+        ..running()
+    });
+    let mut status = running();
+    keep_terminal_phase(&p, &mut status);
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    let conds: Vec<(&str, &str, Option<&str>)> = status
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        conds,
+        [
+            ("Ready", "False", Some("PodFailed")),
+            ("ContainersReady", "False", Some("PodFailed")),
+            ("PodScheduled", "True", None)
+        ]
+    );
+    // Once posted, the kubelet's view and the API's agree: nothing flips back.
+    p.status = Some(status.clone());
+    let mut again = running();
+    keep_terminal_phase(&p, &mut again);
+    assert!(!api_disagrees(&p, &again));
+    // A pod the API shows running is left to the kubelet's own view.
+    p.status = Some(running());
+    let mut status = running();
+    keep_terminal_phase(&p, &mut status);
+    assert_eq!(status, running());
+}
+
+#[test]
 fn conditions_others_wrote_survive_the_kubelets_status() {
     let p: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "p", "namespace": "ns", "uid": "u"},

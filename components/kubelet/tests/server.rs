@@ -53,6 +53,8 @@ fn container(restart_count: i32, running: bool) -> ContainerStatus {
         last_termination: None,
         ready: running,
         restarting: false,
+        started: running,
+        restartable: false,
     }
 }
 

@@ -1,5 +1,7 @@
 //! One scheduling decision, pure: filter every node, score the feasible ones, pick the best (ties
-//! broken at random). A pod that fits nowhere yields a `FitError` whose message is upstream's.
+//! broken at random). A pod nominated to a node (it preempted pods there) tries that node first. A
+//! pod that fits nowhere yields a `FitError` whose message is upstream's, with what preemption
+//! (the PostFilter) found.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +9,10 @@ use k8s_openapi::api::core::v1::Pod;
 use rand::Rng;
 
 use crate::cache::{Cache, NodeInfo, PodInfo};
-use crate::filters::{run_filters, Code, FilterInput, Rejection};
+use crate::filters::{Code, FilterInput, Rejection};
+use crate::nominator::{run_filters_with_nominated, Nominator};
+use crate::preemption::{self, Nomination};
+use crate::preemption_victims::Preemptor;
 use crate::scores::{normalize, ScoreInput, SCORERS};
 use crate::volume_filters::{self, PodVolumes};
 
@@ -33,9 +38,6 @@ impl ScheduleError {
     }
 }
 
-pub const PREEMPTION_NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
-pub const NO_PREEMPTION_VICTIMS: &str = "No preemption victims found for incoming pod";
-
 /// How many nodes gave each reason, and what the PreFilter and PostFilter (preemption) said.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FitError {
@@ -44,12 +46,14 @@ pub struct FitError {
     /// A PreFilter rejection: it stands for every node, so no per-node reasons are shown.
     pub pre_filter: Option<String>,
     /// Nodes whose rejection preemption could resolve (code Unschedulable).
-    pub preemptable_nodes: usize,
+    pub preemptable: Vec<String>,
     pub post_filter: Option<String>,
+    /// What preemption decided about the pod's nominated node.
+    pub nomination: Nomination,
 }
 
 /// "<count> <reason>" strings sorted as strings (Go's sort.Strings), joined by ", ".
-fn histogram<'a>(counts: impl Iterator<Item = (&'a str, usize)>) -> String {
+pub(crate) fn histogram<'a>(counts: impl Iterator<Item = (&'a str, usize)>) -> String {
     let mut parts: Vec<String> = counts
         .filter(|(_, n)| *n > 0)
         .map(|(reason, count)| format!("{count} {reason}"))
@@ -59,12 +63,12 @@ fn histogram<'a>(counts: impl Iterator<Item = (&'a str, usize)>) -> String {
 }
 
 impl FitError {
-    pub fn record(&mut self, rejection: &Rejection) {
+    pub fn record(&mut self, node: &str, rejection: &Rejection) {
         for r in &rejection.reasons {
             *self.reasons.entry(r.clone()).or_insert(0) += 1;
         }
         if rejection.code == Code::Unschedulable {
-            self.preemptable_nodes += 1;
+            self.preemptable.push(node.to_string());
         }
     }
 
@@ -88,36 +92,6 @@ impl FitError {
     }
 }
 
-/// What DefaultPreemption's PostFilter reports when it finds no node to preempt on. kiln does not
-/// preempt: nodes rejected for reasons preemption cannot change are "not helpful", the others have
-/// no victims kiln would evict.
-pub fn preemption_message(pod: &Pod, fit: &FitError) -> String {
-    let never = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.preemption_policy.as_deref())
-        == Some("Never");
-    if never {
-        return "preemption: not eligible due to preemptionPolicy=Never.".to_string();
-    }
-    let preemptable = if fit.pre_filter.is_some() {
-        0
-    } else {
-        fit.preemptable_nodes
-    };
-    let parts = histogram(
-        [
-            (PREEMPTION_NOT_HELPFUL, fit.num_all_nodes - preemptable),
-            (NO_PREEMPTION_VICTIMS, preemptable),
-        ]
-        .into_iter(),
-    );
-    format!(
-        "preemption: 0/{} nodes are available: {parts}.",
-        fit.num_all_nodes
-    )
-}
-
 /// How many feasible nodes are enough to pick from, as upstream's default `percentageOfNodesToScore`:
 /// every node below 100 nodes, else an adaptive share (50 % minus 1 % per 125 nodes, at least 5 %) of at
 /// least 100 nodes. Filtering and scoring every node of a large cluster for every pod buys little.
@@ -137,8 +111,16 @@ pub fn find_feasible<'a>(
     nodes: &[&'a NodeInfo],
 ) -> (Vec<&'a NodeInfo>, FitError) {
     let mut start = 0;
-    find_feasible_from(pod, pod_info, &PodVolumes::default(), nodes, &mut start)
-        .expect("no volume plugins ran, so no plugin error")
+    let nobody = Nominator::default();
+    find_feasible_from(
+        pod,
+        pod_info,
+        &PodVolumes::default(),
+        nodes,
+        &nobody,
+        &mut start,
+    )
+    .expect("no volume plugins ran, so no plugin error")
 }
 
 /// [`find_feasible`] that stops once [`feasible_nodes_to_find`] nodes fit, starting at `*start` and
@@ -149,6 +131,7 @@ pub fn find_feasible_from<'a>(
     pod_info: &PodInfo,
     volumes: &PodVolumes,
     nodes: &[&'a NodeInfo],
+    nominator: &Nominator,
     start: &mut usize,
 ) -> Result<(Vec<&'a NodeInfo>, FitError), ScheduleError> {
     let mut diagnosis = FitError {
@@ -178,12 +161,12 @@ pub fn find_feasible_from<'a>(
             node,
             volumes,
         };
-        match run_filters(&input) {
+        match run_filters_with_nominated(&input, nominator) {
             Ok(()) => feasible.push(*info),
             Err(r) if r.code == Code::Error => {
                 return Err(ScheduleError::Internal(r.reasons.join(", ")));
             }
-            Err(r) => diagnosis.record(&r),
+            Err(r) => diagnosis.record(&info.name, &r),
         }
     }
     if !nodes.is_empty() {
@@ -270,21 +253,31 @@ pub fn schedule_from(
     }) {
         Ok(v) => v,
         Err(message) => {
-            let mut fit = FitError {
+            let fit = FitError {
                 num_all_nodes: nodes.len(),
                 pre_filter: Some(message),
                 ..Default::default()
             };
-            fit.post_filter = Some(preemption_message(pod, &fit));
-            return Err(ScheduleError::Unfit(fit));
+            let preemptor = Preemptor {
+                pod,
+                info: &pod_info,
+                volumes: &PodVolumes::default(),
+            };
+            return Err(with_post_filter(&preemptor, fit, cache, rng));
         }
     };
-    let (feasible, mut diagnosis) = find_feasible_from(pod, &pod_info, &volumes, &nodes, start)?;
+    let preemptor = Preemptor {
+        pod,
+        info: &pod_info,
+        volumes: &volumes,
+    };
+    if let Some(node) = nominated_node_fits(&preemptor, cache)? {
+        return Ok(node);
+    }
+    let (feasible, diagnosis) =
+        find_feasible_from(pod, &pod_info, &volumes, &nodes, cache.nominator(), start)?;
     match feasible.len() {
-        0 => {
-            diagnosis.post_filter = Some(preemption_message(pod, &diagnosis));
-            Err(ScheduleError::Unfit(diagnosis))
-        }
+        0 => Err(with_post_filter(&preemptor, diagnosis, cache, rng)),
         1 => Ok(feasible[0].name.clone()),
         _ => {
             let scores = prioritize(pod, &pod_info, &feasible, cache, nodes.len());
@@ -292,6 +285,48 @@ pub fn schedule_from(
             Ok(feasible[i].name.clone())
         }
     }
+}
+
+/// upstream's evaluateNominatedNode: a pod nominated to a node (its victims are gone or going)
+/// takes that node as soon as it passes the filters, without looking at the others.
+fn nominated_node_fits(
+    preemptor: &Preemptor,
+    cache: &Cache,
+) -> Result<Option<String>, ScheduleError> {
+    let Some(name) = preemption::nominated_node(preemptor, cache) else {
+        return Ok(None);
+    };
+    let Some((info, node)) = cache
+        .node(name)
+        .and_then(|info| info.node.as_deref().map(|n| (info, n)))
+    else {
+        return Ok(None);
+    };
+    let input = FilterInput {
+        pod: preemptor.pod,
+        pod_info: preemptor.info,
+        node_info: info,
+        node,
+        volumes: preemptor.volumes,
+    };
+    match run_filters_with_nominated(&input, cache.nominator()) {
+        Ok(()) => Ok(Some(name.to_string())),
+        Err(r) if r.code == Code::Error => Err(ScheduleError::Internal(r.reasons.join(", "))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Runs the PostFilter (preemption) on a FitError.
+fn with_post_filter(
+    preemptor: &Preemptor,
+    mut fit: FitError,
+    cache: &Cache,
+    rng: &mut impl Rng,
+) -> ScheduleError {
+    let result = preemption::post_filter(preemptor, &fit, cache, rng);
+    fit.post_filter = result.message;
+    fit.nomination = result.nomination;
+    ScheduleError::Unfit(fit)
 }
 
 #[cfg(test)]
@@ -452,10 +487,13 @@ mod tests {
             reasons: reasons.iter().map(|s| s.to_string()).collect(),
         };
         for _ in 0..10 {
-            e.record(&r(&["Insufficient memory"]));
+            e.record("n", &r(&["Insufficient memory"]));
         }
-        e.record(&r(&["Insufficient cpu", "Insufficient memory"]));
-        e.record(&r(&["node(s) didn't match Pod's node affinity/selector"]));
+        e.record("n", &r(&["Insufficient cpu", "Insufficient memory"]));
+        e.record(
+            "n",
+            &r(&["node(s) didn't match Pod's node affinity/selector"]),
+        );
         // Go sorts "<count> <reason>" as strings: "1 ..." < "11 ..." .
         assert_eq!(
             e.message(),
@@ -540,19 +578,22 @@ mod tests {
         let info = PodInfo::new(&small);
         let mut start = 0;
         let none = PodVolumes::default();
-        let (feasible, _) = find_feasible_from(&small, &info, &none, &nodes, &mut start).unwrap();
+        let nobody = Nominator::default();
+        let (feasible, _) =
+            find_feasible_from(&small, &info, &none, &nodes, &nobody, &mut start).unwrap();
         assert_eq!(feasible.len(), feasible_nodes_to_find(300));
         assert_eq!(
             start,
             feasible.len(),
             "the next pod starts after the last node looked at"
         );
-        let (again, _) = find_feasible_from(&small, &info, &none, &nodes, &mut start).unwrap();
+        let (again, _) =
+            find_feasible_from(&small, &info, &none, &nodes, &nobody, &mut start).unwrap();
         assert_ne!(again[0].name, feasible[0].name);
         let huge = pod("2");
         let info = PodInfo::new(&huge);
         let (fits, diagnosis) =
-            find_feasible_from(&huge, &info, &none, &nodes, &mut start).unwrap();
+            find_feasible_from(&huge, &info, &none, &nodes, &nobody, &mut start).unwrap();
         assert!(fits.is_empty());
         assert_eq!(
             diagnosis.message(),

@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
 
+use crate::nominator::Nominator;
 use crate::resources::{node_allocatable, non_zero_requests, pod_requests, Resources};
 use crate::volume_cache::{claim_key, ClaimKey, VolumeCache};
 use crate::volume_claims::{pod_claims, pod_namespace};
@@ -54,15 +57,44 @@ impl HostPort {
     }
 }
 
+/// upstream's PodPriority: spec.priority, 0 when the Priority admission did not set one.
+pub fn pod_priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// upstream's podTerminatingByPreemption: being deleted, with the DisruptionTarget condition the
+/// scheduler's preemption adds.
+fn terminating_by_preemption(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+            .is_some_and(|c| {
+                c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
+            })
+}
+
 /// What the scheduler needs to know about a pod, computed once.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PodInfo {
     pub key: PodKey,
+    pub uid: String,
     pub requests: Resources,
     pub non_zero: (i64, i64),
     pub host_ports: Vec<HostPort>,
     /// The claims the pod uses (ReadWriteOncePod claims may have one user in the cluster).
     pub claims: Vec<ClaimKey>,
+    /// What preemption weighs: priority, labels (for PodDisruptionBudgets), start time (among
+    /// equals the longer-running pod is more important), deletion state.
+    pub priority: i32,
+    pub labels: BTreeMap<String, String>,
+    pub start_time: Option<Timestamp>,
+    /// metadata.deletionTimestamp is set: the pod is terminating (it still holds its resources).
+    pub deleting: bool,
+    /// Terminating because a preemption chose it (DisruptionTarget=True, PreemptionByScheduler).
+    pub preempted: bool,
 }
 
 impl PodInfo {
@@ -90,10 +122,25 @@ impl PodInfo {
         PodInfo {
             claims,
             key: pod_key(pod),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
             requests: pod_requests(pod),
             non_zero: non_zero_requests(pod),
             host_ports,
+            priority: pod_priority(pod),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            start_time: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            preempted: terminating_by_preemption(pod),
         }
+    }
+
+    /// (namespace, name) from the key.
+    pub fn namespace_and_name(&self) -> (&str, &str) {
+        self.key.split_once('/').unwrap_or(("default", &self.key))
     }
 }
 
@@ -168,6 +215,10 @@ pub struct Cache {
     /// How many placed pods use each claim.
     claim_users: HashMap<ClaimKey, usize>,
     volumes: VolumeCache,
+    /// Pending pods nominated to nodes by preemption.
+    nominator: Nominator,
+    /// PodDisruptionBudgets by "namespace/name", which preemption tries not to violate.
+    pdbs: BTreeMap<String, Arc<PodDisruptionBudget>>,
 }
 
 impl Cache {
@@ -264,9 +315,12 @@ impl Cache {
         }
     }
 
-    /// Counts the pod against the node before the binding is written, so the next cycles see it.
+    /// Counts the pod against the node before the binding is written, so the next cycles see it;
+    /// a placed pod is nominated nowhere any more.
     pub fn assume(&mut self, pod: &Pod, node: &str) {
-        self.place(PodInfo::new(pod), node, true);
+        let info = PodInfo::new(pod);
+        self.nominator.remove(&info.key);
+        self.place(info, node, true);
     }
 
     /// The binding failed: the pod no longer counts anywhere.
@@ -309,6 +363,40 @@ impl Cache {
     pub fn volumes_mut(&mut self) -> &mut VolumeCache {
         &mut self.volumes
     }
+
+    pub fn nominator(&self) -> &Nominator {
+        &self.nominator
+    }
+
+    pub fn nominator_mut(&mut self) -> &mut Nominator {
+        &mut self.nominator
+    }
+
+    pub fn upsert_pdb(&mut self, pdb: PodDisruptionBudget) {
+        self.pdbs.insert(pdb_key(&pdb), Arc::new(pdb));
+    }
+
+    pub fn remove_pdb(&mut self, key: &str) {
+        self.pdbs.remove(key);
+    }
+
+    /// Forgets every budget the predicate rejects (after a relist).
+    pub fn retain_pdbs(&mut self, keep: impl Fn(&str) -> bool) {
+        self.pdbs.retain(|k, _| keep(k));
+    }
+
+    pub fn pdbs(&self) -> impl Iterator<Item = &PodDisruptionBudget> {
+        self.pdbs.values().map(|p| p.as_ref())
+    }
+}
+
+/// "namespace/name" of a budget.
+pub fn pdb_key(pdb: &PodDisruptionBudget) -> String {
+    format!(
+        "{}/{}",
+        pdb.metadata.namespace.as_deref().unwrap_or("default"),
+        pdb.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 #[cfg(test)]

@@ -220,7 +220,11 @@ fn node_resources_fit(i: &FilterInput) -> FilterResult {
             used.ephemeral_storage,
         ),
     ];
-    for (name, want, total, used) in checks {
+    let scalars = req
+        .scalar
+        .iter()
+        .map(|(name, want)| (name.as_str(), *want, alloc.scalar(name), used.scalar(name)));
+    for (name, want, total, used) in checks.into_iter().chain(scalars) {
         if want > 0 && want > total - used {
             reasons.push(format!("Insufficient {name}"));
             if want > total {
@@ -387,6 +391,30 @@ mod tests {
                 "Insufficient memory",
                 "Insufficient ephemeral-storage"
             ]
+        );
+    }
+
+    #[test]
+    fn extended_resources_fit_against_what_is_left() {
+        let mut info = NodeInfo::new(node(json!({"status": {"allocatable": {
+            "cpu": "2", "memory": "4Gi", "pods": "3", "scheduling.k8s.io/foo": "5"}}})));
+        let two = pod(json!({"containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"scheduling.k8s.io/foo": "2"}, "limits": {"scheduling.k8s.io/foo": "2"}}}]}));
+        for n in 0..2 {
+            let mut p = PodInfo::new(&two);
+            p.key = format!("default/p{n}");
+            info.add_pod(p);
+        }
+        let rejection = check(&two, &info).unwrap_err();
+        assert_eq!(rejection.reasons, ["Insufficient scheduling.k8s.io/foo"]);
+        assert_eq!(rejection.code, Code::Unschedulable, "1 of 5 left");
+        info.remove_pod("default/p0");
+        assert!(check(&two, &info).is_ok());
+        let elsewhere = NodeInfo::new(node(json!({})));
+        assert_eq!(
+            check(&two, &elsewhere).unwrap_err().code,
+            Code::UnschedulableAndUnresolvable,
+            "a node without the resource never fits"
         );
     }
 

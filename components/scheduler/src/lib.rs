@@ -2,8 +2,9 @@
 //! leader election so several control planes can run it.
 //!
 //! Pure parts (unit-tested without a server): `resources`, `cache`, `filters`,
-//! `scores`, `algorithm`, `queue`. I/O: `scheduler` (the loop), `pod_status` (binding, condition),
-//! `metrics` (kube-scheduler's series). What every component needs (client, leader election, events,
+//! `scores`, `algorithm`, `queue`, `nominator`, `preemption` and `preemption_victims`
+//! (DefaultPreemption). I/O: `scheduler` (the loop), `pod_status` (binding, condition),
+//! `preemption_exec` (evicting victims), `metrics` (kube-scheduler's series). What every component needs (client, leader election, events,
 //! health/metrics serving, duration flags, node selector and taint matching) comes from kiln-common.
 
 pub mod algorithm;
@@ -11,7 +12,11 @@ pub mod cache;
 pub mod config;
 pub mod filters;
 pub mod metrics;
+pub mod nominator;
 pub mod pod_status;
+pub mod preemption;
+pub mod preemption_exec;
+pub mod preemption_victims;
 pub mod queue;
 pub mod resources;
 pub mod scheduler;

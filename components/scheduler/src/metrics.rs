@@ -11,6 +11,9 @@ const BUCKETS: &[f64] = &[
     0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024,
 ];
 
+/// Upper bounds of the victims-per-preemption histogram (upstream's ExponentialBuckets(1, 2, 7)).
+const VICTIM_BUCKETS: &[u64] = &[1, 2, 4, 8, 16, 32, 64];
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     scheduled: AtomicU64,
@@ -22,6 +25,10 @@ pub struct Metrics {
     backoff: AtomicU64,
     unschedulable_pending: AtomicU64,
     leader: AtomicBool,
+    preemption_attempts: AtomicU64,
+    victims_sum: AtomicU64,
+    victims_count: AtomicU64,
+    victim_buckets: [AtomicU64; 7],
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +60,23 @@ impl Metrics {
         self.backoff.store(q.backoff as u64, Ordering::Relaxed);
         self.unschedulable_pending
             .store(q.unschedulable as u64, Ordering::Relaxed);
+    }
+
+    /// The PostFilter ran for a pod that fit nowhere.
+    pub fn preemption_attempt(&self) {
+        self.preemption_attempts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A preemption evicts this many victims.
+    pub fn preemption_victims(&self, n: usize) {
+        let n = n as u64;
+        self.victims_sum.fetch_add(n, Ordering::Relaxed);
+        self.victims_count.fetch_add(1, Ordering::Relaxed);
+        for (bound, bucket) in VICTIM_BUCKETS.iter().zip(&self.victim_buckets) {
+            if n <= *bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -105,6 +129,32 @@ impl Metrics {
                 get(v)
             ));
         }
+        out.push_str("# HELP scheduler_preemption_attempts_total Total preemption attempts in the cluster till now\n");
+        out.push_str("# TYPE scheduler_preemption_attempts_total counter\n");
+        out.push_str(&format!(
+            "scheduler_preemption_attempts_total {}\n",
+            get(&self.preemption_attempts)
+        ));
+        out.push_str("# HELP scheduler_preemption_victims Number of selected preemption victims\n");
+        out.push_str("# TYPE scheduler_preemption_victims histogram\n");
+        for (bound, bucket) in VICTIM_BUCKETS.iter().zip(&self.victim_buckets) {
+            out.push_str(&format!(
+                "scheduler_preemption_victims_bucket{{le=\"{bound}\"}} {}\n",
+                get(bucket)
+            ));
+        }
+        out.push_str(&format!(
+            "scheduler_preemption_victims_bucket{{le=\"+Inf\"}} {}\n",
+            get(&self.victims_count)
+        ));
+        out.push_str(&format!(
+            "scheduler_preemption_victims_sum {}\n",
+            get(&self.victims_sum)
+        ));
+        out.push_str(&format!(
+            "scheduler_preemption_victims_count {}\n",
+            get(&self.victims_count)
+        ));
         out.push_str(&master_status_metric(
             "kube-scheduler",
             self.leader.load(Ordering::Relaxed),
@@ -131,5 +181,18 @@ mod tests {
             text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"+Inf\"} 2")
         );
         assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_count 2"));
+    }
+
+    #[test]
+    fn renders_preemption_series() {
+        let m = Metrics::default();
+        m.preemption_attempt();
+        m.preemption_attempt();
+        m.preemption_victims(3);
+        let text = m.render();
+        assert!(text.contains("scheduler_preemption_attempts_total 2\n"));
+        assert!(text.contains("scheduler_preemption_victims_bucket{le=\"2\"} 0\n"));
+        assert!(text.contains("scheduler_preemption_victims_bucket{le=\"4\"} 1\n"));
+        assert!(text.contains("scheduler_preemption_victims_sum 3\n"));
     }
 }

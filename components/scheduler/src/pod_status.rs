@@ -1,5 +1,5 @@
-//! Writes about a pod: the binding (POST pods/<name>/binding) and the PodScheduled condition
-//! (pods/<name>/status), as kube-scheduler makes them.
+//! Writes about a pod: the binding (POST pods/<name>/binding) and the PodScheduled condition with
+//! the nominated node (pods/<name>/status), as kube-scheduler makes them.
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -114,18 +114,49 @@ pub fn unschedulable_conditions(
     }
 }
 
+/// The status patch for an unschedulable pod (upstream's updatePod): the PodScheduled condition
+/// and, when `nominated` is given, `status.nominatedNodeName` (`""` clears it); None when the pod
+/// already says all that.
+pub fn unschedulable_patch(
+    pod: &Pod,
+    message: &str,
+    nominated: Option<&str>,
+    now: Timestamp,
+) -> Option<serde_json::Value> {
+    let conditions = unschedulable_conditions(pod, message, now);
+    let current = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .unwrap_or("");
+    let nominated = nominated.filter(|n| *n != current);
+    if conditions.is_none() && nominated.is_none() {
+        return None;
+    }
+    let mut status = serde_json::Map::new();
+    if let Some(c) = conditions {
+        status.insert("conditions".into(), json!(c));
+    }
+    if let Some(n) = nominated {
+        // null removes the field, as the two-way patch of an emptied omitempty field does.
+        let value = if n.is_empty() { json!(null) } else { json!(n) };
+        status.insert("nominatedNodeName".into(), value);
+    }
+    Some(json!({ "status": status }))
+}
+
 pub async fn mark_unschedulable(
     client: kube::Client,
     pod: &Pod,
     message: &str,
+    nominated: Option<&str>,
 ) -> Result<(), PodWriteError> {
-    let Some(conditions) = unschedulable_conditions(pod, message, Timestamp::now()) else {
+    let Some(patch) = unschedulable_patch(pod, message, nominated, Timestamp::now()) else {
         return Ok(());
     };
     let (namespace, name) = names(pod);
     let api: Api<Pod> = Api::namespaced(client, &namespace);
     // A merge patch replaces the whole list; the pod is unbound, so no kubelet writes it concurrently.
-    let patch = json!({"status": {"conditions": conditions}});
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
@@ -179,6 +210,30 @@ mod tests {
         .is_none());
         assert!(
             unschedulable_conditions(&pod, "no nodes available to schedule pods", now).is_some()
+        );
+    }
+
+    #[test]
+    fn the_nominated_node_is_written_with_the_condition() {
+        let now = Timestamp::now();
+        let message = "0/1 nodes are available: 1 Insufficient cpu.";
+        let mut pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}})).unwrap();
+        let patch = unschedulable_patch(&pod, message, Some("host1"), now).unwrap();
+        assert_eq!(patch["status"]["nominatedNodeName"], "host1");
+        assert_eq!(patch["status"]["conditions"][0]["type"], "PodScheduled");
+        pod.status = Some(
+            serde_json::from_value(json!({
+                "nominatedNodeName": "host1",
+                "conditions": patch["status"]["conditions"].clone()
+            }))
+            .unwrap(),
+        );
+        assert_eq!(unschedulable_patch(&pod, message, Some("host1"), now), None);
+        assert_eq!(unschedulable_patch(&pod, message, None, now), None);
+        assert_eq!(
+            unschedulable_patch(&pod, message, Some(""), now),
+            Some(json!({"status": {"nominatedNodeName": null}})),
+            "preemption cannot help: the nomination is cleared"
         );
     }
 }

@@ -122,6 +122,14 @@ impl SchedulingQueue {
         self.backoff.insert(key.to_string(), ready);
     }
 
+    /// What an unschedulable pod waited for happened (its preemption's API calls finished): it is
+    /// retried after its backoff without waiting for a cluster event.
+    pub fn activate(&mut self, key: &str, now: Instant) {
+        if self.unschedulable.remove(key).is_some() {
+            self.requeue_after_backoff(key, now);
+        }
+    }
+
     /// A node or pod changed in a way that may make room: every unschedulable pod is retried.
     pub fn move_all_to_active_or_backoff(&mut self, now: Instant) {
         let keys: Vec<PodKey> = self.unschedulable.drain().map(|(k, _)| k).collect();
@@ -259,6 +267,20 @@ mod tests {
         q.move_all_to_active_or_backoff(t0 + MAX_BACKOFF);
         assert_eq!(q.pop(t0 + MAX_BACKOFF), None);
         assert_eq!(q.next_wakeup(), None);
+    }
+
+    #[test]
+    fn an_activated_pod_is_retried_after_its_backoff() {
+        let mut q = SchedulingQueue::default();
+        let t0 = Instant::now();
+        q.add_or_update("ns/a", 1, t0);
+        q.pop(t0);
+        q.mark_unschedulable("ns/a", t0);
+        q.activate("ns/b", t0);
+        q.activate("ns/a", t0);
+        assert_eq!(q.lengths().unschedulable, 0);
+        assert_eq!(q.pop(t0), None, "still backing off");
+        assert_eq!(q.pop(t0 + INITIAL_BACKOFF).as_deref(), Some("ns/a"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Resource quantities and pod requests, computed the way kube-scheduler does (requests of app
 //! containers summed, init containers as a maximum, pod overhead added; "non-zero" defaults for
-//! scoring pods that request nothing).
+//! scoring pods that request nothing). Besides cpu, memory, ephemeral-storage and pods, every
+//! "scalar" resource (extended resources such as `example.com/foo`, `hugepages-*`, prefixed native
+//! ones) is counted by name, as upstream's `ScalarResources`.
 
 use std::collections::BTreeMap;
 
@@ -19,12 +21,21 @@ pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
 /// The resources the scheduler accounts for. `pods` is meaningful for allocatable only.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Resources {
     pub milli_cpu: i64,
     pub memory: i64,
     pub ephemeral_storage: i64,
     pub pods: i64,
+    /// Scalar resources by name (whole units), absent when zero.
+    pub scalar: BTreeMap<String, i64>,
+}
+
+/// upstream's IsScalarResourceName: extended resources (a domain other than kubernetes.io),
+/// prefixed native ones (`*kubernetes.io/*`) and huge pages. The quota-only `requests.*` names
+/// never reach a pod's resources.
+pub fn is_scalar_resource(name: &str) -> bool {
+    (name.contains('/') && !name.starts_with("requests.")) || name.starts_with("hugepages-")
 }
 
 impl Resources {
@@ -33,6 +44,9 @@ impl Resources {
         self.memory += other.memory;
         self.ephemeral_storage += other.ephemeral_storage;
         self.pods += other.pods;
+        for (name, v) in &other.scalar {
+            *self.scalar.entry(name.clone()).or_insert(0) += v;
+        }
     }
 
     pub fn sub(&mut self, other: &Resources) {
@@ -40,12 +54,28 @@ impl Resources {
         self.memory -= other.memory;
         self.ephemeral_storage -= other.ephemeral_storage;
         self.pods -= other.pods;
+        for (name, v) in &other.scalar {
+            let left = self.scalar.entry(name.clone()).or_insert(0);
+            *left -= v;
+            if *left == 0 {
+                self.scalar.remove(name);
+            }
+        }
     }
 
     fn max(&mut self, other: &Resources) {
         self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
         self.memory = self.memory.max(other.memory);
         self.ephemeral_storage = self.ephemeral_storage.max(other.ephemeral_storage);
+        for (name, v) in &other.scalar {
+            let mine = self.scalar.entry(name.clone()).or_insert(0);
+            *mine = (*mine).max(*v);
+        }
+    }
+
+    /// A scalar resource's amount (0 when absent).
+    pub fn scalar(&self, name: &str) -> i64 {
+        self.scalar.get(name).copied().unwrap_or(0)
     }
 
     fn from_list(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
@@ -60,6 +90,12 @@ impl Resources {
                 .and_then(|q| value(q).ok())
                 .unwrap_or(0),
             pods: get("pods").and_then(|q| value(q).ok()).unwrap_or(0),
+            scalar: list
+                .iter()
+                .filter(|(name, _)| is_scalar_resource(name))
+                .filter_map(|(name, q)| Some((name.clone(), value(&q.0).ok()?)))
+                .filter(|(_, v)| *v != 0)
+                .collect(),
         }
     }
 }
@@ -150,6 +186,11 @@ fn container_requests(c: &Container) -> Resources {
     if !has_request("ephemeral-storage") {
         requests.ephemeral_storage = limits.ephemeral_storage;
     }
+    for (name, v) in &limits.scalar {
+        if !has_request(name) {
+            requests.scalar.insert(name.clone(), *v);
+        }
+    }
     requests
 }
 
@@ -175,7 +216,7 @@ pub fn pod_requests(pod: &Pod) -> Resources {
             sidecars.add(&r);
             total.add(&r);
         } else {
-            let mut with_sidecars = r;
+            let mut with_sidecars = r.clone();
             with_sidecars.add(&sidecars);
             init_floor.max(&with_sidecars);
         }
@@ -264,5 +305,43 @@ mod tests {
         assert_eq!(non_zero_requests(&p), (1100, 2 * DEFAULT_MEMORY_REQUEST));
         assert_eq!(pod_requests(&p).milli_cpu, 1000);
         assert_eq!(pod_requests(&p).memory, 0);
+    }
+
+    #[test]
+    fn extended_resources_are_counted_by_name() {
+        let p = pod(json!({
+            "initContainers": [
+                {"name": "i", "image": "x", "resources": {"limits": {"example.com/fakecpu": "300"}}}
+            ],
+            "containers": [
+                {"name": "a", "image": "x", "resources": {"requests": {"scheduling.k8s.io/foo": "2"},
+                                                         "limits": {"scheduling.k8s.io/foo": "2"}}},
+                {"name": "b", "image": "x", "resources": {"limits": {"example.com/fakecpu": "200", "hugepages-2Mi": "4Mi"}}}
+            ]
+        }));
+        let r = pod_requests(&p);
+        assert_eq!(r.scalar("scheduling.k8s.io/foo"), 2);
+        assert_eq!(
+            r.scalar("example.com/fakecpu"),
+            300,
+            "the init container's floor"
+        );
+        assert_eq!(r.scalar("hugepages-2Mi"), 4 << 20);
+        let node: Node = serde_json::from_value(json!({"status": {
+            "capacity": {"cpu": "2", "example.com/fakecpu": "1k"},
+            "allocatable": {"cpu": "2", "example.com/fakecpu": "1000", "pods": "110"}
+        }}))
+        .unwrap();
+        let alloc = node_allocatable(&node);
+        assert_eq!(alloc.scalar("example.com/fakecpu"), 1000);
+        assert_eq!(alloc.scalar("cpu"), 0, "native names are not scalar");
+        let mut used = Resources::default();
+        used.add(&r);
+        used.sub(&r);
+        assert_eq!(used, Resources::default(), "a zero scalar leaves no entry");
+        assert!(is_scalar_resource("example.com/fakecpu"));
+        assert!(is_scalar_resource("kubernetes.io/batch"));
+        assert!(!is_scalar_resource("ephemeral-storage"));
+        assert!(!is_scalar_resource("requests.example.com/foo"));
     }
 }

@@ -2,7 +2,11 @@
 //! pops a pod, runs the pure algorithm, assumes the result in the cache and binds in the background,
 //! so the next cycle already sees the previous decision. A pod with unbound WaitForFirstConsumer
 //! claims has them reserved (assumed in the volume cache) and its bind task first writes and waits
-//! for the volume bindings (`volume_prebind`), without holding up other pods.
+//! for the volume bindings (`volume_prebind`), without holding up other pods. A pod that fits
+//! nowhere may preempt pods of lower priority (`preempting`: the victims are evicted in the
+//! background, the pod is nominated to their node and retried once they are gone).
+
+mod preempting;
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -12,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kiln_common::events::{object_reference, EventRecorder, NORMAL, WARNING};
 use kube::api::Api;
@@ -103,11 +108,12 @@ struct Synced {
     claims: bool,
     volumes: bool,
     classes: bool,
+    pdbs: bool,
 }
 
 impl Synced {
     fn all(&self) -> bool {
-        self.pods && self.nodes && self.claims && self.volumes && self.classes
+        self.pods && self.nodes && self.claims && self.volumes && self.classes && self.pdbs
     }
 }
 
@@ -133,6 +139,11 @@ pub struct SchedulingLoop {
     relist_claims: Option<HashSet<String>>,
     relist_volumes: Option<HashSet<String>>,
     relist_classes: Option<HashSet<String>>,
+    relist_pdbs: Option<HashSet<String>>,
+    /// Pods whose preemption's API calls are in flight: not scheduled until they finish
+    /// (upstream's PreEnqueue check for asynchronous preemption).
+    preempting: HashSet<PodKey>,
+    preempt_tx: mpsc::UnboundedSender<preempting::PreemptionDone>,
     /// What each pod's volume binding assumed, until its bind task reports.
     reservations: HashMap<PodKey, Reservation>,
     view: StoreView,
@@ -181,6 +192,11 @@ impl SchedulingLoop {
             watcher::Config::default(),
         )
         .default_backoff();
+        let pdb_events = watcher(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff();
         let view = StoreView {
             pods: pod_store.clone(),
             nodes: node_store,
@@ -188,6 +204,7 @@ impl SchedulingLoop {
             claims: claim_store,
         };
         let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
+        let (preempt_tx, mut preempt_rx) = mpsc::unbounded_channel();
         let mut this = SchedulingLoop {
             recorder: Arc::new(EventRecorder::new(client.clone(), COMPONENT, identity)),
             client,
@@ -207,6 +224,9 @@ impl SchedulingLoop {
             relist_claims: None,
             relist_volumes: None,
             relist_classes: None,
+            relist_pdbs: None,
+            preempting: HashSet::new(),
+            preempt_tx,
             reservations: HashMap::new(),
             view,
             bind_timeout,
@@ -216,6 +236,7 @@ impl SchedulingLoop {
         let mut claim_events = std::pin::pin!(claim_events);
         let mut volume_events = std::pin::pin!(volume_events);
         let mut class_events = std::pin::pin!(class_events);
+        let mut pdb_events = std::pin::pin!(pdb_events);
         loop {
             if this.synced.all() {
                 let now = Instant::now();
@@ -259,7 +280,13 @@ impl SchedulingLoop {
                     Some(Err(e)) => tracing::warn!(error = %e, "storageclass watch failed; retrying"),
                     None => return,
                 },
+                ev = pdb_events.next() => match ev {
+                    Some(Ok(ev)) => this.on_pdb_event(ev),
+                    Some(Err(e)) => tracing::warn!(error = %e, "poddisruptionbudget watch failed; retrying"),
+                    None => return,
+                },
                 Some(outcome) = bind_rx.recv() => this.on_bind_outcome(outcome),
+                Some(done) = preempt_rx.recv() => this.on_preemption_done(done),
                 _ = tokio::time::sleep_until(wake) => {}
                 // More pods are ready: loop straight back to the drain.
                 _ = std::future::ready(()), if busy => {}
@@ -294,6 +321,7 @@ impl SchedulingLoop {
                 let key = pod_key(&pod);
                 let freed = self.cache.is_placed(&key);
                 self.cache.remove_pod(&key);
+                self.cache.nominator_mut().remove(&key);
                 self.queue.remove(&key);
                 if freed {
                     self.queue.move_all_to_active_or_backoff(now);
@@ -306,6 +334,9 @@ impl SchedulingLoop {
         let key = pod_key(pod);
         let was_placed = self.cache.is_placed(&key);
         self.cache.upsert_pod(pod);
+        // A pod whose binding is in flight waits for nothing (its nomination ended at assume).
+        let pending = wants_scheduling(pod) && !self.cache.is_assumed(&key);
+        self.cache.nominator_mut().update_from_pod(pod, pending);
         if wants_scheduling(pod) {
             self.queue.add_or_update(&key, pod_fingerprint(pod), now);
         } else {
@@ -470,6 +501,11 @@ impl SchedulingLoop {
         if self.cache.is_assumed(key) {
             return;
         }
+        // Its preemption's API calls are in flight: parked until they finish.
+        if self.preempting.contains(key) {
+            self.queue.mark_unschedulable(key, Instant::now());
+            return;
+        }
         let started = Instant::now();
         match schedule_from(&pod, &self.cache, &mut self.rng, &mut self.next_start) {
             Ok(node) => {
@@ -556,12 +592,18 @@ impl SchedulingLoop {
                     started.elapsed().as_secs_f64(),
                 );
                 self.queue.mark_unschedulable(key, Instant::now());
-                self.report_unschedulable(pod, err);
+                let nominated = match &err {
+                    ScheduleError::Unfit(fit) => self.post_filter_outcome(&pod, fit),
+                    _ => None,
+                };
+                self.report_unschedulable(pod, err, nominated);
             }
         }
     }
 
-    fn report_unschedulable(&self, pod: Arc<Pod>, err: ScheduleError) {
+    /// `nominated`: the node to write as `status.nominatedNodeName` (`""` clears it), or None to
+    /// leave it.
+    fn report_unschedulable(&self, pod: Arc<Pod>, err: ScheduleError, nominated: Option<String>) {
         let message = err.message();
         tracing::info!(pod = %pod_key(&pod), %message, "unschedulable");
         let client = self.client.clone();
@@ -578,7 +620,9 @@ impl SchedulingLoop {
             {
                 tracing::warn!(error = %e, "writing the FailedScheduling event failed");
             }
-            if let Err(e) = pod_status::mark_unschedulable(client, &pod, &message).await {
+            if let Err(e) =
+                pod_status::mark_unschedulable(client, &pod, &message, nominated.as_deref()).await
+            {
                 tracing::warn!(error = %e, "updating the pod condition failed");
             }
         });

@@ -152,8 +152,19 @@ impl Cluster {
 
     /// Runs the real kubectl with a bounded wait; returns (success, stdout, stderr).
     pub async fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-        let cache = self.dir.path().join("kubectl-cache");
-        let mut cmd = tokio::process::Command::new("kubectl");
+        self.kubectl_bin("kubectl", kubeconfig, args).await
+    }
+
+    /// Another kubectl release, e.g. `kubectl.1.27`: the releases kiln's tests use live beside
+    /// `kubectl` (the folder `readlink -f $(which kubectl)` points into).
+    pub async fn kubectl_bin(
+        &self,
+        binary: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+    ) -> (bool, String, String) {
+        let cache = self.dir.path().join(format!("{binary}-cache"));
+        let mut cmd = tokio::process::Command::new(kubectl_release(binary));
         cmd.arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--cache-dir")
@@ -163,8 +174,8 @@ impl Cluster {
             .kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
             .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-            .expect("run kubectl");
+            .unwrap_or_else(|_| panic!("{binary} {args:?} timed out"))
+            .unwrap_or_else(|e| panic!("run {binary}: {e}"));
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -178,6 +189,22 @@ impl Cluster {
         assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
         out
     }
+}
+
+/// `kubectl` itself, or another release's binary from the folder the installed kubectl resolves into
+/// (where `kubectl.1.27` … live; they are not on PATH).
+fn kubectl_release(binary: &str) -> std::path::PathBuf {
+    if binary == "kubectl" || binary.contains('/') {
+        return binary.into();
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no kubectl on PATH to find {binary} beside"));
+    let real = std::fs::canonicalize(&on_path).unwrap_or(on_path);
+    real.with_file_name(binary)
 }
 
 pub fn kubeconfig(url: &str, ca_pem: &str, client: &Pair, user: &str) -> String {

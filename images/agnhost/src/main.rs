@@ -1,8 +1,9 @@
 use clap::{Parser, Subcommand};
 
 use kiln_agnhost::{
-    connect, crd_conversion_webhook, dns, entrypoint_tester, guestbook, liveness, logs_generator,
-    mounttest, netexec, pause, porter, serve_hostname, test_webserver, webhook,
+    connect, crd_conversion_webhook, dns, entrypoint_tester, grpc_health_checking, guestbook,
+    liveness, logs_generator, mounttest, netexec, pause, porter, serve_hostname, test_webserver,
+    webhook,
 };
 
 /// Subcommands of the Kubernetes e2e test image, as upstream agnhost names and runs them.
@@ -42,6 +43,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Starts a simple grpc health checking endpoint
+    #[command(name = "grpc-health-checking")]
+    GrpcHealthChecking(grpc_health_checking::GrpcHealthCheckingArgs),
     /// Creates a HTTP server with various endpoints representing a guestbook app
     Guestbook(guestbook::GuestbookArgs),
     /// Starts a server that is alive for 10 seconds.
@@ -61,6 +65,9 @@ enum Command {
     /// Serves the hostname.
     #[command(name = "serve-hostname")]
     ServeHostname(serve_hostname::ServeHostnameArgs),
+    /// Tests the ServiceAccountIssuerDiscovery feature
+    #[command(name = "test-service-account-issuer-discovery")]
+    TestServiceAccountIssuerDiscovery(kiln_agnhost::openidmetadata::IssuerDiscoveryArgs),
     /// Starts a simple HTTP fileserver.
     #[command(name = "test-webserver")]
     TestWebserver(test_webserver::TestWebserverArgs),
@@ -110,6 +117,9 @@ async fn serve(command: Command) -> i32 {
     let result: Result<i32, String> = match command {
         Command::Connect(a) => Ok(connect::run(a).await),
         Command::CrdConversionWebhook(a) => Ok(crd_conversion_webhook::run(a).await),
+        Command::GrpcHealthChecking(a) => grpc_health_checking::run(a)
+            .await
+            .map_err(|e| e.to_string()),
         Command::Guestbook(a) => guestbook::run(a).await.map_err(|e| e.to_string()),
         Command::Liveness => liveness::run().await.map_err(|e| e.to_string()),
         Command::LogsGenerator(a) => Ok(logs_generator::run(a).await),
@@ -117,6 +127,9 @@ async fn serve(command: Command) -> i32 {
         Command::Pause(a) => Ok(pause::run(a).await),
         Command::Porter(a) => Ok(porter::run(a).await),
         Command::ServeHostname(a) => serve_hostname::run(a).await.map_err(|e| e.to_string()),
+        Command::TestServiceAccountIssuerDiscovery(a) => {
+            Ok(kiln_agnhost::openidmetadata::run(a).await)
+        }
         Command::TestWebserver(a) => test_webserver::run(a).await.map_err(|e| e.to_string()),
         Command::Webhook(a) => Ok(webhook::run(a).await),
         Command::EntrypointTester { .. }

@@ -18,10 +18,6 @@ pub const REASONS: &[(&str, &str)] = &[
         "PersistentVolumes are not served (issue #23)",
     ),
     ("CSI", "CSI objects are not served (issue #23)"),
-    (
-        "Proxy version v1",
-        "the pods/proxy, services/proxy and nodes/proxy subresources are not served (issue #30)",
-    ),
 ];
 
 /// The one-line reason of an entry no case covers.

@@ -1,6 +1,6 @@
 //! The conformance harness on a 3-host lab cluster, as CI runs it: `kiln init`, then every entry of
-//! the list through `kiln-conformance`, gated on passing.txt (an entry that passed on main and fails
-//! now fails this test). The JUnit file and the score page land in $CARGO_TARGET_DIR/conformance/.
+//! passing.txt through `kiln-conformance --only-passing` (an entry that passed on main and fails now
+//! fails this test; the full list is scored by hand into docs/conformance.md). The JUnit file and the score page land in $CARGO_TARGET_DIR/conformance/.
 
 use std::path::PathBuf;
 
@@ -28,6 +28,8 @@ fn the_conformance_list_on_a_three_host_lab() {
         &c.admin,
         "--passing",
         passing.to_str().unwrap(),
+        // CI gates: the entries that do not pass yet are scored by a full run (docs/conformance.md).
+        "--only-passing",
         "--junit",
         junit.to_str().unwrap(),
         "--report",

@@ -214,6 +214,7 @@ pub async fn list(
     query: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
     let spec = target.spec;
+    super::list_options::validate(query, false)?;
     let selectors = Selectors::from_query(spec, query)?;
     let limit = match query.get("limit").map(String::as_str) {
         None | Some("") => 0,

@@ -10,6 +10,7 @@ pub mod duplicate_fields;
 pub mod eviction;
 pub mod health;
 pub mod list;
+pub mod list_options;
 pub mod namespaces;
 pub mod oidc;
 pub mod openapi;
@@ -17,6 +18,7 @@ pub mod openapi_schemas;
 pub mod openapi_v2_proto;
 pub mod path;
 pub mod proxy;
+pub mod resource_proxy;
 pub mod reviews;
 pub mod stored;
 pub mod subresources;
@@ -147,6 +149,17 @@ async fn authenticate_and_authorize_paths(
                 Err(e) => return crud::store_error(e).into_response(),
             }
         }
+    }
+    // Impersonation headers: the request goes on as the impersonated user, if the requester may.
+    let impersonated =
+        crate::impersonation::apply(&state.authorizer, &identity(&req), req.headers()).await;
+    match impersonated {
+        Ok(Some(as_user)) => {
+            crate::impersonation::strip(req.headers_mut());
+            req.extensions_mut().insert(as_user);
+        }
+        Ok(None) => {}
+        Err(e) => return e.into_response(),
     }
     let who = identity(&req);
     let path = req.uri().path().to_string();
@@ -315,6 +328,10 @@ async fn serve_resource(
         // Upstream authorizes streaming upgrades as create, whatever the method (GET websockets).
         verb = "create";
     }
+    if rp.subresource.as_deref() == Some("proxy") {
+        // Connect requests: each method is its own verb (`resource_proxy::verb`).
+        verb = resource_proxy::verb(req.method());
+    }
     let attrs = Attributes::Resource {
         verb,
         group: &rp.group,
@@ -368,6 +385,14 @@ async fn serve_resource(
     };
     if !spec.namespaced && rp.namespace.is_some() {
         return Err(ApiError::path_not_found());
+    }
+    if let (Some("proxy"), Some(name), Some(kind)) = (
+        rp.subresource.as_deref(),
+        rp.name.as_deref(),
+        resource_proxy::Kind::of(spec),
+    ) {
+        let ns = rp.namespace.as_deref();
+        return resource_proxy::serve(&state, kind, ns, name, requester, req).await;
     }
     if spec.ephemeral {
         if verb != "create" || rp.name.is_some() || rp.subresource.is_some() {

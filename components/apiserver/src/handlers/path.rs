@@ -57,7 +57,8 @@ pub fn parse(path: &str) -> Option<ApiPath> {
         namespace = Some(rest[1].to_string());
         rest = &rest[2..];
     }
-    if rest.len() > 3 {
+    // Only a proxy subresource has a path of its own after it (`…/pods/p/proxy/some/path`).
+    if rest.len() > 3 && rest[2] != "proxy" {
         return None;
     }
     Some(ApiPath::Resource(ResourcePath {
@@ -136,6 +137,10 @@ mod tests {
             ))
         );
         assert_eq!(parse("/api/v1/namespaces/a/pods/p/status/x"), None);
+        assert_eq!(
+            parse("/api/v1/namespaces/a/pods/p/proxy/some/path"),
+            Some(res("", Some("a"), "pods", Some("p"), Some("proxy")))
+        );
         assert_eq!(parse("/foo"), None);
     }
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::crud::read;
 use super::{AppState, Target};
+use crate::admission::webhook::connect;
 use crate::kubelet_client::kubelet_address;
 use crate::registry::resources::NODES;
 use crate::status::ApiError;
@@ -172,6 +173,13 @@ pub async fn exec(
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("");
     let name = pod["metadata"]["name"].as_str().unwrap_or("");
     let raw_query = req.uri().query().unwrap_or("").to_string();
+    // Admission (operation CONNECT) before the kubelet is dialled, as upstream's connect handler.
+    let pairs: Vec<(String, String)> = axum::extract::Query::try_from_uri(req.uri())
+        .map(|axum::extract::Query(p)| p)
+        .unwrap_or_default();
+    if let Some(options) = connect::options_object(subresource, &pairs) {
+        connect::admit_connect(state, target, subresource, options).await?;
+    }
     let uri = format!(
         "/{subresource}/{}/{}/{}?{raw_query}",
         encode(ns),

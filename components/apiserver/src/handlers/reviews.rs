@@ -121,11 +121,16 @@ async fn token_review(state: &AppState, spec: &Value) -> Result<Value, ApiError>
         .await
         .map_err(super::crud::store_error)?;
     Ok(match reviewed {
-        Some((user, audiences)) => json!({
-            "authenticated": true,
-            "user": {"username": user.name, "groups": user.groups},
-            "audiences": audiences,
-        }),
+        Some(r) => {
+            let mut user = json!({"username": r.user.name, "groups": r.user.groups});
+            if !r.uid.is_empty() {
+                user["uid"] = json!(r.uid);
+            }
+            if !r.extra.is_empty() {
+                user["extra"] = json!(r.extra);
+            }
+            json!({"authenticated": true, "user": user, "audiences": r.audiences})
+        }
         None => json!({"user": {}}),
     })
 }

@@ -248,8 +248,13 @@ pub async fn approval(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let spec = target.spec;
+    // Upstream's csrApprovalStrategy: only the conditions change (and the metadata, as with any
+    // update); spec and the issued certificate stay as stored.
     let build_from = |old: &Value, incoming: &Value| -> Result<Value, ApiError> {
         let mut new = old.clone();
+        if incoming["metadata"].is_object() {
+            new["metadata"] = incoming["metadata"].clone();
+        }
         let mut conditions: Vec<Value> = incoming["status"]["conditions"]
             .as_array()
             .cloned()
@@ -297,6 +302,24 @@ pub async fn approval(
         other => return Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
     };
     Ok(ok_json(&obj))
+}
+
+/// The uid of the Node a pod-bound token names; `None` when the Node does not exist (upstream still
+/// embeds the name then, so a token shows where its pod was scheduled).
+async fn node_uid(state: &AppState, node: &str) -> Result<Option<String>, ApiError> {
+    let key = crate::registry::resources::NODES.key(None, node);
+    let stored = state
+        .store
+        .get(&key)
+        .await
+        .map_err(super::crud::store_error)?;
+    Ok(match stored {
+        Some(v) => crate::registry::lifecycle::from_stored(&v.value, v.mod_revision)?["metadata"]
+            ["uid"]
+            .as_str()
+            .map(str::to_string),
+        None => None,
+    })
 }
 
 /// POST serviceaccounts/<name>/token (TokenRequest): a signed, audience- and time-bound JWT,
@@ -376,10 +399,17 @@ pub async fn token(
                     ));
                 }
             }
+            let node = match obj["spec"]["nodeName"].as_str() {
+                Some(node) if kind == "Pod" && !node.is_empty() => {
+                    Some((node.to_string(), node_uid(state, node).await?))
+                }
+                _ => None,
+            };
             Some(crate::tokens::BoundObject {
                 kind: kind.to_string(),
                 name: obj_name.to_string(),
                 uid,
+                node,
             })
         }
     };

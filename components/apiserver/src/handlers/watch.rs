@@ -49,7 +49,25 @@ impl Render {
             }),
         )
     }
+
+    /// The bookmark that ends a watch-list's initial events: streaming lists (client-go's and
+    /// kube-rs' `streaming_lists`) wait for this annotation before they call the list done.
+    fn initial_events_end(&self, revision: i64) -> Bytes {
+        self.event(
+            "BOOKMARK",
+            json!({
+                "kind": self.spec.kind,
+                "apiVersion": self.spec.api_version(),
+                "metadata": {
+                    "resourceVersion": revision.to_string(),
+                    "annotations": {INITIAL_EVENTS_END: "true"},
+                },
+            }),
+        )
+    }
 }
+
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 fn parse_rv(query: &HashMap<String, String>) -> Result<Option<i64>, ApiError> {
     match query.get("resourceVersion").map(String::as_str) {
@@ -68,6 +86,7 @@ pub async fn watch(
     query: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
     let spec = target.spec;
+    let watch_list = super::list_options::validate(query, true)?;
     let mut selectors = Selectors::from_query(spec, query)?;
     if let Some(name) = &target.name {
         // The deprecated GET .../pods/<name>?watch=true form watches one object.
@@ -89,15 +108,21 @@ pub async fn watch(
         .filter(|t| *t > 0)
         .map(Duration::from_secs);
 
-    // Initial state: from resourceVersion "0"/unset, the current objects arrive as ADDED first.
+    // Initial state: from resourceVersion "0"/unset (legacy) or with sendInitialEvents=true (watch
+    // list), the current objects arrive as ADDED first; a watch list then gets the end bookmark.
+    // sendInitialEvents=false starts at the given version, or now.
     let mut initial = Vec::new();
-    let start = match parse_rv(query)? {
-        Some(rv) => rv + 1,
-        None => {
+    let rv = parse_rv(query)?;
+    let (start, end_bookmark) = match (watch_list.send_initial_events, rv) {
+        (Some(true), _) | (None, None) => {
             let (objects, revision) = list_objects(&state, &target, &selectors).await?;
             initial = objects;
-            revision + 1
+            let end =
+                (watch_list.send_initial_events == Some(true) && bookmarks).then_some(revision);
+            (revision.max(rv.unwrap_or(0)) + 1, end)
         }
+        (_, Some(rv)) => (rv + 1, None),
+        (Some(false), None) => (state.store.revision().await.map_err(store_error)? + 1, None),
     };
     let prefix = spec.key_prefix(target.namespace.as_deref());
     let mut store_watch = state
@@ -112,6 +137,15 @@ pub async fn watch(
     tokio::spawn(async move {
         for obj in initial {
             if tx.send(Ok(render.event("ADDED", obj))).await.is_err() {
+                return;
+            }
+        }
+        if let Some(revision) = end_bookmark {
+            if tx
+                .send(Ok(render.initial_events_end(revision)))
+                .await
+                .is_err()
+            {
                 return;
             }
         }

@@ -125,5 +125,8 @@ pub static CERTIFICATE_SIGNING_REQUESTS: ResourceSpec = ResourceSpec {
         verbs: &["get", "patch", "update"],
     }],
     records_requester: true,
+    // Upstream's CSR status and approval strategies keep spec only: labels and annotations
+    // change through /status and /approval too.
+    status_takes_metadata: true,
     ..ResourceSpec::BASE
 };

@@ -112,13 +112,36 @@ fn container_statuses(obj: &Value) -> &[Value] {
         .unwrap_or(&[])
 }
 
+/// The names of the pod's sidecars (init containers with restartPolicy Always).
+fn sidecar_names(obj: &Value) -> Vec<&str> {
+    obj.pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c["restartPolicy"] == "Always")
+        .filter_map(|c| c["name"].as_str())
+        .collect()
+}
+
+/// READY: app containers and sidecars (a sidecar counts once started), as kubectl's printer.
 pub fn pod_ready(obj: &Value, _: i64) -> Value {
+    let sidecars = sidecar_names(obj);
     let total = obj
         .pointer("/spec/containers")
         .and_then(Value::as_array)
-        .map_or(0, Vec::len);
+        .map_or(0, Vec::len)
+        + sidecars.len();
+    let started_sidecars = at(obj, "/status/initContainerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            sidecars.contains(&c["name"].as_str().unwrap_or_default())
+                && c["started"].as_bool() == Some(true)
+        });
     let ready = container_statuses(obj)
         .iter()
+        .chain(started_sidecars)
         .filter(|c| c["ready"].as_bool() == Some(true))
         .count();
     json!(format!("{ready}/{total}"))
@@ -177,7 +200,13 @@ fn init_container_reason(obj: &Value) -> Option<String> {
         .pointer("/spec/initContainers")
         .and_then(Value::as_array)
         .map_or(statuses.len(), Vec::len);
+    let sidecars = sidecar_names(obj);
     for (i, c) in statuses.iter().enumerate() {
+        let started_sidecar = sidecars.contains(&c["name"].as_str().unwrap_or_default())
+            && c["started"].as_bool() == Some(true);
+        if started_sidecar {
+            continue;
+        }
         let terminated = at(c, "/state/terminated");
         if let Some(t) = terminated {
             let code = t["exitCode"].as_i64().unwrap_or(0);
@@ -559,6 +588,27 @@ mod tests {
             pod_status(&pod(json!([done, done]), "True"), 0),
             json!("PodInitializing")
         );
+    }
+
+    #[test]
+    fn sidecars_count_in_ready_and_once_started_in_init() {
+        let pod = |started: bool, ready: bool| {
+            json!({
+                "spec": {"initContainers": [{"name": "side", "restartPolicy": "Always"}, {"name": "i1"}],
+                         "containers": [{"name": "a"}]},
+                "status": {"phase": "Pending",
+                    "conditions": [{"type": "Initialized", "status": "False"}],
+                    "initContainerStatuses": [
+                        {"name": "side", "started": started, "ready": ready, "state": {"running": {}}},
+                        {"name": "i1", "state": {"running": {}}}],
+                    "containerStatuses": [{"name": "a", "ready": false,
+                                           "state": {"waiting": {"reason": "PodInitializing"}}}]}
+            })
+        };
+        assert_eq!(pod_status(&pod(false, false), 0), json!("Init:0/2"));
+        assert_eq!(pod_status(&pod(true, true), 0), json!("Init:1/2"));
+        assert_eq!(pod_ready(&pod(true, true), 0), json!("1/2"));
+        assert_eq!(pod_ready(&pod(false, true), 0), json!("0/2"));
     }
 
     #[test]

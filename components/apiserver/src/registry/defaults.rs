@@ -156,6 +156,62 @@ pub fn pod_spec_validation(spec: &Value, path: &str) -> Vec<Cause> {
             ));
         }
     }
+    causes.extend(container_restart_policies(spec, path));
+    causes
+}
+
+/// Upstream's container restartPolicy rules (sidecars, KEP-753): only init containers may set it, and
+/// only to Always; an init container without it may not have lifecycle hooks or probes.
+fn container_restart_policies(spec: &Value, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, ctr) in spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if !ctr["restartPolicy"].is_null() {
+            causes.push(Cause::forbidden(
+                &format!("{path}.containers[{i}].restartPolicy"),
+                "may not be set for non-init containers",
+            ));
+        }
+    }
+    for (i, ctr) in spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("{path}.initContainers[{i}]");
+        let policy = &ctr["restartPolicy"];
+        if !policy.is_null() && policy != "Always" {
+            let value = policy
+                .as_str()
+                .map_or_else(|| policy.to_string(), String::from);
+            causes.push(Cause::not_supported(
+                &format!("{at}.restartPolicy"),
+                &value,
+                &["Always"],
+            ));
+        }
+        if policy == "Always" {
+            continue;
+        }
+        for field in [
+            "lifecycle",
+            "livenessProbe",
+            "readinessProbe",
+            "startupProbe",
+        ] {
+            if !ctr[field].is_null() {
+                causes.push(Cause::forbidden(
+                    &format!("{at}.{field}"),
+                    "may not be set for init containers without restartPolicy=Always",
+                ));
+            }
+        }
+    }
     causes
 }
 
@@ -335,6 +391,50 @@ mod tests {
         assert_eq!(
             s,
             json!({"type": "Opaque", "data": {"a": "Yg==", "x": "eQ=="}})
+        );
+    }
+
+    #[test]
+    fn only_init_containers_may_restart_always() {
+        let c = |extra: Value| {
+            let mut c = json!({"name": "c", "image": "i"});
+            for (k, v) in extra.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+            c
+        };
+        let probe = json!({"exec": {"command": ["true"]}});
+        let sidecar = c(json!({"restartPolicy": "Always", "startupProbe": probe,
+                               "lifecycle": {"preStop": {"exec": {"command": ["true"]}}}}));
+        let ok = json!({"spec": {"initContainers": [sidecar], "containers": [c(json!({}))]}});
+        assert!(pod_validation(&ok).is_empty());
+
+        let bad = json!({"spec": {
+            "initContainers": [c(json!({"restartPolicy": "OnFailure"})),
+                               c(json!({"readinessProbe": probe}))],
+            "containers": [c(json!({"restartPolicy": "Always"}))],
+        }});
+        let got: Vec<(String, String)> = pod_validation(&bad)
+            .into_iter()
+            .map(|c| (c.field, c.message))
+            .collect();
+        let want = [
+            (
+                "spec.containers[0].restartPolicy",
+                "Forbidden: may not be set for non-init containers",
+            ),
+            (
+                "spec.initContainers[0].restartPolicy",
+                "Unsupported value: \"OnFailure\": supported values: \"Always\"",
+            ),
+            (
+                "spec.initContainers[1].readinessProbe",
+                "Forbidden: may not be set for init containers without restartPolicy=Always",
+            ),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(f, m)| (f.to_string(), m.to_string())).to_vec()
         );
     }
 

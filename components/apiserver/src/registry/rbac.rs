@@ -203,7 +203,9 @@ pub static SUBJECT_ACCESS_REVIEWS: ResourceSpec = ResourceSpec {
     ..ResourceSpec::BASE
 };
 
-pub static SELF_SUBJECT_REVIEWS: ResourceSpec = ResourceSpec {
+pub static SELF_SUBJECT_REVIEWS: ResourceSpec = SELF_SUBJECT_REVIEW_BASE;
+
+const SELF_SUBJECT_REVIEW_BASE: ResourceSpec = ResourceSpec {
     group: "authentication.k8s.io",
     plural: "selfsubjectreviews",
     singular: "selfsubjectreview",
@@ -215,6 +217,24 @@ pub static SELF_SUBJECT_REVIEWS: ResourceSpec = ResourceSpec {
     ephemeral: true,
     ..ResourceSpec::BASE
 };
+
+/// authentication.k8s.io/v1beta1, served upstream through 1.29 and what kubectl 1.27's `auth whoami`
+/// asks for; the same shape as v1, so it is decoded as v1 and answered in the version it was sent in.
+pub static SELF_SUBJECT_REVIEWS_V1BETA1: ResourceSpec = ResourceSpec {
+    version: "v1beta1",
+    decode: self_subject_review_v1beta1,
+    ..SELF_SUBJECT_REVIEW_BASE
+};
+
+fn self_subject_review_v1beta1(mut value: Value) -> Result<Value, String> {
+    const V1BETA1: &str = "authentication.k8s.io/v1beta1";
+    if value["apiVersion"] == V1BETA1 {
+        value["apiVersion"] = Value::from("authentication.k8s.io/v1");
+    }
+    let mut out = typed::<SelfSubjectReview>(value)?;
+    out["apiVersion"] = Value::from(V1BETA1);
+    Ok(out)
+}
 
 pub static LOCAL_SUBJECT_ACCESS_REVIEWS: ResourceSpec = ResourceSpec {
     group: "authorization.k8s.io",

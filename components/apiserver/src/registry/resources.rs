@@ -154,8 +154,18 @@ pub static NODES: ResourceSpec = ResourceSpec {
     defaults: no_defaults,
     validate: no_validation,
     graceful_delete: None,
+    actions: &[Action {
+        name: "proxy",
+        group: "",
+        version: "v1",
+        kind: "NodeProxyOptions",
+        verbs: PROXY_VERBS,
+    }],
     ..ResourceSpec::BASE
 };
+
+/// The verbs discovery lists for a proxy subresource (served by `handlers/resource_proxy`).
+pub const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
 
 pub static PODS: ResourceSpec = ResourceSpec {
     group: "",
@@ -208,6 +218,7 @@ pub static PODS: ResourceSpec = ResourceSpec {
         Action { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
         Action { name: "exec", group: "", version: "v1", kind: "PodExecOptions", verbs: &["create", "get"] },
         Action { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
+        Action { name: "proxy", group: "", version: "v1", kind: "PodProxyOptions", verbs: PROXY_VERBS },
     ],
     ..ResourceSpec::BASE
 };
@@ -538,6 +549,7 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::rbac::SELF_SUBJECT_RULES_REVIEWS,
     &super::rbac::SUBJECT_ACCESS_REVIEWS,
     &super::rbac::SELF_SUBJECT_REVIEWS,
+    &super::rbac::SELF_SUBJECT_REVIEWS_V1BETA1,
     &super::rbac::LOCAL_SUBJECT_ACCESS_REVIEWS,
     &super::rbac::TOKEN_REVIEWS,
     &super::jobs::JOBS,

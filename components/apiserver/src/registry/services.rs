@@ -427,6 +427,13 @@ pub static SERVICES: ResourceSpec = ResourceSpec {
     defaults: service_defaults,
     validate: service_validation,
     reservations: Some(service_reservations),
+    actions: &[super::strategy::Action {
+        name: "proxy",
+        group: "",
+        version: "v1",
+        kind: "ServiceProxyOptions",
+        verbs: super::resources::PROXY_VERBS,
+    }],
     ..ResourceSpec::BASE
 };
 

@@ -4,6 +4,7 @@
 pub mod bootstrap;
 pub mod jwt;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -44,6 +45,44 @@ pub struct BoundObject {
     pub kind: String,
     pub name: String,
     pub uid: String,
+    /// A Pod's node, name and (when the Node exists) uid: claims for integrators, never checked
+    /// (upstream's ServiceAccountTokenPodNodeInfo).
+    pub node: Option<(String, Option<String>)>,
+}
+
+/// What a TokenReview says of a valid token.
+pub struct Reviewed {
+    pub user: User,
+    /// The audiences, of those asked for, the token is valid for.
+    pub audiences: Vec<String>,
+    /// The ServiceAccount's uid; empty for a bootstrap token.
+    pub uid: String,
+    /// Upstream's user extra: the token's credential id, its pod and the pod's node.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// The extra of a service-account token's user, from its (verified) claims, as upstream's
+/// ServiceAccountInfo.UserInfo: `credential-id` (`JTI=<jti>`), `pod-name`/`pod-uid` for a pod-bound
+/// token, `node-name` (and `node-uid` when known) for one bound to a scheduled pod.
+pub fn service_account_extra(claims: &Value) -> BTreeMap<String, Vec<String>> {
+    let key = |k: &str| format!("authentication.kubernetes.io/{k}");
+    let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let k = &claims["kubernetes.io"];
+    let mut extra = BTreeMap::new();
+    if let (Some(name), Some(uid)) = (text(&k["pod"]["name"]), text(&k["pod"]["uid"])) {
+        extra.insert(key("pod-name"), vec![name]);
+        extra.insert(key("pod-uid"), vec![uid]);
+    }
+    if let Some(jti) = text(&claims["jti"]) {
+        extra.insert(key("credential-id"), vec![format!("JTI={jti}")]);
+    }
+    if let Some(node) = text(&k["node"]["name"]) {
+        extra.insert(key("node-name"), vec![node]);
+        if let Some(uid) = text(&k["node"]["uid"]) {
+            extra.insert(key("node-uid"), vec![uid]);
+        }
+    }
+    extra
 }
 
 impl TokenAuthenticator {
@@ -63,7 +102,7 @@ impl TokenAuthenticator {
 
     /// The user a bearer token stands for; `None` when the token is not valid.
     pub async fn authenticate(&self, token: &str) -> Result<Option<User>, StoreError> {
-        Ok(self.review(token, &[]).await?.map(|(user, _)| user))
+        Ok(self.review(token, &[]).await?.map(|r| r.user))
     }
 
     /// The API server's own audiences (what a token must be issued for to call it).
@@ -81,7 +120,7 @@ impl TokenAuthenticator {
         &self,
         token: &str,
         audiences: &[String],
-    ) -> Result<Option<(User, Vec<String>)>, StoreError> {
+    ) -> Result<Option<Reviewed>, StoreError> {
         let api = self.api_audiences();
         let wanted: Vec<String> = if audiences.is_empty() {
             api.clone()
@@ -95,7 +134,12 @@ impl TokenAuthenticator {
             }
             let key = SECRETS.key(Some("kube-system"), &format!("bootstrap-token-{id}"));
             return Ok(match self.get(&key).await? {
-                Some(s) => bootstrap::user_for(&s, id, secret, now()).map(|u| (u, matched)),
+                Some(s) => bootstrap::user_for(&s, id, secret, now()).map(|user| Reviewed {
+                    user,
+                    audiences: matched,
+                    uid: String::new(),
+                    extra: BTreeMap::new(),
+                }),
                 None => None,
             });
         }
@@ -125,7 +169,12 @@ impl TokenAuthenticator {
                 return Ok(None);
             }
         }
-        Ok(Some((service_account_user(ns, name), matched)))
+        Ok(Some(Reviewed {
+            user: service_account_user(ns, name),
+            audiences: matched,
+            uid: uid.to_string(),
+            extra: service_account_extra(&claims),
+        }))
     }
 
     /// Signs a token for `sa` (a stored ServiceAccount); `None` without a signing key. Returns the
@@ -154,6 +203,12 @@ impl TokenAuthenticator {
         if let Some(b) = bound {
             let field = if b.kind == "Pod" { "pod" } else { "secret" };
             k8s[field] = json!({"name": b.name, "uid": b.uid});
+            if let Some((node, uid)) = &b.node {
+                k8s["node"] = json!({"name": node});
+                if let Some(uid) = uid {
+                    k8s["node"]["uid"] = json!(uid);
+                }
+            }
         }
         let claims = json!({
             "aud": audiences,
@@ -166,5 +221,47 @@ impl TokenAuthenticator {
             "sub": format!("system:serviceaccount:{ns}:{name}"),
         });
         Some((keys.sign(&claims)?, exp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::service_account_extra;
+
+    #[test]
+    fn a_pod_bound_token_names_its_credential_pod_and_node() {
+        let claims = json!({"jti": "j1", "kubernetes.io": {
+            "namespace": "ns", "serviceaccount": {"name": "default", "uid": "sa"},
+            "pod": {"name": "p", "uid": "pu"}, "node": {"name": "n", "uid": "nu"}}});
+        let extra = service_account_extra(&claims);
+        let one = |k: &str| extra[&format!("authentication.kubernetes.io/{k}")].clone();
+        assert_eq!(one("credential-id"), vec!["JTI=j1"]);
+        assert_eq!(
+            (one("pod-name"), one("pod-uid")),
+            (vec!["p".into()], vec!["pu".into()])
+        );
+        assert_eq!(
+            (one("node-name"), one("node-uid")),
+            (vec!["n".into()], vec!["nu".into()])
+        );
+    }
+
+    #[test]
+    fn an_unbound_token_has_only_its_credential_id_and_a_missing_node_no_uid() {
+        let claims = json!({"jti": "j2", "kubernetes.io": {"namespace": "ns"}});
+        assert_eq!(
+            service_account_extra(&claims)
+                .into_keys()
+                .collect::<Vec<_>>(),
+            vec!["authentication.kubernetes.io/credential-id"]
+        );
+        let claims =
+            json!({"kubernetes.io": {"pod": {"name": "p", "uid": "pu"}, "node": {"name": "gone"}}});
+        let extra = service_account_extra(&claims);
+        assert!(extra.contains_key("authentication.kubernetes.io/node-name"));
+        assert!(!extra.contains_key("authentication.kubernetes.io/node-uid"));
+        assert!(!extra.contains_key("authentication.kubernetes.io/credential-id"));
     }
 }

@@ -199,6 +199,9 @@ impl Runtime for HostRuntime {
                 last_termination: None,
                 ready: false,
                 restarting: false,
+                // No startup probes here: started whenever running.
+                started: true,
+                restartable: false,
             }));
             tasks.push(tokio::spawn(supervisor::supervise(
                 p,

@@ -70,6 +70,10 @@ pub struct ContainerStatus {
     /// Exited (the state is Terminated) and to be started again per restartPolicy: the pod is not
     /// finished, whatever the exit code.
     pub restarting: bool,
+    /// Running and past its startupProbe (if it has one): ContainerStatus.started.
+    pub started: bool,
+    /// An init container with restartPolicy Always (a sidecar, [`crate::sidecars`]).
+    pub restartable: bool,
 }
 
 impl ContainerStatus {

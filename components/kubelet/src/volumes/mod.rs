@@ -17,10 +17,10 @@ pub mod host_path;
 pub mod projected;
 pub mod pvc;
 pub mod secret;
+pub mod sub_path;
 
 use std::collections::HashMap;
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod, ProjectedVolumeSource, Volume};
@@ -57,8 +57,8 @@ pub enum VolumeError {
     },
     #[error("volume {0:?} is not defined in the pod")]
     NoSuchVolume(String),
-    #[error("invalid subPath {sub_path:?}: {why}")]
-    SubPath { sub_path: String, why: String },
+    #[error(transparent)]
+    SubPath(#[from] sub_path::SubPathError),
     #[error("the API server issued no token for service account {namespace}/{service_account} (no signing key, or no such service account)")]
     NoToken {
         namespace: String,
@@ -439,8 +439,18 @@ impl PodVolumes {
     }
 
     /// The CRI mounts for one container: its volumeMounts (readOnly, subPath, propagation) and the
-    /// service-account volume. Call after [`Self::set_up`].
+    /// service-account volume. Call after [`Self::set_up`]. A subPathExpr here sees no variables;
+    /// the pod worker uses [`Self::container_mounts`] with the container's env.
     pub fn mounts(&self, c: &Container) -> Result<Vec<cri::Mount>, VolumeError> {
+        self.container_mounts(c, &[])
+    }
+
+    /// [`Self::mounts`] with `env`, the container's variables in CRI order, for its subPathExprs.
+    pub fn container_mounts(
+        &self,
+        c: &Container,
+        env: &[(String, String)],
+    ) -> Result<Vec<cri::Mount>, VolumeError> {
         let mut out = Vec::new();
         for m in c.volume_mounts.iter().flatten() {
             let v = self
@@ -448,23 +458,23 @@ impl PodVolumes {
                 .iter()
                 .find(|v| v.name == m.name)
                 .ok_or_else(|| VolumeError::NoSuchVolume(m.name.clone()))?;
-            if m.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
-                return Err(VolumeError::Unsupported(format!(
-                    "volumeMount {}: subPathExpr is not supported",
-                    m.mount_path
-                )));
-            }
+            let sub = match m.sub_path_expr.as_deref().filter(|s| !s.is_empty()) {
+                Some(expr) => sub_path::expand(expr, env)?,
+                None => m.sub_path.clone().unwrap_or_default(),
+            };
             let base = self.host_dir(v);
-            let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-                None => base,
-                Some(sub) => sub_path(
-                    &base,
-                    sub,
-                    matches!(
-                        v.source,
-                        Source::EmptyDir(_) | Source::HostPath { .. } | Source::Claim(_)
-                    ),
-                )?,
+            let host = if sub.is_empty() {
+                base
+            } else {
+                sub_path::check(&sub)?;
+                let create = matches!(
+                    v.source,
+                    Source::EmptyDir(_) | Source::HostPath { .. } | Source::Claim(_)
+                );
+                sub_path::resolve(&base, &sub, create).map_err(|e| {
+                    tracing::warn!(pod = %self.uid(), container = %c.name, volume = %m.name, error = %e, "subPath");
+                    e.user_facing(&m.name, &c.name)
+                })?
             };
             let claim_read_only = self.claims.get(&v.name).is_some_and(|c| c.read_only);
             out.push(cri::Mount {
@@ -568,40 +578,6 @@ fn mounts_under(dir: &Path) -> Option<String> {
         .filter_map(|l| l.split(' ').nth(4))
         .find(|m| *m == prefix || m.starts_with(&format!("{prefix}/")))
         .map(String::from)
-}
-
-/// `base/sub`, refusing paths that leave the volume (`..`, absolute paths, or symlinks pointing out).
-/// `create`: make a missing subPath directory (emptyDir, hostPath), as upstream does.
-pub fn sub_path(base: &Path, sub: &str, create: bool) -> Result<PathBuf, VolumeError> {
-    let bad = |why: &str| VolumeError::SubPath {
-        sub_path: sub.into(),
-        why: why.into(),
-    };
-    for c in Path::new(sub).components() {
-        match c {
-            Component::Normal(_) | Component::CurDir => {}
-            Component::ParentDir => return Err(bad("must not contain '..'")),
-            _ => return Err(bad("must be a relative path")),
-        }
-    }
-    let path = base.join(sub);
-    if create && std::fs::symlink_metadata(&path).is_err() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(&path)
-            .map_err(|e| VolumeError::io("creating", &path, e))?;
-    }
-    let real = path
-        .canonicalize()
-        .map_err(|e| VolumeError::io("resolving", &path, e))?;
-    let real_base = base
-        .canonicalize()
-        .map_err(|e| VolumeError::io("resolving", base, e))?;
-    if !real.starts_with(&real_base) {
-        return Err(bad("resolves outside the volume"));
-    }
-    Ok(real)
 }
 
 #[cfg(test)]

@@ -61,6 +61,8 @@ impl Runtime for RunningRuntime {
                 last_termination: None,
                 ready: true,
                 restarting: false,
+                started: true,
+                restartable: false,
             })
             .collect();
         self.pods.lock().unwrap().insert(

@@ -1,25 +1,53 @@
-//! sig-apps DaemonSet entries that rest on ControllerRevisions, written from upstream's
-//! test/e2e/apps/daemon_set.go and controller_revision.go: a RollingUpdate of the image (history
-//! revision 1 → 2, pods labelled with the current revision's hash), a roll back in the middle of a
-//! rollout that restarts none of the pods still on the old template, and the ControllerRevision
-//! lifecycle (patch, create, delete, update, a hash collision the controller resolves, delete
-//! collection, revision 3). Upstream's webserver and agnhost images are busybox and agnhost here,
-//! both running the same shell loop, so only the image changes.
+//! sig-apps DaemonSet entries, written from upstream's test/e2e/apps/daemon_set.go and
+//! controller_revision.go. The basic ones: a daemon pod on every node, replaced when deleted or
+//! Failed; pods following a node selector as node labels and the template change; the status
+//! subresource; list and deletecollection. Those that rest on ControllerRevisions: a RollingUpdate
+//! of the image (history revision 1 → 2, pods labelled with the current revision's hash), a roll
+//! back in the middle of a rollout that restarts none of the pods still on the old template, and
+//! the ControllerRevision lifecycle (patch, create, delete, update, a hash collision the controller
+//! resolves, delete collection, revision 3). Upstream's webserver and agnhost images are busybox
+//! and agnhost here, both running the same shell loop, so only the image changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetCondition};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::json;
 
+use super::replication::{until, watch_labelled};
 use super::{case, Case};
-use crate::ctx::{from_json, is_ready, Ctx};
+use crate::ctx::{from_json, is_ready, phase, Ctx};
 use crate::error::{CaseError, CaseResult};
 use crate::{must, must_eq};
 
 pub const CASES: &[Case] = &[
+    case!(
+        "[sig-apps] Daemon set [Serial] should run and stop simple daemon [Conformance]",
+        "daemonsets",
+        simple_daemon
+    ),
+    case!(
+        "[sig-apps] Daemon set [Serial] should run and stop complex daemon [Conformance]",
+        "daemonsets",
+        complex_daemon
+    ),
+    case!(
+        "[sig-apps] Daemon set [Serial] should retry creating failed daemon pods [Conformance]",
+        "daemonsets",
+        retry_failed_pods
+    ),
+    case!(
+        "[sig-apps] Daemon set [Serial] should verify changes to a daemon set status [Conformance]",
+        "daemonsets",
+        status_subresource
+    ),
+    case!(
+        "[sig-apps] Daemon set [Serial] should list and delete a collection of DaemonSets [Conformance]",
+        "daemonsets",
+        list_and_delete_collection
+    ),
     case!(
         "[sig-apps] Daemon set [Serial] should update pod when spec was updated and update strategy is RollingUpdate [Conformance]",
         "daemonsets",
@@ -135,10 +163,23 @@ fn image_of(p: &Pod) -> String {
 /// checkRunningOnAllNodes: exactly one available (ready) pod on every daemon node, none elsewhere.
 async fn running_on_all_nodes(ctx: &Ctx, ds: &DaemonSet) -> CaseResult {
     let nodes = daemon_nodes(ctx).await?;
-    ctx.wait("a ready daemon pod on every node", DS_TIMEOUT, || async {
+    pods_on_nodes(ctx, ds, &nodes).await
+}
+
+/// CheckDaemonPodOnNodes: exactly one available pod of the set on each of `nodes` and none on any
+/// other node. Pods being deleted do not count, nor (unlike upstream, whose check reads the Ready
+/// condition only) pods that ended: a pod whose phase was set to Failed is no daemon pod any more.
+async fn pods_on_nodes(ctx: &Ctx, ds: &DaemonSet, nodes: &BTreeSet<String>) -> CaseResult {
+    let what = if nodes.is_empty() {
+        "no daemon pod on any node".to_string()
+    } else {
+        format!("a ready daemon pod on each of {nodes:?} only")
+    };
+    ctx.wait(&what, DS_TIMEOUT, || async {
         let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
         for p in own_pods(ctx, ds).await? {
-            if p.metadata.deletion_timestamp.is_none() && is_ready(&p) {
+            let ended = matches!(phase(&p), "Failed" | "Succeeded");
+            if p.metadata.deletion_timestamp.is_none() && !ended && is_ready(&p) {
                 *per_node.entry(node_of(&p)).or_default() += 1;
             }
         }
@@ -146,9 +187,37 @@ async fn running_on_all_nodes(ctx: &Ctx, ds: &DaemonSet) -> CaseResult {
         Ok(if ok {
             Ok(())
         } else {
-            Err(format!("ready pods per node {per_node:?}, nodes {nodes:?}"))
+            Err(format!("ready pods per node {per_node:?}"))
         })
     })
+    .await
+}
+
+/// CheckDaemonStatus: desiredNumberScheduled equals currentNumberScheduled or numberReady. Upstream
+/// reads it once; kiln's status follows the pods' events a moment later, so the consistency is
+/// given a short while to show.
+async fn daemon_status(ctx: &Ctx, name: &str) -> CaseResult<DaemonSet> {
+    let dss: Api<DaemonSet> = ctx.api();
+    ctx.wait(
+        "a consistent daemon status",
+        Duration::from_secs(30),
+        || async {
+            let ds = dss.get(name).await?;
+            let s = ds.status.clone().unwrap_or_default();
+            Ok(
+                if s.desired_number_scheduled == s.current_number_scheduled
+                    || s.desired_number_scheduled == s.number_ready
+                {
+                    Ok(ds)
+                } else {
+                    Err(format!(
+                        "desired {}, current {}, ready {}",
+                        s.desired_number_scheduled, s.current_number_scheduled, s.number_ready
+                    ))
+                },
+            )
+        },
+    )
     .await
 }
 
@@ -379,30 +448,7 @@ async fn controller_revision_lifecycle(ctx: &Ctx) -> CaseResult {
         )
         .await?;
     running_on_all_nodes(ctx, &created).await?;
-    // CheckDaemonStatus. Upstream reads it once; kiln's status follows the pods' events a moment
-    // later, so the consistency MUST is given a short while to show.
-    let ds = ctx
-        .wait(
-            "a consistent daemon status",
-            Duration::from_secs(30),
-            || async {
-                let ds = dss.get(&name).await?;
-                let s = ds.status.clone().unwrap_or_default();
-                Ok(
-                    if s.desired_number_scheduled == s.current_number_scheduled
-                        || s.desired_number_scheduled == s.number_ready
-                    {
-                        Ok(ds)
-                    } else {
-                        Err(format!(
-                            "desired {}, current {}, ready {}",
-                            s.desired_number_scheduled, s.current_number_scheduled, s.number_ready
-                        ))
-                    },
-                )
-            },
-        )
-        .await?;
+    let ds = daemon_status(ctx, &name).await?;
     let listed = Api::<DaemonSet>::all(ctx.client.clone())
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -530,4 +576,354 @@ async fn controller_revision_lifecycle(ctx: &Ctx) -> CaseResult {
         "the current revision's number"
     );
     Ok(())
+}
+
+/// Upstream's `daemonset-` prefix: the node labels the DaemonSet entries set, and clear.
+const NODE_LABEL_PREFIX: &str = "daemonset-";
+const COLOR_LABEL: &str = "daemonset-color";
+
+/// newDaemonSet: the set of `new_daemonset` without labels of its own and with the default update
+/// strategy (RollingUpdate), as upstream's basic entries create it.
+fn plain_daemonset(name: &str, image: &str) -> CaseResult<DaemonSet> {
+    let mut ds = new_daemonset(name, image, true)?;
+    ds.metadata.labels = None;
+    if let Some(spec) = ds.spec.as_mut() {
+        spec.update_strategy = None;
+    }
+    Ok(ds)
+}
+
+/// setDaemonSetNodeLabels: the node's `daemonset-` labels become exactly `labels`; the updated node
+/// MUST carry them all.
+async fn set_node_labels(
+    ctx: &Ctx,
+    node: &str,
+    labels: &BTreeMap<String, String>,
+) -> CaseResult<Node> {
+    let nodes = ctx.all::<Node>();
+    let current = nodes.get(node).await?;
+    let mut patch = serde_json::Map::new();
+    for key in current.metadata.labels.iter().flatten().map(|(k, _)| k) {
+        if key.starts_with(NODE_LABEL_PREFIX) && !labels.contains_key(key) {
+            patch.insert(key.clone(), serde_json::Value::Null);
+        }
+    }
+    for (k, v) in labels {
+        patch.insert(k.clone(), json!(v));
+    }
+    let updated = nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": patch}})),
+        )
+        .await?;
+    let set: BTreeMap<String, String> = updated
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(NODE_LABEL_PREFIX))
+        .collect();
+    must_eq!(&set, labels, "the daemonset- labels of node {node}");
+    Ok(updated)
+}
+
+/// clearDaemonSetNodeLabels: no node keeps a `daemonset-` label.
+async fn clear_node_labels(ctx: &Ctx) -> CaseResult {
+    for node in ctx.all::<Node>().list(&ListParams::default()).await?.items {
+        let has = node
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .any(|(k, _)| k.starts_with(NODE_LABEL_PREFIX));
+        if has {
+            let name = node.metadata.name.unwrap_or_default();
+            set_node_labels(ctx, &name, &BTreeMap::new()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// DaemonSet-Creation: a DaemonSet MUST be created and run a pod on every node; a deleted daemon
+/// pod MUST be replaced.
+async fn simple_daemon(ctx: &Ctx) -> CaseResult {
+    let name = "daemon-set";
+    let ds = ctx
+        .api::<DaemonSet>()
+        .create(
+            &PostParams::default(),
+            &plain_daemonset(name, &ctx.images().busybox())?,
+        )
+        .await?;
+    running_on_all_nodes(ctx, &ds).await?;
+    daemon_status(ctx, name).await?;
+
+    let pods: Api<Pod> = ctx.api();
+    let listed = pods.list(&sel(name)).await?.items;
+    let victim = listed
+        .first()
+        .and_then(|p| p.metadata.name.clone())
+        .ok_or_else(|| CaseError::Failed("no daemon pods listed by the set's label".into()))?;
+    pods.delete(&victim, &DeleteParams::default()).await?;
+    running_on_all_nodes(ctx, &ds).await?;
+    let live: BTreeSet<String> = own_pods(ctx, &ds)
+        .await?
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    must!(
+        !live.contains(&victim),
+        "the deleted pod {victim} is still the daemon pod of its node"
+    );
+    Ok(())
+}
+
+/// DaemonSet-NodeSelection: daemon pods MUST run exactly on the nodes the template's node selector
+/// picks, following node label changes and a change of the selector.
+async fn complex_daemon(ctx: &Ctx) -> CaseResult {
+    clear_node_labels(ctx).await?;
+    let result = complex_daemon_steps(ctx).await;
+    // Upstream's AfterEach: no node keeps the labels, whatever the outcome.
+    let cleared = clear_node_labels(ctx).await;
+    result.and(cleared)
+}
+
+async fn complex_daemon_steps(ctx: &Ctx) -> CaseResult {
+    let name = "daemon-set";
+    let blue = BTreeMap::from([(COLOR_LABEL.to_string(), "blue".to_string())]);
+    let mut ds = plain_daemonset(name, &ctx.images().busybox())?;
+    if let Some(spec) = ds.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        spec.node_selector = Some(blue.clone());
+    }
+    let ds = ctx
+        .api::<DaemonSet>()
+        .create(&PostParams::default(), &ds)
+        .await?;
+    pods_on_nodes(ctx, &ds, &BTreeSet::new()).await?;
+
+    let node = ctx.schedulable_node().await?;
+    set_node_labels(ctx, &node, &blue).await?;
+    let only = BTreeSet::from([node.clone()]);
+    pods_on_nodes(ctx, &ds, &only).await?;
+    daemon_status(ctx, name).await?;
+
+    let green = BTreeMap::from([(COLOR_LABEL.to_string(), "green".to_string())]);
+    set_node_labels(ctx, &node, &green).await?;
+    pods_on_nodes(ctx, &ds, &BTreeSet::new()).await?;
+
+    let patch = json!({"spec": {
+        "template": {"spec": {"nodeSelector": {COLOR_LABEL: "green"}}},
+        "updateStrategy": {"type": "RollingUpdate"},
+    }});
+    let ds = ctx
+        .api::<DaemonSet>()
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await?;
+    pods_on_nodes(ctx, &ds, &only).await?;
+    daemon_status(ctx, name).await?;
+    Ok(())
+}
+
+/// DaemonSet-FailedPodCreation: a daemon pod whose phase is set to Failed MUST be replaced (and the
+/// failed one deleted).
+async fn retry_failed_pods(ctx: &Ctx) -> CaseResult {
+    let name = "daemon-set";
+    let ds = ctx
+        .api::<DaemonSet>()
+        .create(
+            &PostParams::default(),
+            &plain_daemonset(name, &ctx.images().busybox())?,
+        )
+        .await?;
+    running_on_all_nodes(ctx, &ds).await?;
+    daemon_status(ctx, name).await?;
+
+    let pods: Api<Pod> = ctx.api();
+    let mut pod = pods
+        .list(&sel(name))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .ok_or_else(|| CaseError::Failed("no daemon pods listed by the set's label".into()))?;
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    // An unconditional status write, as upstream clears the resourceVersion.
+    pod.metadata.resource_version = None;
+    pod.status.get_or_insert_with(Default::default).phase = Some("Failed".into());
+    pods.replace_status(&pod_name, &PostParams::default(), &pod)
+        .await?;
+    running_on_all_nodes(ctx, &ds).await?;
+    ctx.wait(
+        &format!("the failed daemon pod {pod_name} deleted"),
+        DS_TIMEOUT,
+        || async {
+            Ok(match pods.get_opt(&pod_name).await? {
+                None => Ok(()),
+                Some(p) => Err(format!("phase {}", phase(&p))),
+            })
+        },
+    )
+    .await?;
+    // The node of the failed pod MUST have its replacement.
+    running_on_all_nodes(ctx, &ds).await
+}
+
+fn has_condition(ds: &DaemonSet, f: impl Fn(&DaemonSetCondition) -> bool) -> bool {
+    ds.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(f))
+}
+
+fn is_ours(ds: &DaemonSet, ns: &str, name: &str) -> bool {
+    ds.metadata.name.as_deref() == Some(name)
+        && ds.metadata.namespace.as_deref() == Some(ns)
+        && ds
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(NAME_LABEL))
+            .is_some_and(|v| v == name)
+}
+
+/// DaemonSet, status sub-resource: the status MUST be read; a condition added by an update of
+/// /status and one set by a patch of /status MUST each show in the answer and on a watch.
+async fn status_subresource(ctx: &Ctx) -> CaseResult {
+    let name = "daemon-set";
+    let selector = format!("{NAME_LABEL}={name}");
+    let dss: Api<DaemonSet> = ctx.api();
+    let mut events = watch_labelled(&dss, &selector).await?;
+    let ds = dss
+        .create(
+            &PostParams::default(),
+            &new_daemonset(name, &ctx.images().busybox(), true)?,
+        )
+        .await?;
+    running_on_all_nodes(ctx, &ds).await?;
+    daemon_status(ctx, name).await?;
+
+    let read = dss.get_status(name).await?;
+    must_eq!(
+        read.metadata.uid,
+        ds.metadata.uid,
+        "the uid of the DaemonSet read through /status"
+    );
+
+    let update_cond = |c: &DaemonSetCondition| {
+        c.type_ == "StatusUpdate"
+            && c.reason.as_deref() == Some("E2E")
+            && c.message.as_deref() == Some("Set from e2e test")
+    };
+    let updated = ctx
+        .wait("the /status update", Duration::from_secs(60), || async {
+            let mut ds = dss.get(name).await?;
+            ds.status
+                .get_or_insert_with(Default::default)
+                .conditions
+                .get_or_insert_with(Vec::new)
+                .push(from_json(json!({
+                    "type": "StatusUpdate", "status": "True",
+                    "reason": "E2E", "message": "Set from e2e test",
+                }))?);
+            Ok(
+                match dss.replace_status(name, &PostParams::default(), &ds).await {
+                    Ok(ds) => Ok(ds),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Err("conflict".to_string()),
+                    Err(e) => return Err(e.into()),
+                },
+            )
+        })
+        .await?;
+    must!(
+        has_condition(&updated, update_cond),
+        "the /status update's answer lacks the StatusUpdate condition: {:?}",
+        updated.status.as_ref().map(|s| &s.conditions)
+    );
+    let ns = ctx.ns.clone();
+    until(&mut events, "the StatusUpdate condition", DS_TIMEOUT, |e| {
+        matches!(e, WatchEvent::Added(d) | WatchEvent::Modified(d)
+            if is_ours(d, &ns, name) && has_condition(d, update_cond))
+    })
+    .await?;
+
+    let patched = dss
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"conditions": [{"type": "StatusPatched", "status": "True"}]}}),
+            ),
+        )
+        .await?;
+    let patch_cond = |c: &DaemonSetCondition| c.type_ == "StatusPatched";
+    must!(
+        has_condition(&patched, patch_cond),
+        "the /status patch's answer lacks the StatusPatched condition: {:?}",
+        patched.status.as_ref().map(|s| &s.conditions)
+    );
+    until(
+        &mut events,
+        "the StatusPatched condition",
+        DS_TIMEOUT,
+        |e| {
+            matches!(e, WatchEvent::Added(d) | WatchEvent::Modified(d)
+            if is_ours(d, &ns, name) && has_condition(d, patch_cond))
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// DaemonSets labelled `selector` in all namespaces. Earlier [Serial] entries made DaemonSets of the
+/// same name and label in namespaces that are still being deleted (kiln-conformance does not wait
+/// for a case's namespace to go): the count is read once those are gone.
+async fn count_everywhere(ctx: &Ctx, selector: &str, want: usize, what: &str) -> CaseResult {
+    let all: Api<DaemonSet> = Api::all(ctx.client.clone());
+    let lp = ListParams::default().labels(selector);
+    ctx.wait(what, DS_TIMEOUT, || async {
+        let items = all.list(&lp).await?.items;
+        let others: Vec<String> = items
+            .iter()
+            .filter(|d| d.metadata.namespace.as_deref() != Some(ctx.ns.as_str()))
+            .filter_map(|d| d.metadata.namespace.clone())
+            .collect();
+        let ours = items.len() - others.len();
+        Ok(if items.len() == want && ours == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "{ours} listed in the case's namespace, others in {others:?}"
+            ))
+        })
+    })
+    .await
+}
+
+/// DaemonSet, list and delete a collection: the DaemonSet MUST be created, MUST be listed across
+/// namespaces by its label, and MUST be gone after a deletecollection by that label.
+async fn list_and_delete_collection(ctx: &Ctx) -> CaseResult {
+    let name = "daemon-set";
+    let selector = format!("{NAME_LABEL}={name}");
+    let dss: Api<DaemonSet> = ctx.api();
+    let ds = dss
+        .create(
+            &PostParams::default(),
+            &new_daemonset(name, &ctx.images().busybox(), true)?,
+        )
+        .await?;
+    running_on_all_nodes(ctx, &ds).await?;
+    daemon_status(ctx, name).await?;
+    count_everywhere(ctx, &selector, 1, "the DaemonSet listed by label").await?;
+
+    let dp = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..DeleteParams::default()
+    };
+    dss.delete_collection(&dp, &ListParams::default().labels(&selector))
+        .await?;
+    count_everywhere(ctx, &selector, 0, "no DaemonSet listed by label").await
 }

@@ -13,6 +13,7 @@ mod aggregated_discovery;
 mod api_chunking_watch;
 mod api_machinery;
 mod api_ops;
+mod architecture;
 mod auth;
 mod configmap_volumes;
 mod crd_openapi;
@@ -41,7 +42,9 @@ mod node_pods;
 mod objects;
 mod pod_networking;
 mod podtemplates;
+mod preemption;
 mod projected;
+mod proxy;
 mod replicasets;
 mod replication;
 mod resource_quota;
@@ -88,6 +91,7 @@ pub fn all() -> Vec<&'static Case> {
         aggregated_discovery::CASES,
         api_chunking_watch::CASES,
         api_machinery::CASES,
+        architecture::CASES,
         auth::CASES,
         configmap_volumes::CASES,
         crd_openapi::CASES,
@@ -116,7 +120,9 @@ pub fn all() -> Vec<&'static Case> {
         objects::CASES,
         pod_networking::CASES,
         podtemplates::CASES,
+        preemption::CASES,
         projected::CASES,
+        proxy::CASES,
         replicasets::CASES,
         replication::CASES,
         resource_quota::CASES,

@@ -5,10 +5,12 @@
 //!
 //! ValidatingAdmissionPolicies with their bindings run last (`policy`).
 //! matchConditions are CEL (`crate::cel`) over object/oldObject/request; `authorizer` is not
-//! offered. The action subresources (binding, eviction, scale, ...) do not call webhooks yet.
+//! offered. Connects (exec, attach) are admitted with operation CONNECT (`connect`); the other action
+//! subresources (binding, eviction, scale, ...) do not call webhooks yet.
 
 pub mod cache;
 pub mod call;
+pub mod connect;
 pub mod dispatch;
 pub mod hook;
 pub mod matching;

@@ -10,6 +10,8 @@ pub enum Operation {
     Create,
     Update,
     Delete,
+    /// exec, attach, port-forward and proxy requests: `object` is the options (PodExecOptions, …).
+    Connect,
 }
 
 impl Operation {
@@ -18,6 +20,7 @@ impl Operation {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
             Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
         }
     }
 }
@@ -106,6 +109,8 @@ pub fn options(operation: Operation, dry_run: bool, field_manager: Option<&str>)
         Operation::Create => "CreateOptions",
         Operation::Update => "UpdateOptions",
         Operation::Delete => "DeleteOptions",
+        // Upstream passes no options object on a connect.
+        Operation::Connect => return Value::Null,
     };
     let mut o = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
     if dry_run {

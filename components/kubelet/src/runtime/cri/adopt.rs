@@ -79,7 +79,8 @@ impl PodWorker {
             .any(|c| by_name.contains_key(c.spec.name.as_str()));
         for (i, c) in self.ctrs.iter_mut().enumerate() {
             let Some(runs) = by_name.get(c.spec.name.as_str()) else {
-                if i < n_init && apps_found {
+                // (A sidecar whose container is gone is started again by the next sync.)
+                if i < n_init && apps_found && !c.restartable {
                     // Its container is gone but the app containers run: it completed before them.
                     c.done = true;
                     c.exit_handled = true;
@@ -119,9 +120,16 @@ impl PodWorker {
                         .liveness_probe
                         .as_ref()
                         .map(|p| ProbeState::new(p, started, true));
-                    c.ready = c.readiness.is_none();
+                    // The startup probe too starts over: liveness and readiness wait for it again.
+                    c.startup = c
+                        .spec
+                        .startup_probe
+                        .as_ref()
+                        .map(|p| ProbeState::new(p, started, false));
+                    c.started = c.startup.is_none();
+                    c.ready = c.readiness.is_none() && c.started;
                 }
-                CriState::Exited if i < n_init && current.exit_code == 0 => {
+                CriState::Exited if i < n_init && !c.restartable && current.exit_code == 0 => {
                     c.done = true;
                     c.exit_handled = true;
                     c.state = ContainerState::Terminated(terminated_of(current));
@@ -130,6 +138,8 @@ impl PodWorker {
                 _ => c.exit_handled = false,
             }
         }
+        // App containers ran: the pod was initialized (only its sidecars are synced before them).
+        self.initialized = apps_found;
         self.sandbox_id = Some(sandbox.id.clone());
         self.pod_ip = if self.host_network {
             Some(self.cfg.node_ip.clone())

@@ -69,6 +69,17 @@ impl ProbeState {
         now >= self.next_at
     }
 
+    /// Not due before `at` (only ever moves the next probe later).
+    pub fn hold_until(&mut self, at: Instant) {
+        self.next_at = self.next_at.max(at);
+    }
+
+    /// The failures in a row have reached the failure threshold (a startup probe's verdict starts
+    /// false, so [`ProbeState::record`] reports no change when it gives up).
+    pub fn failed_out(&self) -> bool {
+        self.failures >= self.timing.failure_threshold
+    }
+
     /// Records an outcome; returns true when the verdict changed.
     pub fn record(&mut self, now: Instant, outcome: Outcome) -> bool {
         self.next_at = now + self.timing.period;

@@ -1,7 +1,8 @@
 //! One pod on CRI: the kubelet's per-pod sync. Each `sync` step makes the sandbox (pulling the pause image
 //! first), pulls images per imagePullPolicy, creates and starts containers, notices exits and restarts them
 //! per restartPolicy with the crash-loop backoff (CrashLoopBackOff), and runs liveness/readiness probes.
-//! Init containers run first, one at a time ([`crate::init_containers`]); volumes are set up before the
+//! Init containers run first, one at a time ([`crate::init_containers`]; sidecars, startup probes:
+//! [`init_sync`]); volumes are set up before the
 //! sandbox and API-backed ones refreshed every [`VOLUME_RESYNC`] ([`crate::volumes`]); each container's
 //! env and mounts are resolved when it is created ([`crate::env`]), with the Service variables and the
 //! kubelet's /etc/hosts; the sandbox gets the pod's host name and DNS config ([`dns_hosts`]). Lifecycle hooks run right after
@@ -24,12 +25,12 @@ use crate::dns_config::{DnsNotice, DnsSettings};
 use crate::env;
 use crate::env_resources::NodeAllocatable;
 use crate::events::{EventRecorder, EventType, NoopRecorder, ObjectRef};
-use crate::init_containers;
 use crate::pod_objects::PodObjects;
 use crate::runtime::{
     Backoff, ContainerState, ContainerStatus, PodStatus, RestartPolicy, Terminated, DEFAULT_GRACE,
 };
 use crate::services::ServiceLister;
+use crate::sidecars;
 use crate::volumes::PodVolumes;
 
 /// How often configMap, secret and projected volumes are re-read (changes show within a minute).
@@ -59,7 +60,7 @@ pub struct WorkerConfig {
 #[derive(Debug)]
 struct Ctr {
     spec: Container,
-    /// The pod's policy, or for an init container its own ([`init_containers::restart_policy`]).
+    /// The pod's policy, or for an init container its own ([`sidecars::init_policy`]).
     policy: RestartPolicy,
     /// The current (latest) container.
     id: Option<String>,
@@ -86,6 +87,12 @@ struct Ctr {
     readiness: Option<ProbeState>,
     liveness: Option<ProbeState>,
     ready: bool,
+    /// The startup probe of the current run; liveness and readiness wait for it ([`init_sync`]).
+    startup: Option<ProbeState>,
+    /// The current run passed its startup probe (or has none).
+    started: bool,
+    /// An init container with restartPolicy Always: a sidecar ([`crate::sidecars`]).
+    restartable: bool,
 }
 
 impl Ctr {
@@ -109,6 +116,9 @@ impl Ctr {
             readiness: None,
             liveness: None,
             ready: false,
+            startup: None,
+            started: false,
+            restartable: false,
         }
     }
 
@@ -135,6 +145,8 @@ impl Ctr {
             last_termination: self.last_termination.clone(),
             ready: self.ready,
             restarting: !self.done && matches!(self.state, ContainerState::Terminated(_)),
+            started: self.started && matches!(self.state, ContainerState::Running { .. }),
+            restartable: self.restartable,
         }
     }
 }
@@ -168,6 +180,8 @@ pub struct PodWorker {
     /// Init containers first (`n_init` of them), then the app containers.
     ctrs: Vec<Ctr>,
     n_init: usize,
+    /// The init sequence has completed once ([`init_sync`]): only sidecars are synced from then on.
+    initialized: bool,
     volumes: PodVolumes,
     next_volume_refresh: Option<Instant>,
     objects: Option<Arc<dyn PodObjects>>,
@@ -233,8 +247,10 @@ impl PodWorker {
         };
         let mut ctrs: Vec<Ctr> = inits
             .iter()
-            .cloned()
-            .map(|c| Ctr::new(c, init_containers::restart_policy(policy), first))
+            .map(|c| Ctr {
+                restartable: sidecars::is_restartable(c),
+                ..Ctr::new(c.clone(), sidecars::init_policy(c, policy), first)
+            })
             .collect();
         ctrs.extend(
             spec.containers
@@ -251,6 +267,7 @@ impl PodWorker {
             started_at: SystemTime::now(),
             ctrs,
             n_init: inits.len(),
+            initialized: false,
             volumes,
             next_volume_refresh: None,
             objects: None,
@@ -330,11 +347,16 @@ impl PodWorker {
             started_at: self.started_at,
             pod_ip: self.pod_ip.clone(),
             containers: self.ctrs[self.n_init..].iter().map(Ctr::status).collect(),
-            // An init container is ready once it has completed (upstream's report).
+            // A regular init container is ready once it has completed (upstream's report).
             init_containers: self.ctrs[..self.n_init]
                 .iter()
                 .map(|c| ContainerStatus {
-                    ready: c.succeeded(),
+                    // A sidecar is ready per its readiness probe, like an app container.
+                    ready: if c.restartable {
+                        c.ready
+                    } else {
+                        c.succeeded()
+                    },
                     ..c.status()
                 })
                 .collect(),
@@ -441,20 +463,15 @@ impl PodWorker {
                 }
             }
         }
-        // Init containers in order: the next one runs only after the previous exited 0, and app
-        // containers only after all of them.
-        for i in 0..self.n_init {
-            if self.ctrs[i].succeeded() {
-                continue;
-            }
-            self.sync_container(i, now).await;
-            if !self.ctrs[i].succeeded() {
-                return;
-            }
+        // Init containers in order (a regular one to its successful exit, a sidecar until started),
+        // and app containers only after all of them ([`init_sync`]).
+        if !self.sync_init(now).await {
+            return;
         }
         for i in self.n_init..self.ctrs.len() {
             self.sync_container(i, now).await;
         }
+        self.finish_sidecars(now).await;
     }
 
     /// Sets the volumes up (once; the pod waits in ContainerCreating until that works) and refreshes
@@ -528,6 +545,7 @@ impl PodWorker {
         }
         // A new sandbox runs the init containers again before app containers restart (upstream).
         if self.ctrs[self.n_init..].iter().any(|c| !c.done) {
+            self.initialized = false;
             for c in &mut self.ctrs[..self.n_init] {
                 c.done = false;
                 c.id = None;
@@ -591,6 +609,7 @@ impl PodWorker {
                 Ok(st) if st.state == CriState::Running => {
                     let started_at = from_nanos(st.started_at).unwrap_or_else(SystemTime::now);
                     self.ctrs[i].state = ContainerState::Running { pid: 0, started_at };
+                    self.hold_probes_for_initial_delay(i, started_at, now);
                     self.probe(i, &id, now).await;
                     return;
                 }
@@ -606,6 +625,12 @@ impl PodWorker {
                     }
                 }
                 Ok(st) => Terminated {
+                    // Read once, when the exit is first seen: only then is it used.
+                    message: if self.ctrs[i].exit_handled {
+                        None
+                    } else {
+                        self.exit_message(i, &st)
+                    },
                     exit_code: st.exit_code,
                     signal: None,
                     reason: if !st.reason.is_empty() {
@@ -615,7 +640,6 @@ impl PodWorker {
                     } else {
                         "Error".into()
                     },
-                    message: Some(st.message).filter(|m| !m.is_empty()),
                     started_at: from_nanos(st.started_at),
                     finished_at: from_nanos(st.finished_at).unwrap_or_else(SystemTime::now),
                 },
@@ -834,6 +858,7 @@ impl PodWorker {
         }
         c.previous = c.id.replace(id.clone());
         c.exit_handled = false;
+        c.started = false;
         c.restart_at = None;
         c.exit_shown_until = None;
         if let Err(e) = cri.start_container(&id).await {
@@ -868,7 +893,13 @@ impl PodWorker {
             .liveness_probe
             .as_ref()
             .map(|p| ProbeState::new(p, now, true));
-        c.ready = c.readiness.is_none();
+        c.startup = c
+            .spec
+            .startup_probe
+            .as_ref()
+            .map(|p| ProbeState::new(p, now, false));
+        c.started = c.startup.is_none();
+        c.ready = c.readiness.is_none() && c.started;
     }
 
     /// Runs container `i`'s postStart hook (if any) right after it started; on failure the container is
@@ -929,6 +960,19 @@ impl PodWorker {
         grace: Duration,
         why: String,
     ) -> Result<(), CriError> {
+        self.stop_in_turn(i, id, grace, why, None).await
+    }
+
+    /// [`PodWorker::stop_one`]; while the pod is killed, after its preStop hook the container waits
+    /// its turn in `order` (a sidecar outlives the app containers and the sidecars after it).
+    async fn stop_in_turn(
+        &self,
+        i: usize,
+        id: &str,
+        grace: Duration,
+        why: String,
+        order: Option<&init_sync::TerminationOrder>,
+    ) -> Result<(), CriError> {
         let c = &self.ctrs[i].spec;
         self.event(Some(i), EventType::Normal, "Killing", why);
         stop_container(
@@ -938,6 +982,7 @@ impl PodWorker {
                 obj: self.obj.container(&c.name, i < self.n_init),
                 pod_desc: self.pod_desc(),
                 pod_ip: self.pod_ip.as_deref(),
+                turn: order.map(|o| (o, i)),
             },
             c,
             id,
@@ -966,8 +1011,12 @@ impl PodWorker {
             allocatable: Some(&self.cfg.allocatable),
         };
         let envs = env::build(&self.pod, c, &ctx, &fetched).map_err(|e| e.to_string())?;
-        let mut mounts = self.volumes.mounts(c).map_err(|e| e.to_string())?;
+        let mut mounts = self
+            .volumes
+            .container_mounts(c, &envs)
+            .map_err(|e| e.to_string())?;
         mounts.extend(self.hosts_mount(c)?);
+        mounts.extend(self.termination_mount(i, attempt));
         let mut config = spec::container_config(&self.pod, c, attempt, envs, mounts)
             .map_err(|e| e.to_string())?;
         // Requests and limits become the container's cgroup settings (enforced by containerd).
@@ -980,6 +1029,10 @@ impl PodWorker {
     }
 
     async fn probe(&mut self, i: usize, id: &str, now: Instant) {
+        // Liveness and readiness wait for the startup probe.
+        if !self.startup_probe(i, id, now).await {
+            return;
+        }
         let cri = self.cri.clone();
         let pod_ip = self.pod_ip.clone();
         let key = self.key.clone();
@@ -1000,12 +1053,9 @@ impl PodWorker {
             }
             let state = self.ctrs[i].liveness.as_mut().expect("checked above");
             if state.record(now, outcome) && !state.result {
-                tracing::info!(pod = %key, container = %spec.name, "container failed liveness probe, will be restarted");
+                let why = self.probe_kill_message(i, "liveness");
+                tracing::info!(pod = %key, container = %spec.name, "{why}");
                 self.ctrs[i].ready = false;
-                let why = format!(
-                    "Container {} failed liveness probe, will be restarted",
-                    spec.name
-                );
                 if let Err(e) = self.stop_one(i, id, self.grace, why).await {
                     tracing::warn!(pod = %key, container = %spec.name, error = %e, "stopping unhealthy container");
                 }
@@ -1051,12 +1101,19 @@ impl PodWorker {
             .enumerate()
             .filter_map(|(i, c)| c.id.clone().map(|id| (i, id)))
             .collect();
-        // In parallel: each container may use its whole grace period.
+        let live: Vec<usize> = running
+            .iter()
+            .map(|(i, _)| *i)
+            .filter(|&i| matches!(self.ctrs[i].state, ContainerState::Running { .. }))
+            .collect();
+        let order = init_sync::TerminationOrder::new(self, &live);
+        // In parallel: each container may use its whole grace period (sidecars wait their turn).
         let this = &*self;
+        let order = &order;
         let stops = futures::future::join_all(running.iter().map(|(i, id)| async move {
             if matches!(this.ctrs[*i].state, ContainerState::Running { .. }) {
                 let why = format!("Stopping container {}", this.ctrs[*i].spec.name);
-                this.stop_one(*i, id, grace, why).await
+                this.stop_in_turn(*i, id, grace, why, Some(order)).await
             } else {
                 this.cri.stop_container(id, grace.as_secs() as i64).await
             }
@@ -1127,9 +1184,12 @@ struct StopCtx<'a> {
     obj: ObjectRef,
     pod_desc: String,
     pod_ip: Option<&'a str>,
+    /// While the pod is killed: the termination order and this container's place in it.
+    turn: Option<(&'a init_sync::TerminationOrder, usize)>,
 }
 
-/// The preStop hook (bounded by `grace`, its time counted against it), then StopContainer.
+/// The preStop hook (bounded by `grace`, its time counted against it), the wait for its turn (what
+/// is left of `grace`), then StopContainer.
 async fn stop_container(
     cri: &dyn CriApi,
     ctx: &StopCtx<'_>,
@@ -1159,9 +1219,19 @@ async fn stop_container(
             .saturating_sub(started.elapsed())
             .max(MIN_GRACE_AFTER_PRE_STOP);
     }
+    if let Some((order, i)) = ctx.turn {
+        let waited = order.wait_for_turn(i, left).await;
+        if !waited.is_zero() {
+            left = left.saturating_sub(waited).max(MIN_GRACE_AFTER_PRE_STOP);
+        }
+    }
     // Whole seconds, rounded up: CRI's timeout unit.
     let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-    cri.stop_container(id, secs as i64).await
+    let stopped = cri.stop_container(id, secs as i64).await;
+    if let Some((order, i)) = ctx.turn {
+        order.terminated(i);
+    }
+    stopped
 }
 
 /// Pulls the pause image if missing and runs the pod's sandbox; returns its id and the pod's IP (the
@@ -1212,6 +1282,19 @@ mod adopt;
 #[path = "dns_hosts.rs"]
 mod dns_hosts;
 
+#[path = "init_sync.rs"]
+mod init_sync;
+
+#[path = "termination.rs"]
+mod termination;
+
+#[path = "initial_delay.rs"]
+mod initial_delay;
+
 #[cfg(test)]
 #[path = "worker_events_tests.rs"]
 mod events_tests;
+
+#[cfg(test)]
+#[path = "worker_mounts_tests.rs"]
+mod mounts_tests;
