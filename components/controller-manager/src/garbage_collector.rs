@@ -56,8 +56,10 @@ const WORKERS: usize = 20;
 /// (an owner whose kind is not watched, a failure that ran out of retries).
 const RESYNC: Duration = Duration::from_secs(30);
 /// How long to wait for every kind's first list before working from a partial graph (an owner
-/// of an unlisted kind looks missing, costing a GET per dependent).
-const SYNC_WAIT: Duration = Duration::from_secs(30);
+/// of an unlisted kind looks missing, costing a GET per dependent, never a wrong deletion). Short:
+/// after a lost lease the collector should be back at work while the lists of a busy API server
+/// finish.
+const SYNC_WAIT: Duration = Duration::from_secs(10);
 /// Kinds probed (listed once) at the same time while discovering.
 const DISCOVERY_PROBES: usize = 8;
 /// One UID's processing is abandoned (and retried) after this long.

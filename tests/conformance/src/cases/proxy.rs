@@ -288,11 +288,17 @@ fn join_scheme_name_port(scheme: &str, name: &str, port: &str) -> String {
 /// doProxy: one GET of `path` (an error status is an error, as the REST client's Do().Raw()).
 async fn do_proxy(ctx: &Ctx, attempt: usize, path: &str, want: &str) -> Option<String> {
     let start = Instant::now();
-    let got = request(ctx, "GET", path).await;
+    // kube-rs retries a 503 with backoff for minutes; a call that outlives the bound fails anyway.
+    let got = tokio::time::timeout(PROXY_CALL_TIMEOUT, request(ctx, "GET", path)).await;
     let took = start.elapsed();
     let (status, body) = match got {
-        Ok(r) => r,
-        Err(e) => return Some(format!("{attempt}: path {path} gave error: {e}")),
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Some(format!("{attempt}: path {path} gave error: {e}")),
+        Err(_) => {
+            return Some(format!(
+                "{attempt}: path {path} took more than {PROXY_CALL_TIMEOUT:?} (no answer; a 503 is retried by the client)"
+            ))
+        }
     };
     let body = String::from_utf8_lossy(&body).into_owned();
     let mut errs = Vec::new();
@@ -410,6 +416,10 @@ async fn proxy_table(ctx: &Ctx, name: &str) -> CaseResult {
         )
         .await;
         errs.extend(round.into_iter().flatten());
+        // A failed round fails the case; the remaining rounds could only add to the list.
+        if !errs.is_empty() {
+            break;
+        }
     }
     if errs.is_empty() {
         return Ok(());
