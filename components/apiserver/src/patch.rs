@@ -272,12 +272,16 @@ fn parent<'a>(doc: &'a mut Value, path: &str) -> Result<(&'a mut Value, String),
     Ok((cur, last))
 }
 
-fn get_at(doc: &Value, path: &str) -> Result<Value, PatchError> {
-    let escaped = tokens(path)?
+/// Tokens back into a pointer serde_json reads (re-escaped the RFC 6901 way).
+fn escaped(tokens: &[String]) -> String {
+    tokens
         .iter()
         .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
-        .collect::<String>();
-    doc.pointer(&escaped)
+        .collect()
+}
+
+fn get_at(doc: &Value, path: &str) -> Result<Value, PatchError> {
+    doc.pointer(&escaped(&tokens(path)?))
         .cloned()
         .ok_or_else(|| invalid(format!("path {path:?} does not exist")))
 }
@@ -288,12 +292,8 @@ fn parent_exists(doc: &Value, path: &str) -> Result<bool, PatchError> {
     let Some((_, up)) = toks.split_last() else {
         return Ok(true);
     };
-    let escaped = up
-        .iter()
-        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
-        .collect::<String>();
     Ok(doc
-        .pointer(&escaped)
+        .pointer(&escaped(up))
         .is_some_and(|v| v.is_object() || v.is_array()))
 }
 

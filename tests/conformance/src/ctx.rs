@@ -123,37 +123,21 @@ impl Ctx {
         Api::all(self.client.clone())
     }
 
-    /// A ready, schedulable node without NoSchedule/NoExecute taints, as upstream's
-    /// GetRandomReadySchedulableNode picks (the first such node).
+    /// Ready, schedulable nodes without NoSchedule/NoExecute taints (upstream's
+    /// GetReadySchedulableNodes: a control-plane node keeps its pods off); fails when there is none.
+    pub async fn ready_schedulable_nodes(&self) -> CaseResult<Vec<Node>> {
+        let nodes = self.all::<Node>().list(&ListParams::default()).await?.items;
+        let out: Vec<Node> = nodes.into_iter().filter(is_ready_schedulable).collect();
+        if out.is_empty() {
+            return Err(CaseError::Failed("no ready schedulable node".into()));
+        }
+        Ok(out)
+    }
+
+    /// The first ready schedulable node, as upstream's GetRandomReadySchedulableNode picks.
     pub async fn schedulable_node(&self) -> CaseResult<String> {
-        let nodes = self.all::<Node>().list(&ListParams::default()).await?;
-        nodes
-            .items
-            .iter()
-            .find(|n| {
-                // GetRandomReadySchedulableNode: ready, schedulable and without NoSchedule/NoExecute
-                // taints (a control-plane node keeps its pods off).
-                let tainted = n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|t| {
-                        t.iter()
-                            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-                    });
-                !tainted
-                    && !n
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.unschedulable)
-                        .unwrap_or(false)
-                    && n.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .and_then(|n| n.metadata.name.clone())
-            .ok_or_else(|| CaseError::Failed("no ready schedulable node".into()))
+        let first = self.ready_schedulable_nodes().await?.swap_remove(0);
+        Ok(first.metadata.name.unwrap_or_default())
     }
 
     pub fn images(&self) -> &Images {
@@ -376,4 +360,20 @@ pub fn describe_status(pod: &Pod) -> String {
         out.push_str(&format!("; {} {}", c.name, state));
     }
     out
+}
+
+/// Ready, not cordoned, without a NoSchedule or NoExecute taint.
+pub fn is_ready_schedulable(n: &Node) -> bool {
+    let spec = n.spec.clone().unwrap_or_default();
+    let tainted = spec
+        .taints
+        .iter()
+        .flatten()
+        .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    ready && !tainted && !spec.unschedulable.unwrap_or(false)
 }

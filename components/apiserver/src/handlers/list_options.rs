@@ -16,7 +16,7 @@ pub struct WatchList {
     pub send_initial_events: Option<bool>,
 }
 
-fn flag(v: &str) -> bool {
+pub(crate) fn flag(v: &str) -> bool {
     // strconv.ParseBool's true spellings, as the query decoder accepts them.
     matches!(v, "true" | "1" | "t" | "T" | "TRUE" | "True")
 }

@@ -8,8 +8,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -58,30 +57,15 @@ const DIAL_WAIT: Duration = Duration::from_secs(60);
 /// Ready, schedulable, untainted nodes (upstream's GetBoundedReadySchedulableNodes) with their
 /// first InternalIP.
 async fn schedulable_nodes(ctx: &Ctx) -> CaseResult<Vec<(String, String)>> {
-    let nodes = ctx.all::<Node>().list(&ListParams::default()).await?;
     let mut out = Vec::new();
-    for n in nodes.items {
-        let spec = n.spec.clone().unwrap_or_default();
-        let status = n.status.clone().unwrap_or_default();
-        let tainted = spec
-            .taints
-            .iter()
-            .flatten()
-            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
-        let ready = status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        let ip = status
-            .addresses
-            .iter()
-            .flatten()
-            .find(|a| a.type_ == "InternalIP")
+    for n in ctx.ready_schedulable_nodes().await? {
+        let ip = n
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
             .map(|a| a.address.clone());
-        if let (false, false, true, Some(ip)) =
-            (tainted, spec.unschedulable.unwrap_or(false), ready, ip)
-        {
+        if let Some(ip) = ip {
             out.push((n.name_any(), ip));
         }
     }

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{json, Value};
 
@@ -82,29 +82,10 @@ async fn delete_priority_classes(ctx: &Ctx, names: &[&str]) {
     }
 }
 
-/// GetReadySchedulableNodes: ready, not cordoned, without NoSchedule/NoExecute taints, by name.
+/// GetReadySchedulableNodes, by name.
 async fn ready_schedulable_nodes(ctx: &Ctx) -> CaseResult<Vec<String>> {
-    let nodes = ctx.all::<Node>().list(&ListParams::default()).await?.items;
-    let names: Vec<String> = nodes
-        .into_iter()
-        .filter(|n| {
-            let spec = n.spec.clone().unwrap_or_default();
-            let tainted = spec
-                .taints
-                .iter()
-                .flatten()
-                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
-            let ready = n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            ready && !tainted && !spec.unschedulable.unwrap_or(false)
-        })
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    must!(!names.is_empty(), "no ready schedulable node");
-    Ok(names)
+    let nodes = ctx.ready_schedulable_nodes().await?;
+    Ok(nodes.into_iter().filter_map(|n| n.metadata.name).collect())
 }
 
 /// patchNode on the status subresource: the resource advertised in capacity and allocatable

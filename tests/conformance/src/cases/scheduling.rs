@@ -138,30 +138,6 @@ fn ended(p: &Pod) -> bool {
     matches!(phase(p), "Succeeded" | "Failed")
 }
 
-/// GetReadySchedulableNodes: ready, not cordoned, without NoSchedule/NoExecute taints.
-async fn worker_nodes(ctx: &Ctx) -> CaseResult<Vec<Node>> {
-    let nodes = ctx.all::<Node>().list(&ListParams::default()).await?.items;
-    let workers: Vec<Node> = nodes
-        .into_iter()
-        .filter(|n| {
-            let spec = n.spec.clone().unwrap_or_default();
-            let tainted = spec
-                .taints
-                .iter()
-                .flatten()
-                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
-            let ready = n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            ready && !tainted && !spec.unschedulable.unwrap_or(false)
-        })
-        .collect();
-    must!(!workers.is_empty(), "no ready schedulable node");
-    Ok(workers)
-}
-
 /// WaitForStableCluster: every pod of the cluster that has not ended is scheduled.
 async fn wait_stable(ctx: &Ctx) -> CaseResult {
     let all: Api<Pod> = Api::all(ctx.client.clone());
@@ -341,7 +317,7 @@ fn requested_cpu(p: &Pod) -> i64 {
 /// Scheduler, resource limits: with a pod on every node requesting 70% of the CPU left there, a
 /// pod requesting half the largest node's allocatable CPU MUST NOT be scheduled.
 async fn resource_limits(ctx: &Ctx) -> CaseResult {
-    let workers = worker_nodes(ctx).await?;
+    let workers = ctx.ready_schedulable_nodes().await?;
     wait_stable(ctx).await?;
     let mut left: BTreeMap<String, i64> = BTreeMap::new();
     for n in &workers {
@@ -419,7 +395,8 @@ async fn resource_limits_steps(ctx: &Ctx, mut left: BTreeMap<String, i64>) -> Ca
 /// Scheduler, node selector not matching: a pod whose node selector no node matches MUST NOT be
 /// scheduled.
 async fn node_selector_not_matching(ctx: &Ctx) -> CaseResult {
-    let workers: BTreeSet<String> = worker_nodes(ctx)
+    let workers: BTreeSet<String> = ctx
+        .ready_schedulable_nodes()
         .await?
         .into_iter()
         .filter_map(|n| n.metadata.name)

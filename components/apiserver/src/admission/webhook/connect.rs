@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use super::request::{Operation, Request};
-use super::{dispatch, policy, select, to_api_error, warnings, Kind};
+use super::{chain, dispatch, select, to_api_error, validate_all, warnings};
 use crate::handlers::{AppState, Target};
 use crate::status::ApiError;
 
@@ -15,8 +15,7 @@ use crate::status::ApiError;
 /// order, booleans as the query decoder reads them, empty fields left out as Go's omitempty does).
 pub fn options_object(subresource: &str, query: &[(String, String)]) -> Option<Value> {
     let get = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.as_str());
-    let flag =
-        |k: &str| get(k).is_some_and(|v| matches!(v, "true" | "1" | "t" | "T" | "TRUE" | "True"));
+    let flag = |k: &str| get(k).is_some_and(crate::handlers::list_options::flag);
     let mut o = Map::new();
     let kind = match subresource {
         "exec" => "PodExecOptions",
@@ -70,11 +69,9 @@ pub async fn admit_connect(
     subresource: &str,
     options: Value,
 ) -> Result<(), ApiError> {
-    let mutating = state.webhooks.hooks(Kind::Mutating);
-    let validating = state.webhooks.hooks(Kind::Validating);
-    if mutating.is_empty() && validating.is_empty() && state.webhooks.policies().1.is_empty() {
+    let Some((mutating, validating)) = chain(state) else {
         return Ok(());
-    }
+    };
     let spec = target.spec;
     let req = Request {
         operation: Operation::Connect,
@@ -100,18 +97,11 @@ pub async fn admit_connect(
     let mut warnings = Vec::new();
     let selected = select(state, mutating, &req, &mut labels).await?;
     let mut view = req.clone();
-    let verdict = match dispatch::mutate(&caller, &selected, &mut view, &mut warnings).await {
-        Ok(_) => {
-            let selected = select(state, validating, &req, &mut labels).await?;
-            match dispatch::validate(&caller, &selected, &req, &mut warnings).await {
-                Ok(()) => policy::admit(state, &req, &mut warnings).await,
-                Err(r) => Err(to_api_error(r)),
-            }
-        }
-        Err(r) => Err(to_api_error(r)),
-    };
-    warnings.iter().for_each(|w| warnings::add(w));
-    verdict
+    if let Err(r) = dispatch::mutate(&caller, &selected, &mut view, &mut warnings).await {
+        warnings.iter().for_each(|w| warnings::add(w));
+        return Err(to_api_error(r));
+    }
+    validate_all(state, &caller, validating, &req, &mut labels, warnings).await
 }
 
 #[cfg(test)]

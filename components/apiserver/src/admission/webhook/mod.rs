@@ -317,11 +317,9 @@ async fn run(
     if target.spec.group == GROUP {
         return Ok(());
     }
-    let mutating = state.webhooks.hooks(Kind::Mutating);
-    let validating = state.webhooks.hooks(Kind::Validating);
-    if mutating.is_empty() && validating.is_empty() && state.webhooks.policies().1.is_empty() {
+    let Some((mutating, validating)) = chain(state) else {
         return Ok(());
-    }
+    };
     let mut req = build_request(state, target, query, operation, old, obj.as_deref());
     let caller = call::HttpsCaller {
         store: state.store.clone(),
@@ -351,13 +349,35 @@ async fn run(
         req.object = Some(checked.clone());
         *obj = checked;
     }
-    let selected = select(state, validating, &req, &mut labels).await?;
-    let verdict = dispatch::validate(&caller, &selected, &req, &mut warnings)
-        .await
-        .map_err(to_api_error);
-    let verdict = match verdict {
-        Ok(()) => policy::admit(state, &req, &mut warnings).await,
-        Err(e) => Err(e),
+    validate_all(state, &caller, validating, &req, &mut labels, warnings).await
+}
+
+/// Webhooks of one kind, in call order.
+type Hooks = Vec<std::sync::Arc<Hook>>;
+
+/// The mutating and validating webhooks, or None when nothing (webhook or policy) is configured.
+fn chain(state: &AppState) -> Option<(Hooks, Hooks)> {
+    let mutating = state.webhooks.hooks(Kind::Mutating);
+    let validating = state.webhooks.hooks(Kind::Validating);
+    let none =
+        mutating.is_empty() && validating.is_empty() && state.webhooks.policies().1.is_empty();
+    (!none).then_some((mutating, validating))
+}
+
+/// The validating half of the chain: the matched validating webhooks, then the policies; the
+/// warnings gathered on the way are reported with the verdict.
+async fn validate_all(
+    state: &AppState,
+    caller: &call::HttpsCaller,
+    validating: Hooks,
+    req: &Request,
+    labels: &mut Option<Map<String, Value>>,
+    mut warnings: Vec<String>,
+) -> Result<(), ApiError> {
+    let selected = select(state, validating, req, labels).await?;
+    let verdict = match dispatch::validate(caller, &selected, req, &mut warnings).await {
+        Ok(()) => policy::admit(state, req, &mut warnings).await,
+        Err(r) => Err(to_api_error(r)),
     };
     warnings.iter().for_each(|w| warnings::add(w));
     verdict
