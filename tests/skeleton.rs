@@ -106,6 +106,10 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
     assert!(status.contains("host1      Ready"), "{status}");
     assert!(status.contains("store host1      healthy"), "{status}");
     assert!(!status.contains(" no "), "{status}");
+    // One build everywhere: the server's gitVersion is this checkout's kiln, and the node runs it too.
+    let server = format!("server  {}", kiln_common::version::GIT_VERSION);
+    assert!(status.contains(&server), "{status}");
+    assert!(!status.contains("not the server's build"), "{status}");
 
     // `kiln kubeconfig` prints the same admin kubeconfig.
     let kc = ok(&mut lab.in_lab(&[&kiln, "kubeconfig", "-f", &cluster]));
@@ -216,6 +220,22 @@ fn init_joins_the_workers_and_join_converges() {
             .collect();
         assert!(done.is_empty(), "{phase} redone on a joined host:\n{again}");
     }
+
+    // `kiln upgrade plan`: every host already runs the binaries this kiln would push.
+    let plan = ok(&mut lab.in_lab(&[&kiln, "upgrade", "plan", "-f", &cluster]));
+    assert!(plan.contains("nothing to upgrade"), "{plan}");
+    assert!(plan.contains("up to date: host1, host2, host3"), "{plan}");
+    // A worker whose kiln-proxy is another binary of the same stamp (a rebuild) is the one step: after
+    // the snapshot, that worker, its proxy restarting.
+    lab.ssh_ok(
+        "host3",
+        "cp /usr/local/bin/kiln-proxy /tmp/p && printf x >> /tmp/p && mv /tmp/p /usr/local/bin/kiln-proxy",
+    );
+    let plan = ok(&mut lab.in_lab(&[&kiln, "upgrade", "plan", "-f", &cluster]));
+    assert!(plan.contains("1. a snapshot bundle"), "{plan}");
+    assert!(plan.contains("2. host3 (worker): restarts proxy"), "{plan}");
+    assert!(plan.contains("(same stamp, other binary)"), "{plan}");
+    assert!(plan.contains("up to date: host1, host2"), "{plan}");
 
     let out = ok(&mut lab.in_lab(&[&kiln, "reset", "-f", &cluster]));
     assert_eq!(out.matches("verify-clean         done").count(), 3, "{out}");

@@ -8,3 +8,4 @@ pub mod lab;
 pub mod snapshot;
 pub mod tokens;
 pub mod transport;
+pub mod upgrade;

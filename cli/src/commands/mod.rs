@@ -9,13 +9,14 @@ mod lab;
 mod snapshot;
 mod status;
 mod token;
+mod upgrade;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "kiln",
-    version,
+    version = kiln_common::version::LONG,
     about = "A declarative cluster bootstrapper for kiln's own Kubernetes components"
 )]
 pub struct Cli {
@@ -94,6 +95,9 @@ pub enum Command {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
     },
+    /// Upgrades: `plan` shows what an upgrade to the binaries this kiln would push does.
+    #[command(subcommand)]
+    Upgrade(upgrade::UpgradeCommand),
     /// Print the cluster's admin kubeconfig.
     Kubeconfig {
         #[command(flatten)]
@@ -164,6 +168,7 @@ pub fn main() -> i32 {
             wait_timeout,
         }) => cluster::renew_certs(cluster, names, wait_timeout),
         Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
+        Command::Upgrade(c) => upgrade::run(c),
     };
     match result {
         Ok(code) => code,

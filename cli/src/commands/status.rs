@@ -23,6 +23,10 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
     let ctx = cluster.context(vec![], 0)?;
     runtime()?.block_on(async {
         let client = admin_client(&ctx).await?;
+        let server = client.apiserver_version().await?.git_version;
+        println!("kiln    {}", kiln_common::version::LONG);
+        println!("server  {server}");
+        println!();
         let nodes: kube::Api<Node> = kube::Api::all(client.clone());
         let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "kube-system");
         println!(
@@ -36,16 +40,18 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
                 .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
                 .map(|a| a.address.clone())
                 .unwrap_or_default();
+            let version = status
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.kubelet_version.clone())
+                .unwrap_or_default();
+            // A node on another build than the API server is mid-upgrade (or was missed by one).
+            let mark = if version == server { "" } else { " (not the server's build)" };
             println!(
-                "{:<10} {:<9} {:<15} {:<16} {}",
+                "{:<10} {:<9} {:<15} {:<16} {version}{mark}",
                 n.metadata.name.unwrap_or_default(),
                 ready(status.and_then(|s| s.conditions.as_ref())),
                 addr,
                 n.spec.and_then(|s| s.pod_cidr).unwrap_or_default(),
-                status
-                    .and_then(|s| s.node_info.as_ref())
-                    .map(|i| i.kubelet_version.clone())
-                    .unwrap_or_default()
             );
         }
         println!();

@@ -5,6 +5,7 @@
 //! Field paths are shown relative to `spec` (everything of interest lives there); `apiVersion`, `kind`
 //! and `metadata.*` are shown as they are.
 
+mod apiserver;
 mod location;
 mod types;
 mod validate;
@@ -12,6 +13,7 @@ mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use apiserver::{ApiServer, Audit, AuditPolicy, Encryption, EncryptionProvider};
 pub use location::LineIndex;
 pub use types::*;
 pub use validate::{check_address, split_host_port, validate, Problem};

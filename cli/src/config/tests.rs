@@ -16,6 +16,7 @@ fn fixture(name: &str) -> (String, &'static str) {
         "bad-cluster-dns-range.yaml" => include_str!("fixtures/bad-cluster-dns-range.yaml"),
         "bad-kubelet.yaml" => include_str!("fixtures/bad-kubelet.yaml"),
         "bad-storage.yaml" => include_str!("fixtures/bad-storage.yaml"),
+        "bad-reserved.yaml" => include_str!("fixtures/bad-reserved.yaml"),
         other => panic!("no fixture {other}"),
     };
     (name.to_string(), text)
@@ -191,10 +192,26 @@ fn bad_eviction_thresholds_are_located() {
     let lines = error_lines("bad-kubelet.yaml");
     let expected = [
         "bad-kubelet.yaml:14: kubelet.evictionHard.imagefs.available: invalid threshold '2Qi': unknown quantity suffix 'Qi'",
-        "bad-kubelet.yaml:12: kubelet.evictionHard.memory.available: unsupported eviction signal 'memory.available': expected one of nodefs.available, imagefs.available",
         "bad-kubelet.yaml:13: kubelet.evictionHard.nodefs.available: invalid threshold '110%': a percentage must be a number from 0 to 100",
+        "bad-kubelet.yaml:12: kubelet.evictionHard.nodefs.inodesFree: unsupported eviction signal 'nodefs.inodesFree': expected one of memory.available, nodefs.available, imagefs.available, pid.available",
     ];
     assert_eq!(lines, expected);
+}
+
+#[test]
+fn memory_and_pid_thresholds_are_accepted() {
+    let (file, text) = fixture("minimal.yaml");
+    let mut c = parse(text, &file).unwrap();
+    c.spec.kubelet.eviction_hard = [("memory.available", "100Mi"), ("pid.available", "5%")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert!(validate::validate(&c).is_empty(), "{:?}", validate::validate(&c));
+    c.spec.kubelet.eviction_hard =
+        [("memory.available".to_string(), "lots".to_string())].into_iter().collect();
+    let problems = validate::validate(&c);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].path, "spec.kubelet.evictionHard.memory.available");
 }
 
 #[test]
@@ -345,4 +362,34 @@ fn the_vagrant_example_is_a_valid_cluster() {
     assert_eq!(c.controllers().count(), 1);
     assert_eq!(c.workers().count(), 2);
     assert_eq!(c.control_plane_endpoint(), "192.168.56.11:6443");
+}
+
+#[test]
+fn bad_reservations_are_located() {
+    let lines = error_lines("bad-reserved.yaml");
+    let expected = [
+        "bad-reserved.yaml:13: kubelet.systemReserved.gpu: cannot reserve 'gpu': expected one of cpu, memory, ephemeral-storage, pid",
+        "bad-reserved.yaml:15: kubelet.kubeReserved.memory: '-256Mi' is negative",
+        "bad-reserved.yaml:16: kubelet.kubeReserved.ephemeral-storage: invalid quantity '1Gi;rm': expected e.g. 500m, 1Gi or 1000",
+        "bad-reserved.yaml:17: kubelet.podPidsLimit: 0: expected a positive number, or -1 for unlimited",
+    ];
+    for e in expected {
+        assert!(lines.iter().any(|l| l == e), "missing {e:?} in {lines:#?}");
+    }
+}
+
+#[test]
+fn reservations_become_kubelet_flags() {
+    let (file, text) = fixture("minimal.yaml");
+    let mut c = parse(text, &file).unwrap();
+    assert_eq!(c.spec.kubelet.reserved_flags(), "");
+    c.spec.kubelet.system_reserved = [("cpu", "100m"), ("memory", "256Mi")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    c.spec.kubelet.pod_pids_limit = Some(4096);
+    assert_eq!(
+        c.spec.kubelet.reserved_flags(),
+        " --system-reserved=cpu=100m,memory=256Mi --pod-max-pids=4096"
+    );
 }

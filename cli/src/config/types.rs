@@ -47,6 +47,9 @@ pub struct ClusterSpec {
     pub controller_manager: ControllerManager,
     #[serde(default)]
     pub kubelet: Kubelet,
+    /// kiln-apiserver's audit logging and encryption at rest (`apiserver.rs`).
+    #[serde(default, skip_serializing_if = "super::ApiServer::is_unset")]
+    pub api_server: super::ApiServer,
     #[serde(default)]
     pub storage: Storage,
     #[serde(default)]
@@ -263,9 +266,37 @@ pub struct Kubelet {
     /// upstream, a map that is set replaces them all, so a signal it leaves out is not watched.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub eviction_hard: BTreeMap<String, String>,
+    /// Resources kept for the operating system (`cpu`, `memory`, `ephemeral-storage`, `pid` →
+    /// quantity): they come off every node's allocatable, and pods together are held below them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_reserved: BTreeMap<String, String>,
+    /// Resources kept for the Kubernetes daemons (same keys).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kube_reserved: BTreeMap<String, String>,
+    /// The most processes one pod may run; unset: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_pids_limit: Option<i64>,
 }
 
 impl Kubelet {
+    /// The kubelet flags for the reservations and the pod PID limit (empty when none is set).
+    pub fn reserved_flags(&self) -> String {
+        let mut out = String::new();
+        for (flag, map) in [
+            ("system-reserved", &self.system_reserved),
+            ("kube-reserved", &self.kube_reserved),
+        ] {
+            if !map.is_empty() {
+                let pairs: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.push_str(&format!(" --{flag}={}", pairs.join(",")));
+            }
+        }
+        if let Some(n) = self.pod_pids_limit {
+            out.push_str(&format!(" --pod-max-pids={n}"));
+        }
+        out
+    }
+
     /// The `--eviction-hard` value (`imagefs.available<2Gi,nodefs.available<1Gi`), or None for the defaults.
     pub fn eviction_hard_flag(&self) -> Option<String> {
         if self.eviction_hard.is_empty() {

@@ -47,6 +47,7 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
     }
     hosts(c, &mut out);
     networking(c, &mut out);
+    super::apiserver::validate(c, &mut out);
     storage(c, &mut out);
     if let Some(ep) = &c.spec.control_plane_endpoint {
         if let Err(why) = split_host_port(ep) {
@@ -259,9 +260,59 @@ fn networking(c: &ClusterConfig, out: &mut Vec<Problem>) {
 /// The DNS Service's address must be a service address the `kubernetes` Service does not hold, and
 /// the zone a DNS name.
 /// The eviction signals kiln-kubelet enforces; others would be accepted by it and silently not watched.
-const EVICTION_SIGNALS: &[&str] = &["nodefs.available", "imagefs.available"];
+const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "nodefs.available",
+    "imagefs.available",
+    "pid.available",
+];
+
+/// What `systemReserved`/`kubeReserved` may name (upstream's reservable resources).
+const RESERVABLE: &[&str] = &["cpu", "memory", "ephemeral-storage", "pid"];
 
 fn kubelet(c: &ClusterConfig, out: &mut Vec<Problem>) {
+    let k = &c.spec.kubelet;
+    for (key, map) in [
+        ("systemReserved", &k.system_reserved),
+        ("kubeReserved", &k.kube_reserved),
+    ] {
+        for (resource, value) in map {
+            let field = format!("spec.kubelet.{key}.{resource}");
+            if !RESERVABLE.contains(&resource.as_str()) {
+                out.push(problem(
+                    field,
+                    format!(
+                        "cannot reserve '{resource}': expected one of {}",
+                        RESERVABLE.join(", ")
+                    ),
+                ));
+                continue;
+            }
+            // Parsed as the kubelet will (a value it refuses would stop it at start on every node);
+            // the characters a shell would read never reach its command line.
+            let parsed = kiln_common::quantity::parse(value);
+            let plain = value
+                .trim_start_matches(['-', '+'])
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '.');
+            match parsed {
+                Ok(q) if q.0 >= 0 && plain => {}
+                Ok(_) if plain => out.push(problem(field, format!("'{value}' is negative"))),
+                _ => out.push(problem(
+                    field,
+                    format!("invalid quantity '{value}': expected e.g. 500m, 1Gi or 1000"),
+                )),
+            }
+        }
+    }
+    if let Some(n) = k.pod_pids_limit {
+        if n == 0 || n < -1 {
+            out.push(problem(
+                "spec.kubelet.podPidsLimit",
+                format!("{n}: expected a positive number, or -1 for unlimited"),
+            ));
+        }
+    }
     for (signal, value) in &c.spec.kubelet.eviction_hard {
         let field = format!("spec.kubelet.evictionHard.{signal}");
         if !EVICTION_SIGNALS.contains(&signal.as_str()) {

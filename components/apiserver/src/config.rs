@@ -10,7 +10,7 @@ use crate::storage::StoreConfig;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "kiln-apiserver",
-    version,
+    version = kiln_common::version::LONG,
     about = "kiln's Kubernetes API server"
 )]
 pub struct Options {
@@ -111,6 +111,11 @@ pub struct Options {
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
 
+    /// AdmissionConfiguration file (apiserver.config.k8s.io/v1): kiln reads the PodSecurity
+    /// plugin's PodSecurityConfiguration from it (defaults and exemptions).
+    #[arg(long)]
+    pub admission_control_config_file: Option<String>,
+
     /// Read-only requests in flight at once before 429s (0: no limit); watches and other
     /// long-running requests and system:masters take no seat.
     #[arg(long, default_value_t = 400)]
@@ -118,6 +123,26 @@ pub struct Options {
     /// Mutating requests in flight at once before 429s (0: no limit).
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
+
+    /// Audit policy (`audit.k8s.io/v1` Policy); a bad file stops the server at start.
+    #[arg(long)]
+    pub audit_policy_file: Option<String>,
+    /// Audit log file, JSON lines (`-`: standard output); no path = no audit backend.
+    #[arg(long)]
+    pub audit_log_path: Option<String>,
+    /// Days to keep rotated audit logs (0: no age limit).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxage: u64,
+    /// Rotated audit logs to keep (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxbackup: usize,
+    /// Megabytes an audit log grows to before it is rotated (0: upstream's default, 100).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+    /// Encryption at rest: an `apiserver.config.k8s.io/v1` EncryptionConfiguration (aesgcm, aescbc,
+    /// secretbox, identity providers).
+    #[arg(long)]
+    pub encryption_provider_config: Option<String>,
 
     /// Seconds between watch BOOKMARK events for clients that allow them.
     #[arg(long, default_value_t = 60, hide = true)]

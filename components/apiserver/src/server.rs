@@ -57,8 +57,14 @@ pub enum ServerError {
     Objects(#[from] crate::bootstrap::BootstrapError),
     #[error("{0}")]
     Admission(#[from] crate::admission::AdmissionError),
+    #[error(transparent)]
+    PodSecurityConfig(#[from] crate::admission::pod_security::config::ConfigError),
     #[error("aggregation layer: {0}")]
     Aggregator(#[from] crate::aggregator::AggregatorError),
+    #[error("{0}")]
+    Audit(#[from] crate::audit::AuditError),
+    #[error("{0}")]
+    Encryption(#[from] crate::encryption::ConfigError),
 }
 
 /// A running server; dropping it (or `shutdown`) stops accepting and closes every connection.
@@ -94,11 +100,16 @@ impl Drop for RunningServer {
     }
 }
 
-async fn connect_store(options: &Options) -> Result<Store, ServerError> {
+async fn connect_store(
+    options: &Options,
+    encryption: Option<Arc<crate::encryption::Transformers>>,
+) -> Result<Store, ServerError> {
     let deadline = tokio::time::Instant::now() + STORE_WAIT;
     loop {
         let attempt = async {
-            let store = Store::connect(&options.store()).await?;
+            let store = Store::connect(&options.store())
+                .await?
+                .with_encryption(encryption.clone());
             ensure_default_namespaces(&store).await?;
             Ok::<_, ServerError>(store)
         };
@@ -164,6 +175,10 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
     )?;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let allocator = ServiceAllocator::new(&options.service_cluster_ip_range, NODE_PORTS)?;
+    // Read before the store is reached, so a bad file stops the start at once.
+    let pod_security_config = crate::admission::pod_security::config::load(
+        options.admission_control_config_file.as_deref(),
+    )?;
     let sa_keys = if options.service_account_signing_key_file.is_some()
         || !options.service_account_key_file.is_empty()
     {
@@ -199,7 +214,20 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
             &options.requestheader_group_headers,
             &options.requestheader_extra_headers_prefix,
         )?;
-    let store = connect_store(&options).await?;
+    // Audit policy and encryption configuration: a bad file stops the start, naming the field.
+    let auditor = crate::audit::Auditor::from_options(&options)?;
+    let encryption = match options.encryption_provider_config.as_deref() {
+        Some(path) => {
+            let entries = crate::encryption::load(std::path::Path::new(path))?;
+            tracing::info!(path, "encryption at rest on");
+            Some(Arc::new(crate::encryption::Transformers::new(
+                entries,
+                &Registry::default().all(),
+            )))
+        }
+        None => None,
+    };
+    let store = connect_store(&options, encryption).await?;
 
     let bind = SocketAddr::new(options.bind_address, options.secure_port);
     let listener = TcpListener::bind(bind)
@@ -222,6 +250,10 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         &options.disable_admission_plugins,
         options.service_account_signing_key_file.is_some(),
     )?;
+    let pod_security = crate::admission::pod_security::PodSecurity {
+        enabled: admission.pod_security,
+        config: pod_security_config,
+    };
     let (stop, stopped) = watch::channel(false);
     let webhooks =
         crate::admission::webhook::Webhooks::start(store.clone(), stopped.clone()).await?;
@@ -237,8 +269,10 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         kubelet,
         terminating,
         admission,
+        pod_security,
         webhooks,
         aggregator: crate::aggregator::Aggregator::new(front_proxy),
+        resource_metrics: Default::default(),
         limits: crate::flowcontrol::limiter::Limits::new(
             options.max_requests_inflight,
             options.max_mutating_requests_inflight,
@@ -276,7 +310,7 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         state.aggregator.clone(),
         stopped.clone(),
     ));
-    let app = router(state);
+    let app = crate::audit::layer(router(state), auditor);
     tracing::info!(%addr, "serving the Kubernetes API");
     let task = tokio::spawn(accept_loop(listener, acceptor, app, stopped));
     Ok(RunningServer {
@@ -341,7 +375,10 @@ async fn accept_loop(
                 },
                 None => Identity::Anonymous,
             };
-            let service = TowerToHyperService::new(app.layer(Extension(identity)));
+            let service = TowerToHyperService::new(
+                app.layer(Extension(identity))
+                    .layer(Extension(crate::audit::SourceIp(peer.ip()))),
+            );
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             tokio::select! {

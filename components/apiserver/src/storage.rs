@@ -1,12 +1,15 @@
 //! The object store: the etcd v3 API through `etcd-client`, so the same code runs on kiln-store and on a
 //! real etcd. Values are opaque bytes here (JSON objects); `resourceVersion` is the key's mod revision.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
     TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchStream,
 };
+
+use crate::encryption::Transformers;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -32,6 +35,12 @@ pub enum StoreError {
     /// A read at a revision older than the last compaction.
     #[error("required revision has been compacted")]
     Compacted,
+    /// A stored value the encryption providers cannot read (`crate::encryption`).
+    #[error("unable to transform key {key:?}: {source}")]
+    Transform {
+        key: String,
+        source: crate::encryption::TransformError,
+    },
 }
 
 /// etcd reports reads below the compaction point as an OutOfRange gRPC status.
@@ -112,6 +121,8 @@ pub enum StoreEvent {
 #[derive(Clone)]
 pub struct Store {
     client: Client,
+    /// Encryption at rest: values are sealed on the way in and opened on every way out.
+    encryption: Option<Arc<Transformers>>,
 }
 
 fn read(path: &str) -> Result<Vec<u8>> {
@@ -141,16 +152,54 @@ impl Store {
             options = options.with_tls(tls);
         }
         let client = Client::connect(&config.endpoints, Some(options)).await?;
-        Ok(Store { client })
+        Ok(Store {
+            client,
+            encryption: None,
+        })
+    }
+
+    /// The same store, sealing and opening values with `encryption` (None: stored as they are).
+    pub fn with_encryption(mut self, encryption: Option<Arc<Transformers>>) -> Self {
+        self.encryption = encryption;
+        self
+    }
+
+    fn seal(&self, key: &str, value: Vec<u8>) -> Vec<u8> {
+        match &self.encryption {
+            Some(t) => t.write(key, value),
+            None => value,
+        }
+    }
+
+    fn open(&self, key: &str, value: Vec<u8>) -> Result<Vec<u8>> {
+        open(self.encryption.as_deref(), key, value)
+    }
+
+    /// Whether `key` holds a value written by an encryption provider other than its resource's
+    /// first (a rotated-out key): an update writes it again even when the object is unchanged.
+    pub async fn is_stale(&self, key: &str) -> Result<bool> {
+        let Some(t) = &self.encryption else {
+            return Ok(false);
+        };
+        let resp = self.client.kv_client().get(key, None).await?;
+        Ok(resp
+            .kvs()
+            .first()
+            .is_some_and(|kv| t.is_stale(key, kv.value())))
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         let resp = self.client.kv_client().get(key, None).await?;
-        Ok(resp.kvs().first().map(|kv| Versioned {
-            key: key.to_string(),
-            value: kv.value().to_vec(),
-            mod_revision: kv.mod_revision(),
-        }))
+        resp.kvs()
+            .first()
+            .map(|kv| {
+                Ok(Versioned {
+                    key: key.to_string(),
+                    value: self.open(key, kv.value().to_vec())?,
+                    mod_revision: kv.mod_revision(),
+                })
+            })
+            .transpose()
     }
 
     /// Every key under `prefix` at one revision, and that revision (the list's resourceVersion).
@@ -217,14 +266,15 @@ impl Store {
             .map(|kv| {
                 let mod_revision = kv.mod_revision();
                 let (key, value) = kv.into_key_value();
-                Versioned {
-                    key: String::from_utf8(key)
-                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-                    value,
+                let key = String::from_utf8(key)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                Ok(Versioned {
+                    value: self.open(&key, value)?,
+                    key,
                     mod_revision,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(Page {
             items,
             revision,
@@ -256,11 +306,11 @@ impl Store {
         claims: &[(String, Vec<u8>)],
     ) -> Result<i64> {
         let mut when = vec![Compare::create_revision(key, CompareOp::Equal, 0)];
-        let mut then = vec![TxnOp::put(key, value, None)];
+        let mut then = vec![TxnOp::put(key, self.seal(key, value), None)];
         let mut otherwise = vec![TxnOp::get(key, None)];
         for (k, v) in claims {
             when.push(Compare::create_revision(k.as_str(), CompareOp::Equal, 0));
-            then.push(TxnOp::put(k.as_str(), v.clone(), None));
+            then.push(TxnOp::put(k.as_str(), self.seal(k, v.clone()), None));
             otherwise.push(TxnOp::get(k.as_str(), None));
         }
         let txn = Txn::new().when(when).and_then(then).or_else(otherwise);
@@ -285,11 +335,11 @@ impl Store {
         releases: &[String],
     ) -> Result<i64> {
         let mut when = vec![Compare::mod_revision(key, CompareOp::Equal, expected)];
-        let mut then = vec![TxnOp::put(key, value, None)];
+        let mut then = vec![TxnOp::put(key, self.seal(key, value), None)];
         let mut otherwise = vec![TxnOp::get(key, None)];
         for (k, v) in claims {
             when.push(Compare::create_revision(k.as_str(), CompareOp::Equal, 0));
-            then.push(TxnOp::put(k.as_str(), v.clone(), None));
+            then.push(TxnOp::put(k.as_str(), self.seal(k, v.clone()), None));
             otherwise.push(TxnOp::get(k.as_str(), None));
         }
         then.extend(releases.iter().map(|k| TxnOp::delete(k.as_str(), None)));
@@ -347,6 +397,7 @@ impl Store {
 
     /// Puts `key` unconditionally (bootstrap objects the server owns).
     pub async fn put(&self, key: &str, value: Vec<u8>) -> Result<i64> {
+        let value = self.seal(key, value);
         let resp = self.client.kv_client().put(key, value, None).await?;
         Ok(resp.header().ok_or(StoreError::NoHeader)?.revision())
     }
@@ -388,13 +439,31 @@ impl Store {
             .watch_client()
             .watch(prefix, Some(options))
             .await?;
-        Ok(StoreWatch { stream })
+        Ok(StoreWatch {
+            stream,
+            encryption: self.encryption.clone(),
+        })
+    }
+}
+
+/// A stored value as its plaintext (unchanged without encryption at rest).
+fn open(encryption: Option<&Transformers>, key: &str, value: Vec<u8>) -> Result<Vec<u8>> {
+    match encryption {
+        Some(t) => t
+            .read(key, value)
+            .map(|(plain, _stale)| plain)
+            .map_err(|source| StoreError::Transform {
+                key: key.to_string(),
+                source,
+            }),
+        None => Ok(value),
     }
 }
 
 /// A running etcd watch; dropping it cancels the stream.
 pub struct StoreWatch {
     stream: WatchStream,
+    encryption: Option<Arc<Transformers>>,
 }
 
 impl StoreWatch {
@@ -415,30 +484,31 @@ impl StoreWatch {
             if resp.events().is_empty() {
                 continue; // creation ack or progress notification
             }
-            let events = resp
-                .events()
-                .iter()
-                .filter_map(|ev| {
-                    let kv = ev.kv()?;
-                    let key = String::from_utf8_lossy(kv.key()).into_owned();
-                    let prev = ev.prev_kv().map(|p| p.value().to_vec());
-                    Some(match ev.event_type() {
-                        EventType::Put => StoreEvent::Put {
-                            current: Versioned {
-                                key,
-                                value: kv.value().to_vec(),
-                                mod_revision: kv.mod_revision(),
-                            },
-                            prev,
-                        },
-                        EventType::Delete => StoreEvent::Delete {
+            let encryption = self.encryption.as_deref();
+            let mut events = Vec::with_capacity(resp.events().len());
+            for ev in resp.events() {
+                let Some(kv) = ev.kv() else { continue };
+                let key = String::from_utf8_lossy(kv.key()).into_owned();
+                let prev = ev
+                    .prev_kv()
+                    .map(|p| open(encryption, &key, p.value().to_vec()))
+                    .transpose()?;
+                events.push(match ev.event_type() {
+                    EventType::Put => StoreEvent::Put {
+                        current: Versioned {
+                            value: open(encryption, &key, kv.value().to_vec())?,
                             key,
-                            revision: kv.mod_revision(),
-                            prev,
+                            mod_revision: kv.mod_revision(),
                         },
-                    })
-                })
-                .collect();
+                        prev,
+                    },
+                    EventType::Delete => StoreEvent::Delete {
+                        key,
+                        revision: kv.mod_revision(),
+                        prev,
+                    },
+                });
+            }
             return Ok(Some(events));
         }
     }

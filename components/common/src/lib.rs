@@ -17,6 +17,7 @@
 pub mod any_server_cert;
 pub mod duration;
 pub mod store_snapshot;
+pub mod version;
 
 #[cfg(feature = "kit")]
 pub mod client;

@@ -152,7 +152,7 @@ fn max_into(a: &mut Usage, b: &Usage) {
 
 /// The pod's effective requests and limits: the sum over containers, at least the largest init
 /// container's, plus the pod's overhead (upstream's PodRequests/PodLimits).
-fn pod_resources(pod: &Value) -> (Usage, Usage) {
+pub fn pod_resources(pod: &Value) -> (Usage, Usage) {
     let spec = &pod["spec"];
     let (mut requests, mut limits) = (Usage::new(), Usage::new());
     for c in spec["containers"].as_array().into_iter().flatten() {

@@ -10,7 +10,7 @@ use kiln_common::duration::parse_duration;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "kiln-controller-manager",
-    version,
+    version = kiln_common::version::LONG,
     about = "kiln's controllers: deployment, replicaset, daemonset, endpoint, endpointslice, endpointslicemirroring, garbage collector, node lifecycle, node IPAM, namespace, service account, root CA publisher, CSR approving and signing, token cleaner"
 )]
 pub struct Options {

@@ -27,6 +27,10 @@ pub mod endpointslice;
 pub mod endpointslice_mirroring;
 pub mod ephemeral_volume;
 pub mod garbage_collector;
+pub mod hpa;
+pub mod hpa_behavior;
+pub mod hpa_calculator;
+pub mod hpa_plan;
 pub mod job;
 pub mod job_indexes;
 pub mod job_plan;
@@ -222,6 +226,11 @@ pub static CONTROLLERS: &[ControllerSpec] = &[
         name: "statefulset",
         enabled_by_default: true,
         run: |ctx| statefulset::run(ctx).boxed(),
+    },
+    ControllerSpec {
+        name: "horizontalpodautoscaling",
+        enabled_by_default: true,
+        run: |ctx| hpa::run(ctx).boxed(),
     },
 ];
 

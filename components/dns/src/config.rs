@@ -27,6 +27,7 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "kiln-dns",
+    version = kiln_common::version::LONG,
     about = "kiln's cluster DNS: Kubernetes DNS-Based Service Discovery for the cluster zone, forwarding for the rest"
 )]
 pub struct Flags {

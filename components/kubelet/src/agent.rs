@@ -118,8 +118,8 @@ pub struct NodeAgent {
     state: watch::Sender<AgentState>,
     /// Where each client the agent loads (at start, after every rotation) is published.
     clients: Option<Arc<ClientSwitch>>,
-    /// The eviction manager's DiskPressure; None: always False.
-    disk_pressure: Option<watch::Receiver<bool>>,
+    /// The eviction manager's pressure conditions; None: always False.
+    disk_pressure: Option<watch::Receiver<crate::eviction::Pressure>>,
 }
 
 const TICK: Duration = Duration::from_secs(1);
@@ -154,14 +154,17 @@ impl NodeAgent {
         self
     }
 
-    /// Reports the eviction manager's DiskPressure; a change is posted at once.
-    pub fn with_disk_pressure(mut self, pressure: watch::Receiver<bool>) -> Self {
+    /// Reports the eviction manager's pressure conditions; a change is posted at once.
+    pub fn with_disk_pressure(mut self, pressure: watch::Receiver<crate::eviction::Pressure>) -> Self {
         self.disk_pressure = Some(pressure);
         self
     }
 
-    fn disk_pressure(&self) -> bool {
-        self.disk_pressure.as_ref().is_some_and(|r| *r.borrow())
+    fn disk_pressure(&self) -> crate::eviction::Pressure {
+        self.disk_pressure
+            .as_ref()
+            .map(|r| *r.borrow())
+            .unwrap_or_default()
     }
 
     async fn status(&self) -> k8s_openapi::api::core::v1::NodeStatus {
@@ -172,7 +175,7 @@ impl NodeAgent {
             &self.runtime.version(),
             err.as_deref(),
         );
-        node::set_disk_pressure(&mut status, self.disk_pressure());
+        node::set_pressure(&mut status, self.disk_pressure());
         status
     }
 
@@ -185,7 +188,7 @@ impl NodeAgent {
         let (mut next_lease, mut next_status, mut next_full) = (now, now, now);
         let mut next_rotation_check = now + ROTATION_CHECK;
         let mut retry = FIRST_RETRY;
-        let mut reported_pressure = false;
+        let mut reported_pressure = crate::eviction::Pressure::default();
         loop {
             let step = async {
                 let c = match &client {

@@ -18,7 +18,7 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "kiln-kubelet",
-    version,
+    version = kiln_common::version::LONG,
     about = "kiln's node agent: static pods, node registration, mirror pods"
 )]
 pub struct Flags {
@@ -117,12 +117,15 @@ pub struct Flags {
     /// SubjectAccessReview). Without the file, every request but /healthz is refused.
     #[arg(long, default_value = "/etc/kiln/pki/ca.crt")]
     pub client_ca_file: PathBuf,
-    /// Hard eviction thresholds, upstream's syntax: `nodefs.available` (the --root-dir filesystem) and
-    /// `imagefs.available` (--eviction-imagefs-dir) below a quantity or a percentage of capacity, e.g.
-    /// `nodefs.available<1Gi`. Other upstream signals are accepted and not enforced; empty disables.
+    /// Hard eviction thresholds, upstream's syntax: `memory.available` (--capacity-memory less the root
+    /// cgroup's working set; MemoryPressure), `nodefs.available` (the --root-dir filesystem) and
+    /// `imagefs.available` (--eviction-imagefs-dir; DiskPressure), `pid.available` (the kernel's task
+    /// limit less the tasks running; PIDPressure), below a quantity or a percentage of capacity, e.g.
+    /// `memory.available<100Mi,nodefs.available<1Gi`. Other upstream signals are accepted and not
+    /// enforced; empty disables.
     #[arg(long, default_value = crate::eviction::thresholds::DEFAULT_EVICTION_HARD)]
     pub eviction_hard: String,
-    /// Soft eviction thresholds (same syntax): DiskPressure at once, evictions only after the signal's
+    /// Soft eviction thresholds (same syntax): the pressure condition at once, evictions only after the signal's
     /// --eviction-soft-grace-period.
     #[arg(long, default_value = "")]
     pub eviction_soft: String,
@@ -132,10 +135,11 @@ pub struct Flags {
     /// Longest grace (seconds) a pod evicted on a soft threshold gets (its own grace period if shorter).
     #[arg(long, default_value_t = 0)]
     pub eviction_max_pod_grace_period: u32,
-    /// How long DiskPressure stays True after the last threshold crossing (Go duration, e.g. 5m, 30s).
+    /// How long a pressure condition stays True after the last crossing of its thresholds (Go duration,
+    /// e.g. 5m, 30s).
     #[arg(long, default_value = "5m")]
     pub eviction_pressure_transition_period: String,
-    /// How often the eviction manager observes the disks (Go duration).
+    /// How often the eviction manager observes memory, disks and PIDs (Go duration).
     #[arg(long, default_value = "10s")]
     pub eviction_monitoring_interval: String,
     /// The image filesystem: containerd's root dir (its `root` setting).
@@ -153,6 +157,21 @@ pub struct Flags {
     /// (`pvc-<uid>_<namespace>_<name>`); empty turns the provisioner off.
     #[arg(long, default_value = crate::local_path::DEFAULT_DIR)]
     pub local_path_dir: String,
+    /// Resources kept for the operating system (`cpu=100m,memory=256Mi,ephemeral-storage=1Gi,pid=1000`):
+    /// they come off the node's allocatable.
+    #[arg(long, default_value = "")]
+    pub system_reserved: String,
+    /// Resources kept for the Kubernetes daemons (same syntax): they come off the node's allocatable.
+    #[arg(long, default_value = "")]
+    pub kube_reserved: String,
+    /// `pods` (the default): the `kubepods` cgroup is limited to capacity minus the reservations;
+    /// `none`: to the capacity. (`system-reserved`/`kube-reserved` enforcement needs cgroups kiln does
+    /// not manage and is refused.)
+    #[arg(long, default_value = "pods", value_delimiter = ',')]
+    pub enforce_node_allocatable: Vec<String>,
+    /// The most processes one pod may run (its cgroup's pids.max); -1: unlimited.
+    #[arg(long, default_value_t = -1)]
+    pub pod_max_pids: i64,
 }
 
 /// The kubelet's HTTPS server (:10250).
@@ -212,6 +231,17 @@ pub struct KubeletConfig {
     pub dns: crate::dns_config::DnsSettings,
     /// The local-path provisioner's directory (with workload pods only); empty: off.
     pub local_path_dir: PathBuf,
+    /// `--system-reserved` and `--kube-reserved`.
+    pub reserved: Vec<crate::allocatable::Reserved>,
+    /// The hard eviction thresholds that come off allocatable.
+    pub eviction_reserve: crate::allocatable::EvictionReserve,
+    /// Whether `kubepods` is bounded by capacity minus the reservations (`--enforce-node-allocatable=pods`).
+    pub enforce_pods_allocatable: bool,
+    /// `--pod-max-pids` (None: unlimited).
+    pub pod_pids_limit: Option<i64>,
+    /// Whether workload pods get kubepods/QoS/pod cgroups made and limited by the kubelet (off for
+    /// in-process test kubelets, which must not touch the host's cgroups).
+    pub pod_cgroups: bool,
 }
 
 impl KubeletConfig {
@@ -243,7 +273,21 @@ impl KubeletConfig {
             dns: Default::default(),
             // Off unless asked for: in-process kubelets (tests) must not write under /var/lib.
             local_path_dir: PathBuf::new(),
+            reserved: Vec::new(),
+            eviction_reserve: Default::default(),
+            enforce_pods_allocatable: true,
+            pod_pids_limit: None,
+            pod_cgroups: false,
         }
+    }
+
+    /// What the node reports as allocatable for `capacity` (see [`crate::allocatable`]).
+    pub fn allocatable(
+        &self,
+        capacity: &std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        let reserved: Vec<&crate::allocatable::Reserved> = self.reserved.iter().collect();
+        crate::allocatable::allocatable(capacity, &reserved, &self.eviction_reserve)
     }
 
     pub fn from_flags(flags: Flags) -> Result<Self, ConfigError> {
@@ -251,6 +295,7 @@ impl KubeletConfig {
         let dns = dns_settings(&flags)?;
         let eviction = eviction_config(&flags)?;
         let cni_gc = cni_gc_settings(&flags)?;
+        let reserved = reservations(&flags)?;
         let node_name = match flags.hostname_override {
             Some(n) => n,
             None => hostname(),
@@ -306,6 +351,11 @@ impl KubeletConfig {
         c.eviction = eviction;
         c.dns = dns;
         c.local_path_dir = PathBuf::from(&flags.local_path_dir);
+        c.reserved = reserved;
+        c.eviction_reserve = crate::allocatable::eviction_reserve(&flags.eviction_hard);
+        c.enforce_pods_allocatable = enforce_pods(&flags.enforce_node_allocatable)?;
+        c.pod_pids_limit = (flags.pod_max_pids > 0).then_some(flags.pod_max_pids);
+        c.pod_cgroups = !flags.container_runtime_endpoint.is_empty();
         if !flags.local_path_dir.is_empty() && !c.local_path_dir.is_absolute() {
             return Err(ConfigError::Invalid {
                 flag: "local-path-dir",
@@ -345,6 +395,41 @@ impl KubeletConfig {
         }
         Ok(c)
     }
+}
+
+fn reservations(flags: &Flags) -> Result<Vec<crate::allocatable::Reserved>, ConfigError> {
+    let parse = |flag: &'static str, v: &str| {
+        crate::allocatable::parse_reserved(flag, v).map_err(|e| ConfigError::Invalid {
+            flag,
+            message: e.to_string(),
+        })
+    };
+    Ok(vec![
+        parse("system-reserved", &flags.system_reserved)?,
+        parse("kube-reserved", &flags.kube_reserved)?,
+    ])
+}
+
+/// `--enforce-node-allocatable`: whether `pods` is enforced. Upstream's `system-reserved` and
+/// `kube-reserved` keys limit cgroups the operator names (`--system-reserved-cgroup`), which kiln
+/// does not take: refused rather than silently ignored.
+fn enforce_pods(keys: &[String]) -> Result<bool, ConfigError> {
+    let mut pods = false;
+    for k in keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
+        match k {
+            "pods" => pods = true,
+            "none" if keys.len() == 1 => {}
+            other => {
+                return Err(ConfigError::Invalid {
+                    flag: "enforce-node-allocatable",
+                    message: format!(
+                        "{other:?}: kiln-kubelet enforces only \"pods\" (or \"none\" alone)"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(pods)
 }
 
 /// DNS settings from the flags, else the --config file, else upstream's defaults (no cluster DNS, no

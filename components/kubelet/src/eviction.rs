@@ -1,15 +1,18 @@
-//! The eviction manager for disk, after upstream's: every monitoring interval it observes the free space of
-//! nodefs (the kubelet's root dir) and imagefs (containerd's root) and compares it with `--eviction-hard`.
-//! A threshold crossed sets the node's DiskPressure condition — kept until no threshold has been crossed
-//! for `--eviction-pressure-transition-period` — and evicts one workload pod per interval, ranked as
-//! upstream ranks them ([`rank`]): an event (Warning, Evicted), the pod killed with upstream's one-second
-//! grace for hard thresholds, and its status set to phase Failed, reason Evicted, "The node was low on
-//! resource: ephemeral-storage. …". Critical pods (static, mirror, system-critical priority) are never
-//! evicted; new pods are not admitted under pressure ([`admission::AdmissionGate`]). The taint
-//! `node.kubernetes.io/disk-pressure:NoSchedule` follows the condition in the controller-manager's node
+//! The eviction manager, after upstream's: every monitoring interval it observes the node's available
+//! memory (capacity less the root cgroup's working set), the free space of nodefs (the kubelet's root dir)
+//! and imagefs (containerd's root), and the PIDs left ([`host`]), and compares them with `--eviction-hard`.
+//! A threshold crossed sets its node condition (MemoryPressure, DiskPressure, PIDPressure) — each kept
+//! until none of its thresholds has been crossed for `--eviction-pressure-transition-period` — and evicts
+//! one workload pod per interval (memory first), ranked as upstream ranks them ([`rank`]): an event
+//! (Warning, Evicted), the pod killed with upstream's one-second grace for hard thresholds, and its status
+//! set to phase Failed, reason Evicted, "The node was low on resource: memory. …". Critical pods (static,
+//! mirror, system-critical priority) are never evicted; new pods are not admitted under pressure as
+//! upstream's admit handler decides ([`admission::AdmissionGate`]). The taints
+//! (`node.kubernetes.io/memory-pressure` etc.) follow the conditions in the controller-manager's node
 //! lifecycle controller (a kubelet may not change its Node's taints).
 //!
-//! The side effects sit behind traits ([`Disk`], [`ActivePods`], [`PodFailer`], the event recorder), so
+//! The side effects sit behind traits ([`Disk`], [`NodeResources`], [`ActivePods`], [`PodFailer`], the
+//! event recorder), so
 //! [`Manager::synchronize`] is tested with fakes. Node-level reclaim (image and dead-container garbage
 //! collection before evicting) is not implemented. Soft thresholds (`--eviction-soft`) set the condition at
 //! once and evict after their grace period, with a pod grace of at most `--eviction-max-pod-grace-period`.
@@ -18,6 +21,8 @@
 pub mod admission;
 #[path = "eviction_fs.rs"]
 pub mod fs;
+#[path = "eviction_host.rs"]
+pub mod host;
 #[path = "eviction_rank.rs"]
 pub mod rank;
 #[path = "eviction_thresholds.rs"]
@@ -37,7 +42,7 @@ use crate::events::{EventRecorder, EventType, ObjectRef};
 use crate::runtime::{PodStatus, Runtime, RuntimeError};
 use admission::{Evicted, Failure};
 use rank::{Candidate, Measure, PodUsage};
-use thresholds::{Signal, Threshold};
+use thresholds::{Condition, Signal, Threshold};
 
 /// The reason of evicted and rejected pods and of their events.
 pub const REASON: &str = "Evicted";
@@ -52,6 +57,12 @@ pub enum EvictionError {
     Duration(String),
     #[error("statvfs {path}: {source}")]
     Statvfs {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {path}: {source}")]
+    Read {
         path: String,
         #[source]
         source: std::io::Error,
@@ -113,6 +124,24 @@ pub trait Disk: Send + Sync {
     fn pod_usage(&self, pod: &Pod, status: &PodStatus) -> PodUsage;
 }
 
+/// The kernel's task limit and the tasks running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidStats {
+    pub max: u64,
+    pub running: u64,
+}
+
+/// The node's memory and processes, and each pod's ([`host::HostResources`] reads them).
+pub trait NodeResources: Send + Sync {
+    /// The node's (root cgroup's) memory working set in bytes.
+    fn memory_working_set(&self) -> Result<u64, EvictionError>;
+    fn pids(&self) -> Result<PidStats, EvictionError>;
+    /// The pod's memory working set, and each of its containers' by name (unmeasurable ones left out).
+    fn pod_memory(&self, pod: &Pod, status: &PodStatus) -> (u64, Vec<(String, u64)>);
+    /// The processes in the pod's cgroup.
+    fn pod_processes(&self, pod: &Pod) -> u64;
+}
+
 /// The workload pods the runtime runs, and how one is killed.
 #[async_trait]
 pub trait ActivePods: Send + Sync {
@@ -149,11 +178,22 @@ pub struct Met {
     pub grace_period: Duration,
 }
 
-/// The observed filesystems: nodefs, and imagefs when it is a filesystem of its own.
+/// A signal's capacity and what of it is available (bytes, or tasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    pub capacity: u64,
+    pub available: u64,
+}
+
+/// The observed filesystems: nodefs, and imagefs when it is a filesystem of its own; memory and PIDs
+/// when observed (None: not measured, their thresholds are not met, as upstream skips a signal it has
+/// no observation for).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observations {
     pub nodefs: FsStats,
     pub imagefs: FsStats,
+    pub memory: Option<Observed>,
+    pub pids: Option<Observed>,
 }
 
 impl Observations {
@@ -167,27 +207,34 @@ impl Observations {
             (false, _) => Measure::All,
             (true, Signal::NodeFsAvailable) => Measure::VolumesAndLogs,
             (true, Signal::ImageFsAvailable) => Measure::Rootfs,
+            (true, Signal::MemoryAvailable | Signal::PidAvailable) => Measure::All,
         }
     }
 }
 
-/// The thresholds crossed now, nodefs first (it holds the pods' own data, the cheaper reclaim), hard
-/// before soft.
+/// The thresholds crossed now: memory first (upstream's `byEvictionPriority`), then nodefs (it holds the
+/// pods' own data, the cheaper reclaim), imagefs, PIDs; hard before soft.
 pub fn thresholds_met(thresholds: &[Threshold], obs: &Observations) -> Vec<Met> {
     let mut met: Vec<Met> = thresholds
         .iter()
         .enumerate()
         .filter_map(|(index, t)| {
-            let fs = match t.signal {
-                Signal::NodeFsAvailable => obs.nodefs,
-                Signal::ImageFsAvailable => obs.imagefs,
+            let fs = |f: FsStats| Observed {
+                capacity: f.capacity,
+                available: f.available,
             };
-            let threshold = t.bytes(fs.capacity);
-            (fs.available < threshold).then_some(Met {
+            let o = match t.signal {
+                Signal::NodeFsAvailable => fs(obs.nodefs),
+                Signal::ImageFsAvailable => fs(obs.imagefs),
+                Signal::MemoryAvailable => obs.memory?,
+                Signal::PidAvailable => obs.pids?,
+            };
+            let threshold = t.bytes(o.capacity);
+            (o.available < threshold).then_some(Met {
                 index,
                 signal: t.signal,
                 threshold,
-                available: fs.available,
+                available: o.available,
                 grace_period: t.grace_period,
             })
         })
@@ -210,9 +257,52 @@ pub fn kill_grace(met: &Met, pod: &Pod, max_pod_grace_period: Duration) -> Durat
     own.map_or(max_pod_grace_period, |o| o.min(max_pod_grace_period))
 }
 
+/// The node conditions the eviction manager sets, as the node status and the admission gate read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pressure {
+    pub memory: bool,
+    pub disk: bool,
+    pub pid: bool,
+}
+
+impl Pressure {
+    pub fn get(&self, c: Condition) -> bool {
+        match c {
+            Condition::MemoryPressure => self.memory,
+            Condition::DiskPressure => self.disk,
+            Condition::PidPressure => self.pid,
+        }
+    }
+
+    fn set(&mut self, c: Condition, on: bool) {
+        match c {
+            Condition::MemoryPressure => self.memory = on,
+            Condition::DiskPressure => self.disk = on,
+            Condition::PidPressure => self.pid = on,
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.memory || self.disk || self.pid
+    }
+
+    /// The conditions that are True, in the order upstream lists them.
+    pub fn conditions(&self) -> Vec<Condition> {
+        [
+            Condition::MemoryPressure,
+            Condition::DiskPressure,
+            Condition::PidPressure,
+        ]
+        .into_iter()
+        .filter(|c| self.get(*c))
+        .collect()
+    }
+}
+
 /// What one pass decided, for logs and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// Any pressure condition is True.
     pub pressure: bool,
     /// `namespace/name` of the pod evicted in this pass.
     pub evicted: Option<String>,
@@ -225,10 +315,16 @@ pub struct Manager {
     pods: Arc<dyn ActivePods>,
     failer: Arc<dyn PodFailer>,
     recorder: Arc<dyn EventRecorder>,
-    pressure: watch::Sender<bool>,
+    pressure: watch::Sender<Pressure>,
     evicted: Evicted,
-    /// When a threshold was last seen crossed (the condition holds for the transition period after).
-    last_met: Option<Instant>,
+    /// Memory and PIDs; None: not observed (their thresholds are never met).
+    resources: Option<Arc<dyn NodeResources>>,
+    /// The node's memory capacity in bytes (`--capacity-memory`).
+    capacity_memory: u64,
+    /// When each condition's thresholds were last seen crossed (it holds for the transition period after).
+    last_met: HashMap<Condition, Instant>,
+    /// The last memory/PID observation error logged (not repeated every pass).
+    observe_error: std::sync::Mutex<Option<String>>,
     /// Since when each threshold (by index) has been crossed without a break.
     first_observed: HashMap<usize, Instant>,
     last_error: Option<String>,
@@ -236,9 +332,9 @@ pub struct Manager {
     reported_stuck: bool,
 }
 
-/// The DiskPressure flag the node status and the admission gate read.
-pub fn pressure_channel() -> (watch::Sender<bool>, watch::Receiver<bool>) {
-    watch::channel(false)
+/// The pressure conditions the node status and the admission gate read.
+pub fn pressure_channel() -> (watch::Sender<Pressure>, watch::Receiver<Pressure>) {
+    watch::channel(Pressure::default())
 }
 
 impl Manager {
@@ -250,7 +346,7 @@ impl Manager {
         pods: Arc<dyn ActivePods>,
         failer: Arc<dyn PodFailer>,
         recorder: Arc<dyn EventRecorder>,
-        pressure: watch::Sender<bool>,
+        pressure: watch::Sender<Pressure>,
         evicted: Evicted,
     ) -> Self {
         Manager {
@@ -262,11 +358,25 @@ impl Manager {
             recorder,
             pressure,
             evicted,
-            last_met: None,
+            resources: None,
+            capacity_memory: 0,
+            last_met: HashMap::new(),
+            observe_error: std::sync::Mutex::new(None),
             first_observed: HashMap::new(),
             last_error: None,
             reported_stuck: false,
         }
+    }
+
+    /// Observes memory (of a node with `capacity_memory` bytes) and PIDs through `resources` too.
+    pub fn with_resources(
+        mut self,
+        resources: Arc<dyn NodeResources>,
+        capacity_memory: u64,
+    ) -> Self {
+        self.resources = Some(resources);
+        self.capacity_memory = capacity_memory;
+        self
     }
 
     /// Every monitoring interval until `shutdown`.
@@ -303,10 +413,83 @@ impl Manager {
     }
 
     fn observe(&self) -> Result<Observations, EvictionError> {
+        let wanted = |s: Signal| {
+            self.cfg
+                .hard
+                .iter()
+                .chain(&self.cfg.soft)
+                .any(|t| t.signal == s)
+        };
+        let mut memory = None;
+        let mut pids = None;
+        if let Some(r) = &self.resources {
+            // A failed memory or PID reading must not stop disk eviction: that signal sits this pass out.
+            let mut errors = Vec::new();
+            // No capacity (an unparsable --capacity-memory): nothing to measure availability against.
+            if wanted(Signal::MemoryAvailable) && self.capacity_memory > 0 {
+                match r.memory_working_set() {
+                    Ok(ws) => {
+                        memory = Some(Observed {
+                            capacity: self.capacity_memory,
+                            available: self.capacity_memory.saturating_sub(ws),
+                        })
+                    }
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            if wanted(Signal::PidAvailable) {
+                match r.pids() {
+                    Ok(p) => {
+                        pids = Some(Observed {
+                            capacity: p.max,
+                            available: p.max.saturating_sub(p.running),
+                        })
+                    }
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            let error = (!errors.is_empty()).then(|| errors.join("; "));
+            let mut last = self.observe_error.lock().unwrap_or_else(|p| p.into_inner());
+            if error.is_some() && *last != error {
+                tracing::warn!(
+                    error = error.as_deref().unwrap_or_default(),
+                    "eviction manager: observing memory/PIDs"
+                );
+            }
+            *last = error;
+        }
         Ok(Observations {
             nodefs: self.disk.fs_stats(&self.nodefs_dir)?,
             imagefs: self.disk.fs_stats(&self.cfg.imagefs_dir)?,
+            memory,
+            pids,
         })
+    }
+
+    /// What a pod uses of what `signal` starves of.
+    fn usage(&self, signal: Signal, pod: &Pod, status: &PodStatus) -> PodUsage {
+        match (signal, &self.resources) {
+            (Signal::MemoryAvailable, Some(r)) => {
+                let (memory, containers) = r.pod_memory(pod, status);
+                PodUsage {
+                    memory,
+                    containers: containers
+                        .into_iter()
+                        .map(|(name, memory)| rank::ContainerUsage {
+                            name,
+                            memory,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+            }
+            (Signal::PidAvailable, Some(r)) => PodUsage {
+                processes: r.pod_processes(pod),
+                ..Default::default()
+            },
+            _ => self.disk.pod_usage(pod, status),
+        }
     }
 
     /// One pass: observe, update the condition, evict at most one pod.
@@ -320,30 +503,41 @@ impl Manager {
             .copied()
             .collect();
         let met = thresholds_met(&all, &obs);
-        if !met.is_empty() {
-            self.last_met = Some(now);
+        for m in &met {
+            self.last_met.insert(m.signal.condition(), now);
         }
         self.first_observed
             .retain(|i, _| met.iter().any(|m| m.index == *i));
         for m in &met {
             self.first_observed.entry(m.index).or_insert(now);
         }
-        let pressure = self
-            .last_met
-            .is_some_and(|t| now.duration_since(t) < self.cfg.pressure_transition_period)
-            || !met.is_empty();
+        // Each condition holds while one of its thresholds is crossed and for the transition period after.
+        let mut pressure = Pressure::default();
+        for (c, t) in &self.last_met {
+            let on = now.duration_since(*t) < self.cfg.pressure_transition_period
+                || met.iter().any(|m| m.signal.condition() == *c);
+            pressure.set(*c, on);
+        }
         let was = *self.pressure.borrow();
         if was != pressure {
-            tracing::info!(
-                pressure,
-                ?met,
-                "node condition DiskPressure is now {}",
-                if pressure { "True" } else { "False" }
-            );
+            for c in [
+                Condition::MemoryPressure,
+                Condition::DiskPressure,
+                Condition::PidPressure,
+            ] {
+                if was.get(c) != pressure.get(c) {
+                    tracing::info!(
+                        ?met,
+                        "node condition {} is now {}",
+                        c.as_str(),
+                        if pressure.get(c) { "True" } else { "False" }
+                    );
+                }
+            }
             self.pressure.send_replace(pressure);
         }
         let mut outcome = Outcome {
-            pressure,
+            pressure: pressure.any(),
             evicted: None,
         };
         // The condition follows every crossing at once; evictions wait for soft thresholds' grace.
@@ -367,21 +561,26 @@ impl Manager {
                     .contains(p.metadata.uid.as_deref().unwrap_or_default())
             })
             .map(|(pod, status)| Candidate {
-                usage: self.disk.pod_usage(&pod, &status),
+                usage: self.usage(starved.signal, &pod, &status),
                 pod,
             })
             .collect();
-        for c in rank::rank(candidates, m) {
+        for c in rank::rank_for(candidates, starved.signal, m) {
             let key = pod_key(&c.pod);
             if rank::is_critical(&c.pod) {
                 tracing::debug!(pod = %key, "not evicting a critical pod");
                 continue;
             }
-            let message =
-                rank::eviction_message(&c.pod, &c.usage, starved.threshold, starved.available);
+            let message = rank::eviction_message_for(
+                starved.signal,
+                &c.pod,
+                &c.usage,
+                starved.threshold,
+                starved.available,
+            );
             let grace = kill_grace(&starved, &c.pod, self.cfg.max_pod_grace_period);
             self.evict(&c.pod, &message, grace).await?;
-            tracing::warn!(pod = %key, signal = starved.signal.as_str(), usage = c.usage.total(m), "evicted pod: {message}");
+            tracing::warn!(pod = %key, signal = starved.signal.as_str(), "evicted pod: {message}");
             outcome.evicted = Some(key);
             break;
         }
@@ -393,7 +592,7 @@ impl Manager {
                 signal = starved.signal.as_str(),
                 available = starved.available,
                 threshold = starved.threshold,
-                "disk pressure and no pod that may be evicted"
+                "threshold crossed and no pod that may be evicted"
             );
         }
         Ok(outcome)
@@ -435,10 +634,10 @@ fn pod_key(p: &Pod) -> String {
     )
 }
 
-/// The gate the workload loop runs pods through while this manager watches the disks.
+/// The gate the workload loop runs pods through while this manager watches the node.
 pub fn gate(
     inner: Arc<dyn Runtime>,
-    pressure: watch::Receiver<bool>,
+    pressure: watch::Receiver<Pressure>,
     evicted: Evicted,
     failer: Arc<dyn PodFailer>,
     recorder: Arc<dyn EventRecorder>,
@@ -451,3 +650,6 @@ pub fn gate(
 #[cfg(test)]
 #[path = "eviction_tests.rs"]
 mod tests;
+#[cfg(test)]
+#[path = "eviction_pressure_tests.rs"]
+mod pressure_tests;

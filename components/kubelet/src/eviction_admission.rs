@@ -1,8 +1,10 @@
 //! The eviction manager's hold on the workload loop, and the terminal statuses it writes.
 //!
-//! [`AdmissionGate`] wraps the workload runtime: while the node has DiskPressure a new pod is rejected as
-//! upstream's admit handler does (phase Failed, reason Evicted, "Pod was rejected: The node had
-//! condition: [DiskPressure]. "; critical pods are still admitted), and an evicted pod is never started
+//! [`AdmissionGate`] wraps the workload runtime: under node pressure a new pod is rejected as upstream's
+//! eviction admit handler does (phase Failed, reason Evicted, "Pod was rejected: The node had
+//! condition: [DiskPressure]. "): DiskPressure and PIDPressure reject every pod, MemoryPressure alone
+//! only BestEffort pods that do not tolerate the `node.kubernetes.io/memory-pressure` NoSchedule taint;
+//! critical pods are always admitted. An evicted pod is never started
 //! again even when the workload loop sees it gone from the runtime before it sees its Failed phase.
 //! [`ApiFailer`] posts those statuses.
 
@@ -20,13 +22,47 @@ use kube::Client;
 use tokio::sync::watch;
 
 use super::rank::is_critical;
-use super::{EvictionError, PodFailer, REASON};
+use super::thresholds::Condition;
+use super::{EvictionError, PodFailer, Pressure, REASON};
 use crate::events::{EventRecorder, EventType, ObjectRef};
 use crate::host_ports::{self, fits, host_ports, HostPort};
 use crate::runtime::{PodStatus, Runtime, RuntimeError};
 
-/// Upstream's admission message under node pressure.
+/// Upstream's admission message under disk pressure.
 pub const REJECT_MESSAGE: &str = "The node had condition: [DiskPressure]. ";
+
+/// The taint a BestEffort pod must tolerate to be admitted under memory pressure.
+pub const MEMORY_PRESSURE_TAINT: &str = "node.kubernetes.io/memory-pressure";
+
+/// Upstream's admission message: the conditions as Go prints a slice (`[MemoryPressure DiskPressure]`).
+pub fn reject_message(conditions: &[Condition]) -> String {
+    let names: Vec<&str> = conditions.iter().map(|c| c.as_str()).collect();
+    format!("The node had condition: [{}]. ", names.join(" "))
+}
+
+/// Upstream's eviction `Admit`: None admits the pod, Some carries the conditions it is rejected for.
+pub fn admit(pressure: &Pressure, pod: &Pod) -> Option<Vec<Condition>> {
+    let conditions = pressure.conditions();
+    if conditions.is_empty() || is_critical(pod) {
+        return None;
+    }
+    if conditions == [Condition::MemoryPressure] {
+        let value = serde_json::to_value(pod).unwrap_or_default();
+        if kiln_common::quota::qos_class(&value) != "BestEffort" {
+            return None;
+        }
+        let taint = k8s_openapi::api::core::v1::Taint {
+            key: MEMORY_PRESSURE_TAINT.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.as_deref());
+        if kiln_common::node_matching::tolerated(tolerations.unwrap_or_default(), &taint) {
+            return None;
+        }
+    }
+    Some(conditions)
+}
 
 /// What a pod is failed with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,11 +200,11 @@ impl Evicted {
     }
 }
 
-/// A [`Runtime`] that admits pods only while the node has no DiskPressure (critical pods always) and never
-/// restarts an evicted pod; everything else goes to the wrapped runtime.
+/// A [`Runtime`] that admits pods as [`admit`] decides and never restarts an evicted pod; everything else
+/// goes to the wrapped runtime.
 pub struct AdmissionGate {
     inner: Arc<dyn Runtime>,
-    pressure: watch::Receiver<bool>,
+    pressure: watch::Receiver<Pressure>,
     evicted: Evicted,
     /// Pods rejected at admission, with why (their Failed status may still be on its way).
     rejected: Mutex<HashMap<String, Failure>>,
@@ -190,7 +226,7 @@ const REPOST_AFTER: Duration = Duration::from_secs(5);
 impl AdmissionGate {
     pub fn new(
         inner: Arc<dyn Runtime>,
-        pressure: watch::Receiver<bool>,
+        pressure: watch::Receiver<Pressure>,
         evicted: Evicted,
         failer: Arc<dyn PodFailer>,
         recorder: Arc<dyn EventRecorder>,
@@ -317,14 +353,20 @@ impl Runtime for AdmissionGate {
             self.post_failed(pod, uid, failure);
             return Err(self.refuse(pod, "was rejected"));
         }
-        if *self.pressure.borrow() && !is_critical(pod) {
+        let pressure = *self.pressure.borrow();
+        if let Some(conditions) = admit(&pressure, pod) {
+            let message = reject_message(&conditions);
             let failure = Failure {
                 reason: REASON.into(),
-                message: format!("Pod was rejected: {REJECT_MESSAGE}"),
+                message: format!("Pod was rejected: {message}"),
                 disruption: false,
             };
-            self.reject(pod, uid, failure, REJECT_MESSAGE);
-            return Err(self.refuse(pod, "was rejected: the node has DiskPressure"));
+            self.reject(pod, uid, failure, &message);
+            let names: Vec<&str> = conditions.iter().map(|c| c.as_str()).collect();
+            return Err(self.refuse(
+                pod,
+                &format!("was rejected: the node has {}", names.join(", ")),
+            ));
         }
         // A running pod is admitted once; only a new one is checked against the ports others hold.
         let known = self.inner.pod_uids().iter().any(|u| u == uid);

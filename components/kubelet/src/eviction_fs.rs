@@ -126,12 +126,14 @@ impl Disk for HostDisk {
                     name: c.name.clone(),
                     rootfs: layers.get(id).map(|d| dir_usage(d, None)).unwrap_or(0),
                     logs: dir_usage(&log_dir.join(&c.name), None),
+                    memory: 0,
                 }
             })
             .collect();
         PodUsage {
             volumes,
             containers,
+            ..Default::default()
         }
     }
 }

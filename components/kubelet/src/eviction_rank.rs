@@ -1,12 +1,14 @@
-//! Which pod goes first under disk pressure, as upstream's `rankDiskPressureFunc`: pods using more
-//! ephemeral storage than they request, then lower priority, then the larger usage beyond the request.
-//! Also which pods are never evicted (critical ones) and the message an evicted pod carries.
+//! Which pod goes first, as upstream ranks them: under disk pressure (`rankDiskPressureFunc`) and memory
+//! pressure (`rankMemoryPressure`) pods using more ephemeral storage / memory than they request, then
+//! lower priority, then the larger usage beyond the request; under PID pressure (`rankPIDPressure`) lower
+//! priority, then more processes. Also which pods are never evicted (critical ones) and the message an
+//! evicted pod carries.
 
 use std::cmp::Ordering;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::thresholds::{format_bytes, parse_bytes};
+use super::thresholds::{format_bytes, parse_bytes, Signal};
 use crate::workloads::is_static_or_mirror;
 
 /// Upstream's `SystemCriticalPriority`: pods at or above it are critical.
@@ -21,6 +23,8 @@ pub struct ContainerUsage {
     pub rootfs: u64,
     /// Its log files.
     pub logs: u64,
+    /// Its memory working set (measured under memory pressure only).
+    pub memory: u64,
 }
 
 /// A pod's ephemeral storage, in bytes, as measured on the node.
@@ -30,6 +34,10 @@ pub struct PodUsage {
     /// writes for it. Memory-backed volumes are other filesystems and do not count.
     pub volumes: u64,
     pub containers: Vec<ContainerUsage>,
+    /// The pod cgroup's memory working set (measured under memory pressure only).
+    pub memory: u64,
+    /// The pod cgroup's processes (measured under PID pressure only).
+    pub processes: u64,
 }
 
 /// Which of a pod's usages count for a signal (upstream's `fsStatsToMeasure`): with a dedicated image
@@ -54,30 +62,38 @@ impl PodUsage {
     }
 }
 
-fn container_request(c: &k8s_openapi::api::core::v1::Container) -> u64 {
+fn container_request(c: &k8s_openapi::api::core::v1::Container, resource: &str) -> u64 {
     c.resources
         .as_ref()
         .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("ephemeral-storage"))
+        .and_then(|r| r.get(resource))
         .and_then(|q| parse_bytes(&q.0).ok())
         .unwrap_or(0)
 }
 
-/// The pod's ephemeral-storage request: its containers' sum, or the largest init container's if that is
+/// The pod's request of `resource`: its containers' sum, or the largest init container's if that is
 /// more (upstream's effective pod request).
-pub fn ephemeral_request(pod: &Pod) -> u64 {
+pub fn pod_request(pod: &Pod, resource: &str) -> u64 {
     let Some(spec) = pod.spec.as_ref() else {
         return 0;
     };
-    let sum: u64 = spec.containers.iter().map(container_request).sum();
+    let sum: u64 = spec
+        .containers
+        .iter()
+        .map(|c| container_request(c, resource))
+        .sum();
     let init = spec
         .init_containers
         .iter()
         .flatten()
-        .map(container_request)
+        .map(|c| container_request(c, resource))
         .max()
         .unwrap_or(0);
     sum.max(init)
+}
+
+pub fn ephemeral_request(pod: &Pod) -> u64 {
+    pod_request(pod, "ephemeral-storage")
 }
 
 pub fn priority(pod: &Pod) -> i32 {
@@ -108,6 +124,29 @@ pub struct Candidate {
 pub fn compare(a: &Candidate, b: &Candidate, m: Measure) -> Ordering {
     let (ua, ub) = (a.usage.total(m), b.usage.total(m));
     let (ra, rb) = (ephemeral_request(&a.pod), ephemeral_request(&b.pod));
+    over_request_then_priority(a, b, (ua, ra), (ub, rb))
+}
+
+/// The same order for memory, on the pods' working sets and memory requests.
+pub fn compare_memory(a: &Candidate, b: &Candidate) -> Ordering {
+    let (ua, ub) = (a.usage.memory, b.usage.memory);
+    let (ra, rb) = (pod_request(&a.pod, "memory"), pod_request(&b.pod, "memory"));
+    over_request_then_priority(a, b, (ua, ra), (ub, rb))
+}
+
+/// Under PID pressure: lower priority first, then more processes.
+pub fn compare_pids(a: &Candidate, b: &Candidate) -> Ordering {
+    priority(&a.pod)
+        .cmp(&priority(&b.pod))
+        .then_with(|| b.usage.processes.cmp(&a.usage.processes))
+}
+
+fn over_request_then_priority(
+    a: &Candidate,
+    b: &Candidate,
+    (ua, ra): (u64, u64),
+    (ub, rb): (u64, u64),
+) -> Ordering {
     let exceeds = |u: u64, r: u64| u > r;
     exceeds(ub, rb)
         .cmp(&exceeds(ua, ra))
@@ -124,24 +163,53 @@ pub fn rank(mut pods: Vec<Candidate>, m: Measure) -> Vec<Candidate> {
     pods
 }
 
-/// Upstream's eviction message: the resource, the threshold and what was available, and every container
-/// using more than it requested (writable layer and logs).
+/// Candidates in eviction order for `signal` (disk signals measured as `m`).
+pub fn rank_for(mut pods: Vec<Candidate>, signal: Signal, m: Measure) -> Vec<Candidate> {
+    match signal {
+        Signal::MemoryAvailable => pods.sort_by(compare_memory),
+        Signal::PidAvailable => pods.sort_by(compare_pids),
+        Signal::NodeFsAvailable | Signal::ImageFsAvailable => pods.sort_by(|a, b| compare(a, b, m)),
+    }
+    pods
+}
+
+/// Upstream's eviction message for disk pressure.
 pub fn eviction_message(pod: &Pod, usage: &PodUsage, threshold: u64, available: u64) -> String {
+    eviction_message_for(Signal::NodeFsAvailable, pod, usage, threshold, available)
+}
+
+/// Upstream's eviction message: the resource, the threshold and what was available, and every container
+/// using more than it requested (for ephemeral storage its writable layer and logs, for memory its
+/// working set; upstream names no containers for PIDs).
+pub fn eviction_message_for(
+    signal: Signal,
+    pod: &Pod,
+    usage: &PodUsage,
+    threshold: u64,
+    available: u64,
+) -> String {
+    let resource = signal.resource();
     let mut msg = format!(
-        "The node was low on resource: ephemeral-storage. Threshold quantity: {}, available: {}. ",
-        format_bytes(threshold),
-        format_bytes(available)
+        "The node was low on resource: {resource}. Threshold quantity: {}, available: {}. ",
+        signal.format(threshold),
+        signal.format(available)
     );
+    if signal == Signal::PidAvailable {
+        return msg;
+    }
     let containers = pod.spec.as_ref().map(|s| &s.containers[..]).unwrap_or(&[]);
     for c in containers {
         let Some(u) = usage.containers.iter().find(|u| u.name == c.name) else {
             continue;
         };
-        let used = u.rootfs + u.logs;
-        let request = container_request(c);
+        let used = match signal {
+            Signal::MemoryAvailable => u.memory,
+            _ => u.rootfs + u.logs,
+        };
+        let request = container_request(c, resource);
         if used > request {
             msg.push_str(&format!(
-                "Container {} was using {}, request is {}, has larger consumption of ephemeral-storage. ",
+                "Container {} was using {}, request is {}, has larger consumption of {resource}. ",
                 c.name,
                 format_bytes(used),
                 format_bytes(request)

@@ -55,7 +55,9 @@ fn usage(volumes: u64, rootfs: u64, logs: u64) -> PodUsage {
             name: "main".into(),
             rootfs,
             logs,
+            memory: 0,
         }],
+        ..Default::default()
     }
 }
 
@@ -77,7 +79,7 @@ fn thresholds_parse_like_upstream() {
             },
         ]
     );
-    let t = parse_thresholds("nodefs.available<1Gi, memory.available<100Mi,imagefs.available<0%")
+    let t = parse_thresholds("nodefs.available<1Gi, nodefs.inodesFree<5%,imagefs.available<0%")
         .unwrap();
     assert_eq!(
         t.enforced,
@@ -88,7 +90,7 @@ fn thresholds_parse_like_upstream() {
         }],
         "0% disables imagefs"
     );
-    assert_eq!(t.not_enforced, vec!["memory.available".to_string()]);
+    assert_eq!(t.not_enforced, vec!["nodefs.inodesFree".to_string()]);
     assert!(parse_thresholds("").unwrap().enforced.is_empty());
     for bad in [
         "nodefs.available>1Gi",
@@ -111,17 +113,24 @@ fn thresholds_parse_like_upstream() {
 #[test]
 fn soft_thresholds_need_their_grace_periods() {
     let t = thresholds::parse_soft(
-        "nodefs.available<15%,memory.available<1Gi",
-        "nodefs.available=2m, memory.available=1m",
+        "nodefs.available<15%,memory.available<1Gi,nodefs.inodesFree<5%",
+        "nodefs.available=2m, memory.available=1m, nodefs.inodesFree=1m",
     )
     .unwrap();
     assert_eq!(
         t.enforced,
-        vec![Threshold {
-            signal: Signal::NodeFsAvailable,
-            value: ThresholdValue::Percent(15.0),
-            grace_period: Duration::from_secs(120),
-        }]
+        vec![
+            Threshold {
+                signal: Signal::NodeFsAvailable,
+                value: ThresholdValue::Percent(15.0),
+                grace_period: Duration::from_secs(120),
+            },
+            Threshold {
+                signal: Signal::MemoryAvailable,
+                value: ThresholdValue::Bytes(1 << 30),
+                grace_period: Duration::from_secs(60),
+            }
+        ]
     );
     assert!(thresholds::parse_soft("", "").unwrap().enforced.is_empty());
     for (soft, grace, why) in [
@@ -408,6 +417,7 @@ fn running(uid: &str) -> PodStatus {
             restartable: false,
         }],
         init_containers: vec![],
+        ephemeral_containers: vec![],
         pod_ip: None,
     }
 }
@@ -454,7 +464,7 @@ struct Rig {
     pods: Arc<FakePods>,
     failer: Arc<FakeFailer>,
     recorder: Arc<FakeRecorder>,
-    pressure: watch::Receiver<bool>,
+    pressure: watch::Receiver<Pressure>,
     evicted: Evicted,
     manager: Manager,
 }
@@ -541,7 +551,7 @@ async fn pressure_evicts_one_pod_per_pass_and_the_condition_outlasts_it() {
         },
         "the critical pod uses more but is never evicted"
     );
-    assert!(*r.pressure.borrow());
+    assert!(r.pressure.borrow().disk);
     assert_eq!(
         *r.pods.killed.lock().unwrap(),
         vec![("uid-hog".to_string(), HARD_EVICTION_GRACE)]
@@ -607,7 +617,7 @@ async fn pressure_evicts_one_pod_per_pass_and_the_condition_outlasts_it() {
         .await
         .unwrap();
     assert_eq!(o, Outcome::default());
-    assert!(!*r.pressure.borrow());
+    assert!(!r.pressure.borrow().disk);
 }
 
 #[tokio::test]
@@ -811,7 +821,10 @@ async fn under_pressure_only_critical_pods_are_admitted_and_evicted_pods_never_r
     assert_eq!(reposted, vec![("gone".to_string(), eviction)]);
     failer.failed.lock().unwrap().clear();
 
-    tx.send_replace(true);
+    tx.send_replace(Pressure {
+        disk: true,
+        ..Default::default()
+    });
     let late = pod("late", json!({}));
     let e = g.run_pod(&late).await.unwrap_err().to_string();
     assert!(
@@ -826,7 +839,7 @@ async fn under_pressure_only_critical_pods_are_admitted_and_evicted_pods_never_r
     .unwrap();
     // Asked again (the workload loop retries until it sees the Failed phase): rejected once only.
     assert!(g.run_pod(&late).await.is_err());
-    tx.send_replace(false);
+    tx.send_replace(Pressure::default());
     assert!(
         g.run_pod(&late).await.is_err(),
         "a rejected pod stays rejected"

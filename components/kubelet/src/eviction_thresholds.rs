@@ -1,4 +1,5 @@
-//! `--eviction-hard` / `--eviction-soft` in upstream's syntax (`nodefs.available<10%,imagefs.available<1Gi`),
+//! `--eviction-hard` / `--eviction-soft` in upstream's syntax (`memory.available<100Mi,nodefs.available<10%,
+//! imagefs.available<1Gi,pid.available<5%`),
 //! `--eviction-soft-grace-period` (`nodefs.available=1m30s`), the quantities
 //! in it and in pods' `ephemeral-storage` requests (exact integer arithmetic, decimal and binary
 //! suffixes), how upstream prints such quantities in eviction messages, and Go-style durations for
@@ -8,40 +9,88 @@ use std::time::Duration;
 
 use super::EvictionError;
 
-/// The disk signals this kubelet observes (upstream's `nodefs.available` and `imagefs.available`).
+/// The signals this kubelet observes. Their order is the order thresholds are acted on: memory first, as
+/// upstream's `byEvictionPriority` (reclaiming memory is what keeps the OOM killer away), then the disks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Signal {
+    /// The node's memory capacity (`--capacity-memory`) less the root cgroup's working set.
+    MemoryAvailable,
     /// Free space of the filesystem holding the kubelet's root dir (pods' volumes; logs count here too).
     NodeFsAvailable,
     /// Free space of the filesystem holding the container runtime's root (images, writable layers).
     ImageFsAvailable,
+    /// The kernel's task limit (the lower of pid_max and threads-max) less the tasks on the host.
+    PidAvailable,
+}
+
+/// The node conditions the signals set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Condition {
+    MemoryPressure,
+    DiskPressure,
+    PidPressure,
+}
+
+impl Condition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::MemoryPressure => "MemoryPressure",
+            Condition::DiskPressure => "DiskPressure",
+            Condition::PidPressure => "PIDPressure",
+        }
+    }
 }
 
 impl Signal {
     pub fn as_str(self) -> &'static str {
         match self {
+            Signal::MemoryAvailable => "memory.available",
             Signal::NodeFsAvailable => "nodefs.available",
             Signal::ImageFsAvailable => "imagefs.available",
+            Signal::PidAvailable => "pid.available",
+        }
+    }
+
+    pub fn condition(self) -> Condition {
+        match self {
+            Signal::MemoryAvailable => Condition::MemoryPressure,
+            Signal::NodeFsAvailable | Signal::ImageFsAvailable => Condition::DiskPressure,
+            Signal::PidAvailable => Condition::PidPressure,
+        }
+    }
+
+    /// The resource an eviction for this signal reclaims, as upstream's eviction message names it.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Signal::MemoryAvailable => "memory",
+            Signal::NodeFsAvailable | Signal::ImageFsAvailable => "ephemeral-storage",
+            Signal::PidAvailable => "pids",
+        }
+    }
+
+    /// A quantity of this signal as upstream prints it: bytes as BinarySI, process counts as DecimalSI.
+    pub fn format(self, value: u64) -> String {
+        match self {
+            Signal::PidAvailable => format_decimal(value),
+            _ => format_bytes(value),
         }
     }
 }
 
-/// Upstream signals that parse but that this kubelet does not enforce (memory and PIDs are not watched;
-/// inodes not yet): accepted so that flags written for upstream keep working, and logged at start.
+/// Upstream signals that parse but that this kubelet does not enforce (the allocatable memory cgroup and
+/// inodes are not watched): accepted so that flags written for upstream keep working, and logged at start.
 const NOT_ENFORCED: &[&str] = &[
-    "memory.available",
     "allocatableMemory.available",
     "nodefs.inodesFree",
     "imagefs.inodesFree",
     "containerfs.available",
     "containerfs.inodesFree",
-    "pid.available",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ThresholdValue {
     Bytes(u64),
-    /// Of the filesystem's capacity, in (0, 100].
+    /// Of the signal's capacity (the filesystem's, the node's memory, the task limit), in (0, 100].
     Percent(f64),
 }
 
@@ -55,7 +104,8 @@ pub struct Threshold {
 }
 
 impl Threshold {
-    /// The threshold in bytes for a filesystem of `capacity` bytes (upstream rounds a percentage down).
+    /// The threshold for a signal of `capacity` (bytes, or tasks for PIDs; upstream rounds a percentage
+    /// down).
     pub fn bytes(&self, capacity: u64) -> u64 {
         match self.value {
             ThresholdValue::Bytes(b) => b,
@@ -134,6 +184,8 @@ fn parse_signal(input: &str, name: &str) -> Result<Option<Signal>, EvictionError
     match name {
         "nodefs.available" => Ok(Some(Signal::NodeFsAvailable)),
         "imagefs.available" => Ok(Some(Signal::ImageFsAvailable)),
+        "memory.available" => Ok(Some(Signal::MemoryAvailable)),
+        "pid.available" => Ok(Some(Signal::PidAvailable)),
         n if NOT_ENFORCED.contains(&n) => Ok(None),
         n => Err(invalid(input, format!("unknown eviction signal {n:?}"))),
     }
@@ -212,6 +264,28 @@ pub fn format_bytes(b: u64) -> String {
         }
     }
     b.to_string()
+}
+
+/// A count as upstream prints a DecimalSI quantity: the largest decimal suffix that divides it exactly
+/// ("4193k", "2M"), else the plain number.
+pub fn format_decimal(n: u64) -> String {
+    if n == 0 {
+        return "0".into();
+    }
+    for (e, suffix) in [
+        (18, "E"),
+        (15, "P"),
+        (12, "T"),
+        (9, "G"),
+        (6, "M"),
+        (3, "k"),
+    ] {
+        let unit = 10u64.pow(e);
+        if n.is_multiple_of(unit) {
+            return format!("{}{suffix}", n / unit);
+        }
+    }
+    n.to_string()
 }
 
 /// A Go `time.Duration` string ("5m", "1m30s", "500ms", "0").

@@ -7,7 +7,9 @@
 
 pub mod agent;
 pub mod api_client;
+pub mod allocatable;
 pub mod apiserver_lb;
+pub mod cgroupfs;
 pub mod cni;
 pub mod cni_gc;
 pub mod condition_times;
@@ -30,6 +32,8 @@ pub mod mirror;
 pub mod node;
 pub mod pod_hostname;
 pub mod pod_objects;
+pub mod qos_cgroups;
+pub mod qos_manager;
 pub mod runtime;
 pub mod server;
 pub mod service_env;
@@ -71,6 +75,8 @@ pub enum KubeletError {
     ApiServerLb(#[from] apiserver_lb::LbError),
     #[error("kubelet server: {0}")]
     Server(#[from] server::ServerError),
+    #[error("pods' cgroups: {0}")]
+    Cgroups(#[from] cgroupfs::CgroupError),
 }
 
 /// `kiln-kubelet --cleanup`: remove every kiln-managed pod sandbox (and with it its containers) through
@@ -93,6 +99,8 @@ pub async fn cleanup_workloads(endpoint: &str) -> Result<usize, KubeletError> {
             allocatable: Default::default(),
             dns: Default::default(),
             node_hosts_file: etc_hosts::NODE_HOSTS.into(),
+            cgroups: None,
+            pod_pids_limit: None,
         },
         std::time::Duration::from_secs(1),
     );
@@ -104,6 +112,8 @@ pub async fn cleanup_workloads(endpoint: &str) -> Result<usize, KubeletError> {
     // Then their volumes (tmpfs unmounted), under the default root dir.
     volumes::remove_orphans(std::path::Path::new("/var/lib/kiln/kubelet/pods"), &[])
         .map_err(|e| KubeletError::Cleanup(e.to_string()))?;
+    // And the pods' cgroups, now empty, with kubepods and its tiers.
+    cgroupfs::Cgroups::remove(&cgroupfs::HostCgroups::detect(), qos_cgroups::KUBEPODS)?;
     Ok(removed)
 }
 
@@ -176,6 +186,14 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     let cri_runtime = match &cfg.cri {
         Some(cri) => {
             let rt = start_cri(&cfg, cri)?;
+            if let Some(cgroups) = rt.worker_config().cgroups.clone() {
+                let pods = rt.clone();
+                tasks.push(tokio::spawn(qos_manager::run(
+                    cgroups,
+                    move || pods.pods_with_status().into_iter().map(|(p, _)| p).collect(),
+                    shutdown_rx.clone(),
+                )));
+            }
             tasks.push(tokio::spawn(run_workloads(
                 cfg.clone(),
                 rt.clone(),
@@ -219,6 +237,14 @@ fn start_cri(
         cni::write_conflist(&cri.cni_conf_dir, cidr)?;
     }
     check_host_resolv_conf(&cfg.dns);
+    // kubepods and its QoS tiers before any pod (upstream refuses to start without them too).
+    let cgroups: Option<Arc<dyn cgroupfs::Cgroups>> = if cfg.pod_cgroups {
+        let host = Arc::new(cgroupfs::HostCgroups::detect());
+        qos_manager::set_up(host.as_ref(), &qos_manager::kubepods_limits(cfg))?;
+        Some(host)
+    } else {
+        None
+    };
     let client = Arc::new(GrpcCri::new(&cri.endpoint)?);
     Ok(Arc::new(CriRuntime::new(
         client,
@@ -233,16 +259,30 @@ fn start_cri(
             node_ip: cfg.node_ip.to_string(),
             pods_root: cfg.root_dir.join("pods"),
             secrets_in_memory: true,
-            // The Node reports its capacity as allocatable (node.rs); resourceFieldRef reads the same.
-            allocatable: env_resources::NodeAllocatable {
-                cpu: cfg.capacity_cpu.clone(),
-                memory: cfg.capacity_memory.clone(),
-            },
+            // resourceFieldRef reads what the Node reports as allocatable (node.rs).
+            allocatable: node_allocatable(cfg),
             dns: cfg.dns.clone(),
             node_hosts_file: etc_hosts::NODE_HOSTS.into(),
+            cgroups,
+            pod_pids_limit: cfg.pod_pids_limit,
         },
         cri.sync_period,
     )))
+}
+
+/// The node's allocatable cpu and memory (capacity less reservations and hard eviction).
+fn node_allocatable(cfg: &KubeletConfig) -> env_resources::NodeAllocatable {
+    let capacity = [
+        ("cpu".to_string(), cfg.capacity_cpu.clone()),
+        ("memory".to_string(), cfg.capacity_memory.clone()),
+    ]
+    .into_iter()
+    .collect();
+    let a = cfg.allocatable(&capacity);
+    env_resources::NodeAllocatable {
+        cpu: a["cpu"].clone(),
+        memory: a["memory"].clone(),
+    }
 }
 
 /// Upstream's start-up look at the host resolver file: pods cannot start while it is unreadable, and a
@@ -291,7 +331,7 @@ async fn run_workloads(
     cfg: KubeletConfig,
     rt: Arc<CriRuntime>,
     clients: Arc<api_client::ClientSwitch>,
-    disk_pressure: watch::Sender<bool>,
+    disk_pressure: watch::Sender<eviction::Pressure>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // The agent loads (and bootstraps) the credentials; this loop follows its client through rotations.
@@ -359,13 +399,13 @@ async fn run_workloads(
         .await;
 }
 
-/// Starts the disk eviction manager; returns the runtime the workload loop uses (admission behind it).
+/// Starts the eviction manager; returns the runtime the workload loop uses (admission behind it).
 fn start_eviction(
     cfg: &KubeletConfig,
     rt: &Arc<CriRuntime>,
     client: &kube::Client,
     recorder: Arc<dyn events::EventRecorder>,
-    pressure: watch::Sender<bool>,
+    pressure: watch::Sender<eviction::Pressure>,
     shutdown: &watch::Receiver<bool>,
 ) -> Arc<dyn Runtime> {
     let failer: Arc<dyn eviction::PodFailer> = Arc::new(eviction::admission::ApiFailer {
@@ -392,6 +432,10 @@ fn start_eviction(
         recorder,
         pressure,
         evicted,
+    )
+    .with_resources(
+        Arc::new(eviction::host::HostResources::detect()),
+        eviction::thresholds::parse_bytes(&cfg.capacity_memory).unwrap_or(0),
     );
     tokio::spawn(manager.run(shutdown.clone()));
     gate

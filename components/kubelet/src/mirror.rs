@@ -178,6 +178,7 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
     };
     let statuses = api_container_statuses(&rt.containers);
     let init_statuses = api_container_statuses(&rt.init_containers);
+    let ephemeral_statuses = api_container_statuses(&rt.ephemeral_containers);
     ApiPodStatus {
         phase: Some(pod_phase.into()),
         conditions: Some(vec![
@@ -192,6 +193,8 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
         ]),
         container_statuses: Some(statuses),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+        ephemeral_container_statuses: (!ephemeral_statuses.is_empty())
+            .then_some(ephemeral_statuses),
         host_ip: Some(node_ip.into()),
         host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP {
             ip: node_ip.into(),
@@ -393,6 +396,7 @@ mod tests {
             uid: "u".into(),
             started_at: SystemTime::now(),
             init_containers: Vec::new(),
+            ephemeral_containers: Vec::new(),
             containers: states
                 .into_iter()
                 .enumerate()

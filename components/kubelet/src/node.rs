@@ -15,7 +15,8 @@ use kube::Client;
 
 use crate::config::KubeletConfig;
 
-pub const KUBELET_VERSION: &str = "v1.33.0-kiln";
+/// What the Node reports as its kubelet's (and kiln-proxy's: one build is pushed to every node) version.
+pub const KUBELET_VERSION: &str = kiln_common::version::GIT_VERSION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -113,6 +114,20 @@ pub fn node_status(
     capacity.insert("cpu".to_string(), Quantity(cfg.capacity_cpu.clone()));
     capacity.insert("memory".to_string(), Quantity(cfg.capacity_memory.clone()));
     capacity.insert("pods".to_string(), Quantity(cfg.max_pods.to_string()));
+    // The nodefs (the kubelet's root dir) is what pods' ephemeral storage is drawn from.
+    if let Ok(fs) = crate::eviction::fs::statvfs(&cfg.root_dir) {
+        capacity.insert(
+            "ephemeral-storage".to_string(),
+            Quantity(fs.capacity.to_string()),
+        );
+    }
+    let plain: BTreeMap<String, String> =
+        capacity.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+    let allocatable = cfg
+        .allocatable(&plain)
+        .into_iter()
+        .map(|(k, v)| (k, Quantity(v)))
+        .collect();
     let ready = match runtime_error {
         None => condition(
             "Ready",
@@ -146,7 +161,7 @@ pub fn node_status(
                 address: cfg.node_name.clone(),
             },
         ]),
-        allocatable: Some(capacity.clone()),
+        allocatable: Some(allocatable),
         capacity: Some(capacity),
         conditions: Some(vec![
             condition(
@@ -177,7 +192,7 @@ pub fn node_status(
             boot_id: host.boot_id.clone(),
             container_runtime_version: runtime_version.into(),
             kernel_version: host.kernel_version.clone(),
-            kube_proxy_version: String::new(),
+            kube_proxy_version: KUBELET_VERSION.into(),
             kubelet_version: KUBELET_VERSION.into(),
             machine_id: host.machine_id.clone(),
             operating_system: "linux".into(),
@@ -201,6 +216,36 @@ pub fn set_disk_pressure(status: &mut NodeStatus, pressure: bool) {
             c.status = if pressure { "True" } else { "False" }.into();
             c.reason = Some(reason.into());
             c.message = Some(message.into());
+        }
+    }
+}
+
+/// Reports the eviction manager's MemoryPressure, DiskPressure and PIDPressure in `status` (upstream's
+/// reasons and messages).
+pub fn set_pressure(status: &mut NodeStatus, pressure: crate::eviction::Pressure) {
+    set_disk_pressure(status, pressure.disk);
+    let table = [
+        (
+            "MemoryPressure",
+            pressure.memory,
+            ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+            ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ),
+        (
+            "PIDPressure",
+            pressure.pid,
+            ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+            ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ),
+    ];
+    for (type_, on, yes, no) in table {
+        let (reason, message) = if on { yes } else { no };
+        for c in status.conditions.iter_mut().flatten() {
+            if c.type_ == type_ {
+                c.status = if on { "True" } else { "False" }.into();
+                c.reason = Some(reason.into());
+                c.message = Some(message.into());
+            }
         }
     }
 }
@@ -396,6 +441,28 @@ mod tests {
         let info = s.node_info.unwrap();
         assert_eq!(info.kubelet_version, KUBELET_VERSION);
         assert_eq!(info.container_runtime_version, "kiln-host://0.1.0");
+    }
+
+    #[test]
+    fn allocatable_is_capacity_less_reservations_and_hard_eviction() {
+        let mut cfg = KubeletConfig::new("cp1", "10.1.0.2".parse().unwrap());
+        cfg.capacity_cpu = "2".into();
+        cfg.capacity_memory = "4Gi".into();
+        cfg.root_dir = std::env::temp_dir();
+        cfg.reserved = vec![
+            crate::allocatable::parse_reserved("system-reserved", "cpu=250m,memory=512Mi").unwrap(),
+            crate::allocatable::parse_reserved("kube-reserved", "cpu=250m,memory=256Mi").unwrap(),
+        ];
+        cfg.eviction_reserve = crate::allocatable::eviction_reserve("memory.available<256Mi");
+        let s = node_status(&cfg, &HostInfo::default(), "x", None);
+        let (cap, alloc) = (s.capacity.unwrap(), s.allocatable.unwrap());
+        assert_eq!(alloc["cpu"].0, "1500m");
+        assert_eq!(alloc["memory"].0, "3Gi");
+        assert_eq!(cap["memory"].0, "4Gi");
+        assert!(
+            cap.contains_key("ephemeral-storage") && alloc.contains_key("ephemeral-storage"),
+            "the root dir's filesystem is the node's ephemeral storage"
+        );
     }
 
     #[test]

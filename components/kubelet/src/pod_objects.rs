@@ -55,6 +55,18 @@ pub trait PodObjects: Send + Sync {
         -> Result<Option<Payload>, ObjectError>;
     /// None: no such Secret.
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Payload>, ObjectError>;
+    /// A Secret with its `type` (image pull secrets are read by type); None: no such Secret. Sources
+    /// that do not know types report "" (no pull secret type matches it).
+    async fn secret_with_type(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<(String, Payload)>, ObjectError> {
+        Ok(self
+            .secret(namespace, name)
+            .await?
+            .map(|p| (String::new(), p)))
+    }
     /// None: the API server does not issue tokens (no signing key) or the service account is missing.
     async fn token(&self, req: &TokenFor<'_>) -> Result<Option<IssuedToken>, ObjectError>;
     /// The cluster CA bundle (PEM) for `ca.crt` when the namespace has no kube-root-ca.crt ConfigMap.
@@ -135,9 +147,21 @@ impl PodObjects for ApiObjects {
     }
 
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Payload>, ObjectError> {
+        Ok(self
+            .secret_with_type(namespace, name)
+            .await?
+            .map(|(_, data)| data))
+    }
+
+    async fn secret_with_type(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<(String, Payload)>, ObjectError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         match api.get(name).await {
             Ok(s) => {
+                let type_ = s.type_.clone().unwrap_or_else(|| "Opaque".into());
                 let mut out: Payload = s
                     .data
                     .unwrap_or_default()
@@ -148,7 +172,7 @@ impl PodObjects for ApiObjects {
                 for (k, v) in s.string_data.unwrap_or_default() {
                     out.entry(k).or_insert_with(|| v.into_bytes());
                 }
-                Ok(Some(out))
+                Ok(Some((type_, out)))
             }
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(api_err("secret", namespace, name, e)),
@@ -251,6 +275,8 @@ pub struct FakeObjects {
     pub volumes: std::sync::Mutex<BTreeMap<String, PersistentVolume>>,
     /// RuntimeClass name to handler.
     pub runtime_classes: std::sync::Mutex<BTreeMap<String, String>>,
+    /// Secret types by (namespace, name); unlisted secrets are Opaque.
+    pub secret_types: std::sync::Mutex<BTreeMap<(String, String), String>>,
 }
 
 #[cfg(test)]
@@ -262,6 +288,14 @@ impl FakeObjects {
                 .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
                 .collect(),
         );
+    }
+
+    pub fn put_typed_secret(&self, ns: &str, name: &str, type_: &str, kv: &[(&str, &str)]) {
+        self.put_secret(ns, name, kv);
+        self.secret_types
+            .lock()
+            .unwrap()
+            .insert((ns.into(), name.into()), type_.into());
     }
 
     pub fn put_secret(&self, ns: &str, name: &str, kv: &[(&str, &str)]) {
@@ -297,6 +331,22 @@ impl PodObjects for FakeObjects {
             .unwrap()
             .get(&(namespace.into(), name.into()))
             .cloned())
+    }
+
+    async fn secret_with_type(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<(String, Payload)>, ObjectError> {
+        let key = (namespace.to_string(), name.to_string());
+        let type_ = self.secret_types.lock().unwrap().get(&key).cloned();
+        Ok(self
+            .secrets
+            .lock()
+            .unwrap()
+            .get(&key)
+            .cloned()
+            .map(|p| (type_.unwrap_or_else(|| "Opaque".into()), p)))
     }
 
     async fn token(&self, _req: &TokenFor<'_>) -> Result<Option<IssuedToken>, ObjectError> {

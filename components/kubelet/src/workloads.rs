@@ -83,12 +83,15 @@ fn terminal(p: &Pod) -> bool {
 }
 
 /// What a running pod is shown of its own object that can change while it runs: the labels and
-/// annotations its downwardAPI volumes (whole maps or single keys) read. The rest they expose — name,
+/// annotations its downwardAPI volumes (whole maps or single keys) read, and the ephemeral
+/// containers it is to start. The rest they expose — name,
 /// namespace, uid — cannot change. None and an empty map are the same.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Shown {
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
+    /// Ephemeral containers (added by `kubectl debug` while the pod runs), by name.
+    ephemeral: Vec<String>,
 }
 
 impl Shown {
@@ -96,6 +99,12 @@ impl Shown {
         Shown {
             labels: p.metadata.labels.clone().unwrap_or_default(),
             annotations: p.metadata.annotations.clone().unwrap_or_default(),
+            ephemeral: p
+                .spec
+                .iter()
+                .flat_map(|s| s.ephemeral_containers.iter().flatten())
+                .map(|c| c.name.clone())
+                .collect(),
         }
     }
 }

@@ -71,6 +71,7 @@ fn node_pod(name: &str, uid: &str, runtime: PodRuntime, c: ContainerStatus) -> N
             started_at: SystemTime::now(),
             containers: vec![c],
             init_containers: vec![],
+            ephemeral_containers: vec![],
             pod_ip: Some("10.244.0.5".into()),
         }),
         runtime,
@@ -313,6 +314,20 @@ async fn server_authenticates_authorizes_and_serves_logs() {
         metrics.contains("kiln_kubelet_http_requests_total{path=\"containerLogs\",code=\"403\"} 1"),
         "{metrics}"
     );
+
+    // Resource usage (issue 25): authorized as nodes/stats and nodes/metrics, read from this host.
+    let (code, body) = jane.text("/stats/summary").await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("subresource=stats"), "{body}");
+    let (code, summary) = admin.text("/stats/summary").await;
+    assert_eq!(code, 200, "{summary}");
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    assert!(summary["node"]["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0);
+    assert!(summary["node"]["memory"]["workingSetBytes"].as_u64().unwrap() > 0);
+    let (code, resource) = admin.text("/metrics/resource").await;
+    assert_eq!(code, 200);
+    assert!(resource.contains("# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total "), "{resource}");
+    assert!(resource.contains("resource_scrape_error 0\n"), "{resource}");
 
     let _ = stop.send(true);
     task.await.unwrap();

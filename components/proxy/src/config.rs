@@ -32,6 +32,7 @@ pub enum EndpointsApi {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "kiln-proxy",
+    version = kiln_common::version::LONG,
     about = "kiln's Service proxy: nftables table `kiln` and host-gw routes"
 )]
 pub struct Flags {

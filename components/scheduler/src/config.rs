@@ -17,7 +17,7 @@ pub const SCHEDULER_NAMES: &[&str] = &["default-scheduler", "kiln-scheduler"];
 pub const COMPONENT: &str = "default-scheduler";
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "kiln-scheduler", version, about = "kiln's pod scheduler")]
+#[command(name = "kiln-scheduler", version = kiln_common::version::LONG, about = "kiln's pod scheduler")]
 pub struct Options {
     /// Kubeconfig with the API server's address and this component's credentials; without it the
     /// in-cluster service-account configuration is used.

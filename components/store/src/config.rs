@@ -20,7 +20,7 @@ pub enum CompactionMode {
 
 /// kiln-store: an etcd-v3-compatible, Raft-replicated key-value store.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "kiln-store", version)]
+#[command(name = "kiln-store", version = kiln_common::version::LONG)]
 pub struct Config {
     /// Human-readable name for this member.
     #[arg(long, default_value = "default")]

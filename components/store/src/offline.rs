@@ -22,7 +22,7 @@ use crate::raft::state_machine::{META_BATCH_PROGRESS, META_LAST_APPLIED, META_ME
 
 /// kiln-store offline commands.
 #[derive(Debug, Parser)]
-#[command(name = "kiln-store", version)]
+#[command(name = "kiln-store", version = kiln_common::version::LONG)]
 pub struct OfflineCli {
     #[command(subcommand)]
     pub command: Offline,

@@ -30,6 +30,8 @@ use crate::{db, http};
 
 /// How long shutdown waits for connections and tasks before dropping them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Streams a client connection may reset before h2 closes it (h2's default is 20; see the client server).
+const CLIENT_RESET_STREAMS_LIMIT: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -335,7 +337,13 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         shutdown_rx.clone(),
     )));
     for (url, listener) in client_listeners {
-        let mut builder = tonic::transport::Server::builder();
+        // h2's rapid-reset guard closes the whole connection after 20 streams reset before they were
+        // accepted; one kiln-apiserver multiplexes every watch and request over a single connection and
+        // cancels many at once under load (client timeouts, watch restarts), which dropped all of them.
+        // Go's etcd has no such per-connection cap; keep a guard, but one a busy apiserver never reaches.
+        let mut builder = tonic::transport::Server::builder()
+            .http2_max_pending_accept_reset_streams(Some(CLIENT_RESET_STREAMS_LIMIT))
+            .http2_max_local_error_reset_streams(Some(CLIENT_RESET_STREAMS_LIMIT));
         if url.tls {
             let tls = tls_config.clone().ok_or(TlsError::MissingCert)?;
             builder = builder

@@ -1,6 +1,7 @@
 //! The phases of `init`, each a function over the context and (for host phases) one host. Each looks at
 //! the current state first and skips what is already done.
 
+pub(crate) mod apiserver_config;
 pub(crate) mod cp_join;
 pub(crate) mod dns;
 pub(crate) mod join_token;

@@ -74,6 +74,8 @@ pub(super) fn certs(ctx: &Context) -> Result<Outcome, BootstrapError> {
         let r = kiln_pki::ensure_tree(&dir, &params).map_err(pki_err)?;
         created.extend(r.created.iter().map(|c| format!("{}/{c}", h.name)));
     }
+    // The Secrets' encryption key lives with the PKI (spec.apiServer.encryption).
+    created.extend(super::apiserver_config::ensure_encryption(ctx)?);
     Ok(if created.is_empty() {
         Outcome::Skipped("all certificates exist".into())
     } else {

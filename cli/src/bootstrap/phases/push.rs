@@ -199,6 +199,10 @@ pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
                 .expect("under pki")
                 .to_string_lossy()
                 .into_owned();
+            if rel == super::apiserver_config::ENCRYPTION_CONFIG {
+                // A controller bundle's copy: the cluster's own (below) is the one installed.
+                continue;
+            }
             let mode = if rel.ends_with(".key") { 0o600 } else { 0o644 };
             files.push(Install {
                 local: p,
@@ -211,6 +215,8 @@ pub(super) async fn push(ctx: &Context, host: &str) -> Result<Outcome, Bootstrap
             remote: format!("{KILN_ETC}/admin.conf"),
             mode: 0o600,
         });
+        // Audit policy and encryption configuration, before the manifest that names them.
+        files.extend(super::apiserver_config::installs(ctx, host)?);
     } else {
         files.push(Install {
             local: ctx.pki_dir(&first).join("ca.crt"),
@@ -333,6 +339,7 @@ pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context 
     c.insert("node_monitor_grace_period", &cm.node_monitor_grace_period);
     c.insert("pod_eviction_timeout", &cm.pod_eviction_timeout);
     c.insert("cluster_token", &store_token(ctx));
+    super::apiserver_config::insert_context(ctx, host, &mut c);
     // A hash of the certificates each pod reads: renewed certificates change the manifest, so the
     // kubelet restarts the pod (`kiln certs renew`).
     crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
@@ -467,6 +474,7 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
             backends.join(",")
         ));
     }
+    extra.push_str(&ctx.cluster.config.spec.kubelet.reserved_flags());
     if let Some(thresholds) = ctx.cluster.config.spec.kubelet.eviction_hard_flag() {
         // `<` is a shell redirection: the whole value is quoted.
         extra.push_str(&format!(" '--eviction-hard={thresholds}'"));

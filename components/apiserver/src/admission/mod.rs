@@ -12,6 +12,7 @@ pub mod default_storage_class;
 pub mod limit_ranger;
 pub mod node_restriction;
 pub mod node_volumes;
+pub mod pod_security;
 pub mod priority;
 pub mod pvc_resize;
 pub mod resource_quota;
@@ -54,6 +55,7 @@ pub const KNOWN: &[&str] = &[
     "LimitRanger",
     "ResourceQuota",
     "Priority",
+    "PodSecurity",
 ];
 
 /// Which plugins run.
@@ -73,6 +75,9 @@ pub struct Plugins {
     pub resource_quota: bool,
     /// Priority, on by default as upstream's.
     pub priority: bool,
+    /// PodSecurity, on by default as upstream's (privileged everywhere unless labelled or
+    /// configured, so it changes nothing until a namespace asks).
+    pub pod_security: bool,
     /// Whether ServiceAccount admission adds token volumes (only when tokens can be issued).
     pub mount_tokens: bool,
 }
@@ -105,6 +110,7 @@ impl Plugins {
             limit_ranger: on("LimitRanger", true),
             resource_quota: on("ResourceQuota", true),
             priority: on("Priority", true),
+            pod_security: on("PodSecurity", true),
             mount_tokens: can_issue_tokens,
         })
     }
@@ -506,6 +512,7 @@ pub async fn service_account(
     if state.admission.mount_tokens && service_account::should_automount(pod, &sa) {
         service_account::mount_token(pod, &name_suffix());
     }
+    service_account::copy_image_pull_secrets(pod, &sa);
     Ok(())
 }
 
@@ -539,6 +546,8 @@ mod tests {
         .unwrap();
         assert!(!no_storage.default_storage_class && !no_storage.storage_protection);
         assert!(!no_storage.pvc_resize && no_storage.node_restriction);
+        assert!(d.pod_security);
+        assert!(!Plugins::from_flags(&[], &s(&["PodSecurity"]), true).unwrap().pod_security);
         assert!(matches!(
             Plugins::from_flags(&s(&["AlwaysPullImages"]), &[], true),
             Err(AdmissionError::UnknownPlugin(_))

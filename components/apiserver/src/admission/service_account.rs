@@ -2,7 +2,8 @@
 //! ServiceAccount does not exist is refused (controllers retry until the serviceaccount controller
 //! has made it); unless the pod or its ServiceAccount opts out (`automountServiceAccountToken:
 //! false`), a projected `kube-api-access-<suffix>` volume (token, ca.crt, namespace) is added and
-//! mounted read-only in every container. Mirror pods are left alone, as upstream.
+//! mounted read-only in every container; a pod naming no imagePullSecrets gets its ServiceAccount's.
+//! Mirror pods are left alone, as upstream.
 
 use serde_json::{json, Value};
 
@@ -102,6 +103,25 @@ pub fn mount_token(pod: &mut Value, suffix: &str) {
     }
 }
 
+/// A pod that names no imagePullSecrets gets its ServiceAccount's (upstream's admission copies them;
+/// the kubelet pulls with them).
+pub fn copy_image_pull_secrets(pod: &mut Value, sa: &Value) {
+    let has_own = pod["spec"]["imagePullSecrets"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty());
+    let Some(from_sa) = sa["imagePullSecrets"].as_array().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    if has_own {
+        return;
+    }
+    let refs: Vec<Value> = from_sa
+        .iter()
+        .map(|r| json!({"name": r["name"].as_str().unwrap_or_default()}))
+        .collect();
+    pod["spec"]["imagePullSecrets"] = Value::Array(refs);
+}
+
 /// Upstream's refusal when the ServiceAccount is missing (403, so clients retry later).
 pub fn lookup_failed(namespace: &str, name: &str) -> String {
     format!(
@@ -148,6 +168,25 @@ mod tests {
         let before = p.clone();
         mount_token(&mut p, "zzzzz");
         assert_eq!(p, before);
+    }
+
+    #[test]
+    fn the_service_account_s_pull_secrets_go_to_pods_without_their_own() {
+        let sa = json!({"imagePullSecrets": [{"name": "regcred"}, {"name": "other"}]});
+        let mut p = pod();
+        copy_image_pull_secrets(&mut p, &sa);
+        assert_eq!(
+            p["spec"]["imagePullSecrets"],
+            json!([{"name": "regcred"}, {"name": "other"}])
+        );
+        // The pod's own list wins; a ServiceAccount without any adds nothing.
+        let mut p = pod();
+        p["spec"]["imagePullSecrets"] = json!([{"name": "mine"}]);
+        copy_image_pull_secrets(&mut p, &sa);
+        assert_eq!(p["spec"]["imagePullSecrets"], json!([{"name": "mine"}]));
+        let mut p = pod();
+        copy_image_pull_secrets(&mut p, &json!({}));
+        assert!(p["spec"].get("imagePullSecrets").is_none());
     }
 
     #[test]

@@ -302,7 +302,15 @@ pub(super) async fn guaranteed_update(
                 new["metadata"]["managedFields"] = stored.clone();
             }
         }
-        if same_object(&old, &new) {
+        // A no-op is not written, unless the stored value is stale (sealed with a rotated-out
+        // encryption key): then it is, as upstream, so a replace re-encrypts it.
+        if same_object(&old, &new)
+            && !state
+                .store
+                .is_stale(&target.key(name))
+                .await
+                .map_err(store_error)?
+        {
             return Ok(old);
         }
         crate::admission::node_restriction(

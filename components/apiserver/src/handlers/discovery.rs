@@ -11,17 +11,18 @@ use crate::registry::ResourceSpec;
 use crate::status::ApiError;
 
 /// The Kubernetes version this server speaks (k8s-openapi's `v1_33` types).
-pub const KUBE_MAJOR: &str = "1";
-pub const KUBE_MINOR: &str = "33";
+pub use kiln_common::version::{KUBE_MAJOR, KUBE_MINOR};
 
+/// `/version`: upstream's version.Info, with kiln's build (see kiln_common::version).
 pub fn version() -> Value {
+    use kiln_common::version as v;
     json!({
         "major": KUBE_MAJOR,
         "minor": KUBE_MINOR,
-        "gitVersion": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0-kiln.{}", env!("CARGO_PKG_VERSION")),
-        "gitCommit": "",
-        "gitTreeState": "",
-        "buildDate": "",
+        "gitVersion": v::GIT_VERSION,
+        "gitCommit": v::GIT_COMMIT,
+        "gitTreeState": v::GIT_TREE_STATE,
+        "buildDate": v::BUILD_DATE,
         "goVersion": "",
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, go_arch()),

@@ -7,6 +7,7 @@ pub mod delete;
 pub mod discovery;
 pub mod discovery_aggregated;
 pub mod duplicate_fields;
+pub mod ephemeral_containers;
 pub mod eviction;
 pub mod health;
 pub mod list;
@@ -17,6 +18,7 @@ pub mod openapi;
 pub mod openapi_schemas;
 pub mod openapi_v2_proto;
 pub mod path;
+pub mod portforward;
 pub mod proxy;
 pub mod resource_proxy;
 pub mod reviews;
@@ -61,12 +63,16 @@ pub struct AppState {
     /// Namespaces that just became Terminating, for the cleanup worker (`namespaces.rs`).
     pub terminating: tokio::sync::mpsc::UnboundedSender<String>,
     pub admission: crate::admission::Plugins,
+    /// PodSecurity's switch, defaults and exemptions (`--admission-control-config-file`).
+    pub pod_security: crate::admission::pod_security::PodSecurity,
     /// Seats for requests in flight (429 beyond them).
     pub limits: crate::flowcontrol::limiter::Limits,
     /// Admission webhook configurations, kept current by a store watch.
     pub webhooks: crate::admission::webhook::Webhooks,
     /// Service-backed APIServices (the aggregation layer), kept current by its controller.
     pub aggregator: crate::aggregator::Aggregator,
+    /// The kubelets' summaries behind metrics.k8s.io (`resource_metrics`).
+    pub resource_metrics: crate::resource_metrics::Cache,
 }
 
 pub type Shared = Arc<AppState>;
@@ -150,11 +156,16 @@ async fn authenticate_and_authorize_paths(
             }
         }
     }
+    // The user is known: the audit policy is evaluated now, before impersonation (as upstream).
+    if let Err(resp) = crate::audit::begin(&mut req).await {
+        return resp;
+    }
     // Impersonation headers: the request goes on as the impersonated user, if the requester may.
     let impersonated =
         crate::impersonation::apply(&state.authorizer, &identity(&req), req.headers()).await;
     match impersonated {
         Ok(Some(as_user)) => {
+            crate::audit::impersonated(&as_user);
             crate::impersonation::strip(req.headers_mut());
             req.extensions_mut().insert(as_user);
         }
@@ -174,6 +185,7 @@ async fn authenticate_and_authorize_paths(
             Ok(allowed) => allowed,
             Err(e) => return ApiError::internal(e.to_string()).into_response(),
         };
+        crate::audit::authorization(allowed, "");
         if !allowed {
             return match who {
                 Identity::Anonymous => ApiError::unauthorized().into_response(),
@@ -210,7 +222,7 @@ impl Target {
     }
 }
 
-fn upstream_verb(method: &Method, has_name: bool, query: &HashMap<String, String>) -> &'static str {
+pub(crate) fn upstream_verb(method: &Method, has_name: bool, query: &HashMap<String, String>) -> &'static str {
     let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     match *method {
         Method::GET | Method::HEAD if watch => "watch",
@@ -345,6 +357,7 @@ async fn serve_resource(
         .authorize(&who, &attrs)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    crate::audit::authorization(allowed, "");
     if !allowed {
         return Err(ApiError::forbidden_resource(
             who.name(),
@@ -385,6 +398,9 @@ async fn serve_resource(
     };
     if !spec.namespaced && rp.namespace.is_some() {
         return Err(ApiError::path_not_found());
+    }
+    if spec.group == crate::resource_metrics::GROUP {
+        return crate::resource_metrics::serve(&state, spec, &rp, verb, &query).await;
     }
     if let (Some("proxy"), Some(name), Some(kind)) = (
         rp.subresource.as_deref(),
@@ -442,6 +458,9 @@ async fn serve_resource(
                 "exec" | "attach" => {
                     return proxy::exec(&state, &target, action, &query, req).await
                 }
+                "portforward" => {
+                    return portforward::serve(&state, &target, &query, req).await
+                }
                 _ => {}
             }
             let (parts, body) = req.into_parts();
@@ -454,6 +473,9 @@ async fn serve_resource(
                 "finalize" => subresources::finalize(&state, &target, headers, &query, &body).await,
                 "approval" => {
                     subresources::approval(&state, &target, verb, headers, &query, &body).await
+                }
+                "ephemeralcontainers" => {
+                    ephemeral_containers::serve(&state, &target, verb, headers, &query, &body).await
                 }
                 _ => Err(ApiError::path_not_found()),
             };

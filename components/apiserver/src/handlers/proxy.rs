@@ -43,7 +43,7 @@ const UPGRADE_HEADERS: &[&str] = &[
     "x-stream-protocol-version",
 ];
 
-fn encode(s: &str) -> String {
+pub(super) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -66,12 +66,14 @@ async fn locate(
         .as_array()
         .map(|l| l.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
-    let init: Vec<&str> = pod["spec"]["initContainers"]
-        .as_array()
-        .map(|l| l.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default();
+    // Init and ephemeral containers are valid too (upstream's validateContainer).
+    let others: Vec<&str> = ["initContainers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|list| pod["spec"][*list].as_array().into_iter().flatten())
+        .filter_map(|c| c["name"].as_str())
+        .collect();
     let container = match query.get("container").filter(|c| !c.is_empty()) {
-        Some(c) if containers.contains(&c.as_str()) || init.contains(&c.as_str()) => c.clone(),
+        Some(c) if containers.contains(&c.as_str()) || others.contains(&c.as_str()) => c.clone(),
         Some(c) => {
             return Err(ApiError::bad_request(format!(
                 "container {c} is not valid for pod {name}"
@@ -85,6 +87,16 @@ async fn locate(
             )))
         }
     };
+    let addr = kubelet_of(state, name, &pod).await?;
+    Ok((pod, container, addr))
+}
+
+/// The address of the kubelet that runs `pod` (`name`); a pod not yet bound is a 400, as upstream.
+pub(super) async fn kubelet_of(
+    state: &AppState,
+    name: &str,
+    pod: &Value,
+) -> Result<SocketAddr, ApiError> {
     let node_name = pod["spec"]["nodeName"].as_str().unwrap_or("").to_string();
     if node_name.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -106,10 +118,10 @@ async fn locate(
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| ApiError::internal(format!("cannot resolve kubelet address {host}")))?;
-    Ok((pod, container, addr))
+    Ok(addr)
 }
 
-fn kubelet_error(e: crate::kubelet_client::KubeletError) -> ApiError {
+pub(super) fn kubelet_error(e: crate::kubelet_client::KubeletError) -> ApiError {
     match e {
         crate::kubelet_client::KubeletError::NotConfigured => ApiError::unavailable(e.to_string()),
         other => ApiError::internal(other.to_string()),
@@ -153,7 +165,7 @@ pub async fn log(
     Ok(out)
 }
 
-fn copy_upgrade_headers(from: &HeaderMap, to: &mut HeaderMap) {
+pub(super) fn copy_upgrade_headers(from: &HeaderMap, to: &mut HeaderMap) {
     for name in UPGRADE_HEADERS {
         for v in from.get_all(*name) {
             to.append(*name, v.clone());

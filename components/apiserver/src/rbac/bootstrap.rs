@@ -61,6 +61,25 @@ pub(super) fn binding(name: &str, role: &str, subjects: &[(&str, &str)]) -> Valu
     })
 }
 
+/// metrics.k8s.io, as metrics-server's `system:aggregated-metrics-reader` grants it.
+fn metrics_reader_rule() -> Value {
+    rule(&["metrics.k8s.io"], &["pods", "nodes"], READ)
+}
+
+/// metrics-server's role, labelled to aggregate into view/edit/admin as upstream's manifests do;
+/// kiln has no ClusterRole aggregation, so those roles carry [`metrics_reader_rule`] themselves.
+fn aggregated_metrics_reader() -> Value {
+    let mut r = role(
+        "system:aggregated-metrics-reader",
+        vec![metrics_reader_rule()],
+    );
+    for to in ["view", "edit", "admin"] {
+        r["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{to}")] =
+            json!("true");
+    }
+    r
+}
+
 /// What a kubelet may do (the `system:node` role; the Node authorizer grants it to each node,
 /// narrowed to its own objects).
 pub fn node_rules() -> Vec<Value> {
@@ -149,7 +168,9 @@ pub fn cluster_roles() -> Vec<Value> {
     let workloads = [
         "pods",
         "pods/log",
+        "pods/attach",
         "pods/exec",
+        "pods/portforward",
         "pods/eviction",
         "pods/proxy",
         "services",
@@ -223,6 +244,7 @@ pub fn cluster_roles() -> Vec<Value> {
                     ALL,
                 ),
                 rule(&["autoscaling"], &["horizontalpodautoscalers"], ALL),
+                metrics_reader_rule(),
                 rule(&["batch"], &["jobs"], ALL),
                 rule(&["batch"], &["cronjobs"], ALL),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
@@ -252,6 +274,7 @@ pub fn cluster_roles() -> Vec<Value> {
                     ALL,
                 ),
                 rule(&["autoscaling"], &["horizontalpodautoscalers"], ALL),
+                metrics_reader_rule(),
                 rule(&["batch"], &["jobs"], ALL),
                 rule(&["batch"], &["cronjobs"], ALL),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
@@ -295,8 +318,10 @@ pub fn cluster_roles() -> Vec<Value> {
                 rule(&["batch"], &["jobs"], READ),
                 rule(&["batch"], &["cronjobs"], READ),
                 rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+                metrics_reader_rule(),
             ],
         ),
+        aggregated_metrics_reader(),
         role("system:node", node_rules()),
         role(
             "system:node-bootstrapper",
@@ -450,6 +475,12 @@ pub fn cluster_roles() -> Vec<Value> {
                     ALL,
                 ),
                 rule(&["batch"], &["jobs", "jobs/status", "jobs/finalizers"], ALL),
+                // The horizontal-pod-autoscaler controller writes HPA status.
+                rule(
+                    &["autoscaling"],
+                    &["horizontalpodautoscalers", "horizontalpodautoscalers/status"],
+                    ALL,
+                ),
                 rule(
                     &["batch"],
                     &["cronjobs", "cronjobs/status", "cronjobs/finalizers"],

@@ -62,7 +62,7 @@ pub fn pod_spec_defaults(spec: &mut Value) {
             spec[field] = value;
         }
     }
-    for list in ["initContainers", "containers"] {
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
         if let Some(containers) = spec[list].as_array_mut() {
             for ctr in containers {
                 container_defaults(ctr);
@@ -104,7 +104,9 @@ fn container_defaults(ctr: &mut Value) {
 }
 
 pub fn pod_validation(obj: &Value) -> Vec<Cause> {
-    pod_spec_validation(&obj["spec"], "spec")
+    let mut causes = pod_spec_validation(&obj["spec"], "spec");
+    causes.extend(super::ephemeral_containers::validate(&obj["spec"], "spec"));
+    causes
 }
 
 /// PodSpec validation at `path` (`spec`, or `spec.template.spec` in workload kinds).
@@ -266,7 +268,6 @@ pub fn pod_update_validation(old: &Value, new: &Value) -> Vec<Cause> {
                 "terminationGracePeriodSeconds",
                 "schedulingGates",
                 "nodeName",
-                "ephemeralContainers",
             ] {
                 s.remove(field);
             }

@@ -494,7 +494,9 @@ pub fn prepare_update(
         None => decode(spec, new, validation)?,
     };
     // Compared after decoding, so representation differences are not spec changes.
-    if spec.generation && scope != UpdateScope::Status && generation_changed(spec, old, &new) {
+    // Server-internal writes (a pod's binding) leave the generation alone, as upstream's binding
+    // writes storage without the update strategy that bumps it.
+    if spec.generation && scope == UpdateScope::Main && generation_changed(spec, old, &new) {
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }

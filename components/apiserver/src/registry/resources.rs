@@ -167,7 +167,7 @@ pub static NODES: ResourceSpec = ResourceSpec {
 /// The verbs discovery lists for a proxy subresource (served by `handlers/resource_proxy`).
 pub const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
 
-pub static PODS: ResourceSpec = ResourceSpec {
+const PODS_SPEC: ResourceSpec = ResourceSpec {
     group: "",
     version: "v1",
     plural: "pods",
@@ -218,9 +218,20 @@ pub static PODS: ResourceSpec = ResourceSpec {
         Action { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
         Action { name: "exec", group: "", version: "v1", kind: "PodExecOptions", verbs: &["create", "get"] },
         Action { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
+        Action { name: "portforward", group: "", version: "v1", kind: "PodPortForwardOptions", verbs: &["create", "get"] },
+        Action { name: "ephemeralcontainers", group: "", version: "v1", kind: "Pod", verbs: &["get", "patch", "update"] },
         Action { name: "proxy", group: "", version: "v1", kind: "PodProxyOptions", verbs: PROXY_VERBS },
     ],
     ..ResourceSpec::BASE
+};
+
+pub static PODS: ResourceSpec = PODS_SPEC;
+
+/// Pods as `pods/<name>/ephemeralcontainers` writes them: the update rule lets ephemeral containers
+/// be added there, and only there (a main update may not change them, as upstream).
+pub static PODS_EPHEMERAL_CONTAINERS: ResourceSpec = ResourceSpec {
+    validate_update: super::ephemeral_containers::pod_update_validation,
+    ..PODS_SPEC
 };
 
 pub static LEASES: ResourceSpec = ResourceSpec {
@@ -581,6 +592,8 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::priority_classes::PRIORITY_CLASSES,
     &super::autoscaling::HORIZONTAL_POD_AUTOSCALERS_V2,
     &super::autoscaling::HORIZONTAL_POD_AUTOSCALERS_V1,
+    &super::metrics_api::NODE_METRICS,
+    &super::metrics_api::POD_METRICS,
 ];
 
 /// Namespaces every cluster has, created at start like upstream's system namespaces controller.

@@ -13,7 +13,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use k8s_openapi::api::core::v1::Pod;
+use kiln_kubelet::cgroupfs::{Cgroups, HostCgroups};
+use kiln_kubelet::config::KubeletConfig;
 use kiln_kubelet::mirror::api_status;
+use kiln_kubelet::qos_manager;
 use kiln_kubelet::runtime::cri::{spec, CriRuntime, GrpcCri, WorkerConfig};
 use kiln_kubelet::runtime::{Backoff, Runtime};
 
@@ -41,6 +44,12 @@ struct Args {
     release_file: PathBuf,
     #[arg(long, default_value_t = 300)]
     timeout_secs: u64,
+    /// Make and limit kubepods, its QoS tiers and each pod's cgroup, as the kubelet does.
+    #[arg(long)]
+    pod_cgroups: bool,
+    /// With --pod-cgroups: every pod's pids.max.
+    #[arg(long)]
+    pod_max_pids: Option<i64>,
     /// Pod manifests (YAML or JSON), each with metadata.uid set.
     pods: Vec<PathBuf>,
 }
@@ -68,6 +77,14 @@ async fn main() -> anyhow::Result<()> {
         }
         pods.push(pod);
     }
+    let cgroups: Option<Arc<dyn Cgroups>> = if a.pod_cgroups {
+        let host = Arc::new(HostCgroups::detect());
+        let capacity = KubeletConfig::new(&a.node_name, "127.0.0.1".parse()?);
+        qos_manager::set_up(host.as_ref(), &qos_manager::kubepods_limits(&capacity))?;
+        Some(host)
+    } else {
+        None
+    };
     let cri = Arc::new(GrpcCri::new(&a.container_runtime_endpoint)?);
     let rt = CriRuntime::new(
         cri.clone(),
@@ -87,6 +104,8 @@ async fn main() -> anyhow::Result<()> {
             // No cluster DNS here: ClusterFirst pods fall back to the host's resolver.
             dns: Default::default(),
             node_hosts_file: kiln_kubelet::etc_hosts::NODE_HOSTS.into(),
+            cgroups,
+            pod_pids_limit: a.pod_max_pids,
         },
         Duration::from_millis(500),
     );

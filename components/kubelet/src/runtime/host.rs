@@ -262,6 +262,7 @@ impl Runtime for HostRuntime {
                 })
                 .collect(),
             init_containers: Vec::new(),
+            ephemeral_containers: Vec::new(),
             pod_ip: None,
         })
     }

@@ -89,6 +89,8 @@ pub struct PodStatus {
     pub containers: Vec<ContainerStatus>,
     /// Init containers, in spec order (empty when the pod has none).
     pub init_containers: Vec<ContainerStatus>,
+    /// Ephemeral containers (`kubectl debug`), in the order they were added.
+    pub ephemeral_containers: Vec<ContainerStatus>,
     /// The sandbox's IP; None for hostNetwork pods (their IP is the node's).
     pub pod_ip: Option<String>,
 }

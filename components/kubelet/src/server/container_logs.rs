@@ -143,6 +143,10 @@ pub fn locate(
                 .iter()
                 .flatten()
                 .any(|c| c.name == container)
+            || s.ephemeral_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == container)
     });
     if !known {
         return Err(LogsError::NotFound(format!(
@@ -153,6 +157,7 @@ pub fn locate(
         s.containers
             .iter()
             .chain(&s.init_containers)
+            .chain(&s.ephemeral_containers)
             .find(|c| c.name == container)
     });
     let dir = crate::logs::pod_log_dir(log_root, namespace, pod, p.uid()).join(container);
@@ -191,6 +196,7 @@ fn still_running(source: &dyn PodSource, f: &LogFile) -> bool {
             s.containers
                 .into_iter()
                 .chain(s.init_containers)
+                .chain(s.ephemeral_containers)
                 .find(|c| c.name == f.container)
         })
         .is_some_and(|c| c.is_running() && c.restart_count == f.run as i32)

@@ -108,6 +108,7 @@ fn container_id(
             s.containers
                 .iter()
                 .chain(&s.init_containers)
+                .chain(&s.ephemeral_containers)
                 .find(|c| c.name == container)
         })
         .ok_or_else(|| {
@@ -130,7 +131,7 @@ pub async fn serve(
     kind: StreamKind,
     cri: Option<&Arc<GrpcCri>>,
     source: &dyn PodSource,
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
     namespace: &str,
     pod: &str,
     container: &str,
@@ -145,6 +146,17 @@ pub async fn serve(
         StreamRequest::Attach(r) => cri.attach_url(r).await,
     }
     .map_err(|e| ExecError::Runtime(e.to_string()))?;
+    proxy_to_streaming_server(req, &url, format!("{namespace}/{pod}/{container}")).await
+}
+
+/// Replays `req` (its method and upgrade headers) on the runtime's one-time streaming `url` and,
+/// once the runtime switches protocols, splices the two upgraded connections (`key` names the
+/// session in logs). A refusal comes back unchanged.
+pub async fn proxy_to_streaming_server(
+    mut req: Request<Incoming>,
+    url: &str,
+    key: String,
+) -> Result<Response<Body>, ExecError> {
     // The URL's path is a one-time token: errors name the server only.
     let uri: http::Uri = url.parse().map_err(|e| ExecError::Stream {
         server: "containerd".into(),
@@ -201,7 +213,7 @@ pub async fn serve(
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
         // containerd's refusal (e.g. a WebSocket protocol it does not speak, so kubectl falls back to
         // SPDY) goes back unchanged.
-        tracing::debug!(status = %resp.status(), pod = %pod, "streaming server did not upgrade");
+        tracing::debug!(status = %resp.status(), session = %key, "streaming server did not upgrade");
         let (parts, body) = resp.into_parts();
         let mut out = Response::new(body.map_err(std::io::Error::other).boxed());
         *out.status_mut() = parts.status;
@@ -212,7 +224,6 @@ pub async fn serve(
     let mut out = Response::new(super::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *out.headers_mut() = resp.headers().clone();
-    let key = format!("{namespace}/{pod}/{container}");
     tokio::spawn(async move {
         let (client, upstream) = match tokio::try_join!(client_upgrade, upstream_upgrade) {
             Ok(both) => both,

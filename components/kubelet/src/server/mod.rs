@@ -1,5 +1,5 @@
 //! The kubelet's HTTPS server (:10250, `--port`/`--address`): `/containerLogs`, `/exec`, `/pods`,
-//! `/metrics` for authenticated and authorized clients (the API server's kubelet-client certificate for
+//! `/metrics`, `/metrics/resource` and `/stats/summary` ([`stats`]) for authenticated and authorized clients (the API server's kubelet-client certificate for
 //! `kubectl logs`/`exec`), and `/healthz` for anyone, like the kubelet's unauthenticated healthz port.
 //!
 //! HTTP/1.1 over rustls (hyper), one task per connection; exec upgrades are spliced to containerd's
@@ -11,7 +11,9 @@ pub mod cri_log;
 pub mod exec;
 mod metrics;
 pub mod pods;
+pub mod portforward;
 pub mod query;
+pub mod stats;
 pub mod tls;
 
 use std::convert::Infallible;
@@ -68,6 +70,8 @@ pub struct Context {
 struct Shared {
     ctx: Context,
     metrics: metrics::Metrics,
+    /// `/stats/summary` and `/metrics/resource`.
+    stats: Arc<stats::Stats>,
 }
 
 pub struct Server {
@@ -78,6 +82,23 @@ pub struct Server {
 
 impl Server {
     pub async fn bind(settings: &ServerSettings, ctx: Context) -> Result<Self, ServerError> {
+        // The node filesystem is the one holding the pod logs unless the kubelet names its root.
+        let root = ctx.log_root.clone();
+        Self::bind_with_root(settings, ctx, root).await
+    }
+
+    /// Like [`Self::bind`], with the kubelet's root dir as the node filesystem of `/stats/summary`.
+    pub async fn bind_with_root(
+        settings: &ServerSettings,
+        ctx: Context,
+        root_dir: PathBuf,
+    ) -> Result<Self, ServerError> {
+        let source = Arc::new(stats::host::HostStats {
+            files: Arc::new(stats::host::RealFiles),
+            root_dir,
+            cri: ctx.cri.clone(),
+        });
+        let stats = Arc::new(stats::Stats::new(source, ctx.pods.clone()));
         let config = tls::server_config(settings, &ctx.node_name, ctx.node_ip)?;
         let addr = SocketAddr::new(settings.address, settings.port);
         let listener = TcpListener::bind(addr)
@@ -87,6 +108,7 @@ impl Server {
             shared: Arc::new(Shared {
                 ctx,
                 metrics: metrics::Metrics::default(),
+                stats,
             }),
             listener,
             acceptor: TlsAcceptor::from(Arc::new(config)),
@@ -102,6 +124,7 @@ impl Server {
         if let Ok(addr) = self.local_addr() {
             tracing::info!(%addr, "kubelet server listening");
         }
+        tokio::spawn(self.shared.stats.clone().run(shutdown.clone()));
         loop {
             let accepted = tokio::select! {
                 r = self.listener.accept() => r,
@@ -166,7 +189,7 @@ pub async fn start(
         Some(c) => Some(Arc::new(GrpcCri::new(&c.endpoint)?)),
         None => None,
     };
-    Server::bind(
+    Server::bind_with_root(
         settings,
         Context {
             node_name: cfg.node_name.clone(),
@@ -176,6 +199,7 @@ pub async fn start(
             authorizer: auth::SarAuthorizer::new(cfg.clone()),
             cri,
         },
+        cfg.root_dir.clone(),
     )
     .await
 }
@@ -221,9 +245,11 @@ fn path_kind(path: &str) -> &'static str {
         "healthz" | "livez" | "readyz" => "healthz",
         "pods" => "pods",
         "metrics" => "metrics",
+        "stats" => "stats",
         "containerLogs" => "containerLogs",
         "exec" => "exec",
         "attach" => "attach",
+        "portForward" => "portforward",
         _ => "other",
     }
 }
@@ -288,6 +314,16 @@ async fn route(
             "text/plain; version=0.0.4; charset=utf-8",
             shared.metrics.render(&ctx.node_name, &ctx.pods.pods()),
         ),
+        ("metrics", ["metrics", "resource"]) if method == Method::GET => full(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            shared.stats.resource_metrics().await,
+        ),
+        ("stats", ["stats", "summary"]) if method == Method::GET => full(
+            StatusCode::OK,
+            "application/json",
+            shared.stats.summary(&ctx.node_name).await.to_string(),
+        ),
         ("containerLogs", [_, ns, pod, container]) if method == Method::GET => {
             serve_logs(ctx, &req, ns, pod, container).await
         }
@@ -320,6 +356,22 @@ async fn route(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "exec");
+                    status(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+                }
+            }
+        }
+        ("portforward", [_, ns, pod]) if method == Method::GET || method == Method::POST => {
+            let (ns, pod) = (ns.to_string(), pod.to_string());
+            match portforward::serve(ctx.cri.as_ref(), ctx.pods.as_ref(), req, &ns, &pod).await {
+                Ok(r) => r,
+                Err(e @ exec::ExecError::BadRequest(_)) => {
+                    status(StatusCode::BAD_REQUEST, &e.to_string())
+                }
+                Err(e @ exec::ExecError::NotFound(_)) => {
+                    status(StatusCode::NOT_FOUND, &e.to_string())
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "port-forward");
                     status(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
                 }
             }
@@ -383,7 +435,10 @@ mod tests {
         assert_eq!(path_kind("/healthz"), "healthz");
         assert_eq!(path_kind("/containerLogs/a/b/c"), "containerLogs");
         assert_eq!(path_kind("/exec/a/b/c"), "exec");
+        assert_eq!(path_kind("/portForward/a/b"), "portforward");
         assert_eq!(path_kind("/pods"), "pods");
+        assert_eq!(path_kind("/stats/summary"), "stats");
+        assert_eq!(path_kind("/metrics/resource"), "metrics");
         assert_eq!(path_kind("/"), "other");
     }
 }

@@ -72,6 +72,7 @@ impl Runtime for RunningRuntime {
                 started_at: now,
                 pod_ip: Some(POD_IP.into()),
                 init_containers: Vec::new(),
+                ephemeral_containers: Vec::new(),
                 containers,
             },
         );

@@ -26,6 +26,7 @@ mod disruption;
 mod dns;
 mod downward_volumes;
 mod empty_dir;
+mod ephemeral_containers;
 mod endpoint_slices;
 mod etc_hosts;
 mod field_validation;
@@ -104,6 +105,7 @@ pub fn all() -> Vec<&'static Case> {
         dns::CASES,
         downward_volumes::CASES,
         empty_dir::CASES,
+        ephemeral_containers::CASES,
         endpoint_slices::CASES,
         etc_hosts::CASES,
         field_validation::CASES,

@@ -318,7 +318,7 @@ async fn run(
         return Ok(());
     }
     let Some((mutating, validating)) = chain(state) else {
-        return Ok(());
+        return pod_security(state, target, operation, old, obj.as_deref()).await;
     };
     let mut req = build_request(state, target, query, operation, old, obj.as_deref());
     let caller = call::HttpsCaller {
@@ -349,7 +349,22 @@ async fn run(
         req.object = Some(checked.clone());
         *obj = checked;
     }
+    // The mutating webhooks' warnings come before those of the validating plugins.
+    warnings.drain(..).for_each(|w| warnings::add(&w));
+    pod_security(state, target, operation, old, req.object.as_ref()).await?;
     validate_all(state, &caller, validating, &req, &mut labels, warnings).await
+}
+
+/// The built-in validating plugin upstream orders between the mutating and the validating
+/// webhooks: PodSecurity sees the object as the mutating webhooks left it.
+async fn pod_security(
+    state: &AppState,
+    target: &Target,
+    operation: Operation,
+    old: Option<&Value>,
+    obj: Option<&Value>,
+) -> Result<(), ApiError> {
+    crate::admission::pod_security::admit(state, target, operation, old, obj).await
 }
 
 /// Webhooks of one kind, in call order.

@@ -69,7 +69,7 @@ impl PodWorker {
                 .get(spec::LABEL_CONTAINER_NAME)
                 .map(String::as_str)
                 .unwrap_or(&c.name);
-            if !self.ctrs.iter().any(|s| s.spec.name == name) {
+            if !self.ctrs.iter().any(|s| s.spec.name == name) && !self.is_ephemeral(name) {
                 surplus.push(c.id.clone());
             }
         }
@@ -138,6 +138,7 @@ impl PodWorker {
                 _ => c.exit_handled = false,
             }
         }
+        self.adopt_ephemeral(found);
         // App containers ran: the pod was initialized (only its sidecars are synced before them).
         self.initialized = apps_found;
         self.sandbox_id = Some(sandbox.id.clone());

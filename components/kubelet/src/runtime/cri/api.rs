@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use k8s_cri::v1 as cri;
 
+pub use super::security_context::ImageUser;
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CriError {
     #[error("CRI {op}: {code:?}: {message}")]
@@ -136,4 +138,26 @@ pub trait CriApi: Send + Sync {
         cmd: Vec<String>,
         timeout_secs: i64,
     ) -> Result<ExecResult, CriError>;
+    /// PullImage with a registry credential (`None`: anonymous); returns the image ref. Runtimes
+    /// that take no credentials only pull anonymously.
+    async fn pull_image_with_auth(
+        &self,
+        image: &str,
+        auth: Option<&cri::AuthConfig>,
+        sandbox: &cri::PodSandboxConfig,
+    ) -> Result<String, CriError> {
+        match auth {
+            None => self.pull_image(image, sandbox).await,
+            Some(_) => Err(CriError::Call {
+                op: "PullImage",
+                code: tonic::Code::Unimplemented,
+                message: "this runtime takes no registry credentials".into(),
+            }),
+        }
+    }
+    /// The user `image`'s config names (ImageStatus `uid` / `username`); an image without one, or
+    /// one the runtime does not have, reports neither (upstream then assumes root).
+    async fn image_user(&self, _image: &str) -> Result<ImageUser, CriError> {
+        Ok(ImageUser::default())
+    }
 }

@@ -18,6 +18,14 @@ impl PodWorker {
     /// Puts the host name and DNS config into the sandbox config; an error is the sandbox's failure
     /// message (upstream's FailedCreatePodSandBox for an FQDN too long or an unreadable resolv.conf).
     pub(super) fn prepare_sandbox(&mut self) -> Result<(), String> {
+        // The sandbox's seccomp profile and privilege (security_context.rs); upstream fails the sandbox.
+        let seccomp = super::super::security_context::Seccomp::node(&self.cfg.pods_root);
+        super::super::security_context::complete_sandbox_config(
+            &self.pod,
+            &seccomp,
+            &mut self.sandbox_config,
+        )
+        .map_err(|e| e.to_string())?;
         let dns = &self.cfg.dns;
         self.sandbox_config.hostname =
             pod_hostname::sandbox_hostname(&self.pod, &dns.cluster_domain)

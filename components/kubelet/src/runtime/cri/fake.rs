@@ -24,6 +24,10 @@ pub struct FakeState {
     pub sandbox_configs: HashMap<String, cri::PodSandboxConfig>,
     /// Every call fails with Unavailable, as while containerd restarts.
     pub unavailable: bool,
+    /// Images whose registry wants this (username, password); other pulls are refused as 401.
+    pub registry_auth: HashMap<String, (String, String)>,
+    /// What ImageStatus reports as each image's user (none: the image has no user).
+    pub image_users: HashMap<String, super::api::ImageUser>,
     next_id: u32,
 }
 
@@ -105,10 +109,33 @@ impl CriApi for FakeCri {
         Ok(self.st().images.contains(image))
     }
 
-    async fn pull_image(&self, image: &str, _: &cri::PodSandboxConfig) -> Result<String, CriError> {
+    async fn pull_image(&self, image: &str, sb: &cri::PodSandboxConfig) -> Result<String, CriError> {
+        self.pull_image_with_auth(image, None, sb).await
+    }
+
+    async fn pull_image_with_auth(
+        &self,
+        image: &str,
+        auth: Option<&cri::AuthConfig>,
+        _: &cri::PodSandboxConfig,
+    ) -> Result<String, CriError> {
         self.up("PullImage")?;
-        self.log(format!("PullImage {image}"));
+        match auth {
+            // The user only: the log must never carry a password.
+            Some(a) => self.log(format!("PullImage {image} auth={}", a.username)),
+            None => self.log(format!("PullImage {image}")),
+        }
         let mut st = self.st();
+        if let Some((user, password)) = st.registry_auth.get(image) {
+            let given = auth.map(|a| (a.username.as_str(), a.password.as_str()));
+            if given != Some((user.as_str(), password.as_str())) {
+                return Err(CriError::Call {
+                    op: "PullImage",
+                    code: tonic::Code::Unknown,
+                    message: format!("pull {image}: unexpected status: 401 Unauthorized"),
+                });
+            }
+        }
         if st.failing_pulls.contains(image) {
             return Err(CriError::Call {
                 op: "PullImage",
@@ -118,6 +145,11 @@ impl CriApi for FakeCri {
         }
         st.images.insert(image.to_string());
         Ok(format!("sha256:{image}"))
+    }
+
+    async fn image_user(&self, image: &str) -> Result<super::api::ImageUser, CriError> {
+        self.up("ImageStatus")?;
+        Ok(self.st().image_users.get(image).cloned().unwrap_or_default())
     }
 
     async fn run_pod_sandbox(

@@ -87,6 +87,33 @@ impl GrpcCri {
             .url)
     }
 
+    /// CRI PortForward: like [`Self::exec_url`], for the pod sandbox's network namespace
+    /// (`kubectl port-forward`; the ports come in the SPDY streams' headers).
+    pub async fn port_forward_url(&self, req: cri::PortForwardRequest) -> Result<String, CriError> {
+        Ok(self
+            .rt()
+            .port_forward(request(req, CALL_TIMEOUT))
+            .await
+            .map_err(|e| CriError::call("PortForward", e))?
+            .into_inner()
+            .url)
+    }
+
+    /// CRI ListContainerStats: cumulative CPU and memory of every container (the kubelet server's
+    /// `/stats/summary` and `/metrics/resource`). Not in [`CriApi`]: only the server reads stats.
+    pub async fn list_container_stats(&self) -> Result<Vec<cri::ContainerStats>, CriError> {
+        Ok(self
+            .rt()
+            .list_container_stats(request(
+                cri::ListContainerStatsRequest::default(),
+                CALL_TIMEOUT,
+            ))
+            .await
+            .map_err(|e| CriError::call("ListContainerStats", e))?
+            .into_inner()
+            .stats)
+    }
+
     fn rt(&self) -> RuntimeServiceClient<Channel> {
         self.runtime.clone()
     }
@@ -165,13 +192,22 @@ impl CriApi for GrpcCri {
         image: &str,
         sandbox: &cri::PodSandboxConfig,
     ) -> Result<String, CriError> {
+        self.pull_image_with_auth(image, None, sandbox).await
+    }
+
+    async fn pull_image_with_auth(
+        &self,
+        image: &str,
+        auth: Option<&cri::AuthConfig>,
+        sandbox: &cri::PodSandboxConfig,
+    ) -> Result<String, CriError> {
         let r = self
             .image
             .clone()
             .pull_image(request(
                 cri::PullImageRequest {
                     image: Some(image_spec(image)),
-                    auth: None,
+                    auth: auth.cloned(),
                     sandbox_config: Some(sandbox.clone()),
                 },
                 PULL_TIMEOUT,
@@ -180,6 +216,28 @@ impl CriApi for GrpcCri {
             .map_err(|e| CriError::call("PullImage", e))?
             .into_inner();
         Ok(r.image_ref)
+    }
+
+    async fn image_user(&self, image: &str) -> Result<super::api::ImageUser, CriError> {
+        let r = self
+            .image
+            .clone()
+            .image_status(request(
+                cri::ImageStatusRequest {
+                    image: Some(image_spec(image)),
+                    verbose: false,
+                },
+                CALL_TIMEOUT,
+            ))
+            .await
+            .map_err(|e| CriError::call("ImageStatus", e))?
+            .into_inner();
+        Ok(r.image
+            .map(|i| super::api::ImageUser {
+                uid: i.uid.map(|u| u.value),
+                username: i.username,
+            })
+            .unwrap_or_default())
     }
 
     async fn run_pod_sandbox(

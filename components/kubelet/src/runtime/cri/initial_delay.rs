@@ -66,6 +66,8 @@ mod tests {
             },
             dns: super::super::tests::test_dns(),
             node_hosts_file: "/etc/hosts".into(),
+            cgroups: None,
+            pod_pids_limit: None,
         })
     }
 

@@ -8,9 +8,12 @@ pub mod fake;
 pub mod grpc;
 pub mod hooks;
 pub mod http_get;
+pub mod image_pull;
+pub mod keyring;
 pub mod probe;
 pub mod reconcile;
 pub mod resources;
+pub mod security_context;
 pub mod spec;
 pub mod worker;
 
@@ -78,6 +81,11 @@ impl CriRuntime {
             changed: Arc::new(Notify::new()),
             adopted: watch::Sender::new(false),
         }
+    }
+
+    /// The node-wide settings its pod workers share.
+    pub fn worker_config(&self) -> &WorkerConfig {
+        &self.cfg
     }
 
     /// Turns true once the start-up adoption ([`Runtime::adopt`]) has succeeded: from then on every
@@ -365,6 +373,10 @@ impl Runtime for CriRuntime {
             .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
         running.pod.metadata.labels = pod.metadata.labels.clone();
         running.pod.metadata.annotations = pod.metadata.annotations.clone();
+        // Added ephemeral containers: the server's exec, attach and logs look them up here.
+        if let (Some(spec), Some(new)) = (running.pod.spec.as_mut(), pod.spec.as_ref()) {
+            spec.ephemeral_containers = new.ephemeral_containers.clone();
+        }
         running.update.send_replace(pod.clone());
         Ok(())
     }

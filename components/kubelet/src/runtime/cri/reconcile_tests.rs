@@ -30,6 +30,8 @@ fn cfg(pods_root: &std::path::Path) -> WorkerConfig {
             resolv_conf: None,
         },
         node_hosts_file: "/etc/hosts".into(),
+        cgroups: None,
+        pod_pids_limit: None,
     }
 }
 

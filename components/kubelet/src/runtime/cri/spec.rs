@@ -140,7 +140,7 @@ pub fn sandbox_config(
             .into_iter()
             .collect(),
         linux: Some(cri::LinuxPodSandboxConfig {
-            cgroup_parent: format!("/kubepods/pod{uid}"),
+            cgroup_parent: crate::qos_cgroups::pod_cgroup(pod),
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)),
                 run_as_user: spec

@@ -55,6 +55,11 @@ pub struct WorkerConfig {
     pub dns: DnsSettings,
     /// The node's hosts file, which hostNetwork pods' /etc/hosts copies.
     pub node_hosts_file: PathBuf,
+    /// Makes and limits pods' cgroups ([`crate::qos_cgroups`]); None: containerd's runc makes them
+    /// unlimited (in-process test kubelets, which must not touch the host's cgroups).
+    pub cgroups: Option<Arc<dyn crate::cgroupfs::Cgroups>>,
+    /// `--pod-max-pids`.
+    pub pod_pids_limit: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -199,6 +204,8 @@ pub struct PodWorker {
     recorder: Arc<dyn EventRecorder>,
     /// The pod as its events name it.
     obj: ObjectRef,
+    /// Ephemeral containers (`kubectl debug`), started once each ([`ephemeral`]).
+    ephemeral: ephemeral::Ephemeral,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -258,7 +265,7 @@ impl PodWorker {
                 .cloned()
                 .map(|c| Ctr::new(c, policy, first)),
         );
-        Ok(PodWorker {
+        let mut w = PodWorker {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             key: key.clone(),
             sandbox_config,
@@ -284,7 +291,10 @@ impl PodWorker {
             cri,
             recorder: Arc::new(NoopRecorder),
             obj: ObjectRef::pod(pod),
-        })
+            ephemeral: Default::default(),
+        };
+        w.add_ephemeral(pod);
+        Ok(w)
     }
 
     /// Where this pod's events go (none without).
@@ -360,6 +370,7 @@ impl PodWorker {
                     ..c.status()
                 })
                 .collect(),
+            ephemeral_containers: self.ephemeral_statuses(),
         }
     }
 
@@ -398,7 +409,7 @@ impl PodWorker {
             // side by side (the first sync costs the slower of the two, not their sum).
             let objects = self.objects.clone();
             let prepared = match self.runtime_handler().await {
-                Ok(h) => self.prepare_sandbox().map(|()| h),
+                Ok(h) => self.prepare_pod().map(|()| h),
                 Err(e) => Err(e),
             };
             let (cri, cfg, config, key) = (
@@ -441,7 +452,7 @@ impl PodWorker {
                         return;
                     }
                 };
-                if let Err(message) = self.prepare_sandbox() {
+                if let Err(message) = self.prepare_pod() {
                     self.sandbox_failed(message);
                     return;
                 }
@@ -472,6 +483,7 @@ impl PodWorker {
             self.sync_container(i, now).await;
         }
         self.finish_sidecars(now).await;
+        self.sync_ephemeral(now).await;
     }
 
     /// Sets the volumes up (once; the pod waits in ContainerCreating until that works) and refreshes
@@ -510,6 +522,8 @@ impl PodWorker {
     /// from now on read them, as upstream's pod workers sync the latest pod) and its downwardAPI
     /// volumes rewritten at once, without waiting for the resync.
     pub async fn update_pod(&mut self, pod: &Pod) {
+        // Ephemeral containers only ever get added; the next sync starts them.
+        self.add_ephemeral(pod);
         let (labels, annotations) = (&pod.metadata.labels, &pod.metadata.annotations);
         if self.pod.metadata.labels == *labels && self.pod.metadata.annotations == *annotations {
             return;
@@ -772,7 +786,7 @@ impl PodWorker {
                 );
             }
             let started = Instant::now();
-            match cri.pull_image(&image, &self.sandbox_config).await {
+            match self.pull_image(&image).await {
                 Ok(_) => {
                     let c = &mut self.ctrs[i];
                     c.pull_failures = 0;
@@ -1019,12 +1033,14 @@ impl PodWorker {
         mounts.extend(self.termination_mount(i, attempt));
         let mut config = spec::container_config(&self.pod, c, attempt, envs, mounts)
             .map_err(|e| e.to_string())?;
+        self.complete_security_context(c, &mut config).await?;
         // Requests and limits become the container's cgroup settings (enforced by containerd).
         let memory =
             kiln_common::quantity::parse(&self.cfg.allocatable.memory).map_or(0, |m| m.0 / 1000);
         if let Some(linux) = config.linux.as_mut() {
             linux.resources = Some(super::resources::linux_resources(&self.pod, c, memory));
         }
+        self.ephemeral_namespaces(i, &mut config);
         Ok(config)
     }
 
@@ -1092,6 +1108,7 @@ impl PodWorker {
     /// Stops every container (Killing event, preStop hook, SIGTERM, what is left of `grace`, SIGKILL),
     /// then the sandbox, and removes them all.
     pub async fn kill(&mut self, grace: Duration) -> Result<(), WorkerError> {
+        self.merge_ephemeral_for_kill();
         let mut errors = Vec::new();
         // Only a running container gets its preStop hook and a Killing event; exited ones are just
         // removed below (StopContainer on them is a no-op).
@@ -1155,6 +1172,7 @@ impl PodWorker {
             if let Err(e) = self.volumes.tear_down() {
                 errors.push(e.to_string());
             }
+            self.remove_pod_cgroup();
         }
         if errors.is_empty() {
             tracing::info!(pod = %self.key, "pod stopped and removed");
@@ -1282,6 +1300,12 @@ mod adopt;
 #[path = "dns_hosts.rs"]
 mod dns_hosts;
 
+#[path = "worker_security.rs"]
+mod worker_security;
+
+#[path = "pod_cgroup.rs"]
+mod pod_cgroup;
+
 #[path = "init_sync.rs"]
 mod init_sync;
 
@@ -1290,6 +1314,9 @@ mod termination;
 
 #[path = "initial_delay.rs"]
 mod initial_delay;
+
+#[path = "ephemeral.rs"]
+mod ephemeral;
 
 #[cfg(test)]
 #[path = "worker_events_tests.rs"]

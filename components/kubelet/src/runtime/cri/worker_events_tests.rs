@@ -23,6 +23,8 @@ fn cfg() -> Arc<WorkerConfig> {
         allocatable: NodeAllocatable::default(),
         dns: super::tests::test_dns(),
         node_hosts_file: "/etc/hosts".into(),
+        cgroups: None,
+        pod_pids_limit: None,
     })
 }
 

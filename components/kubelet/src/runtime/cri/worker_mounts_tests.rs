@@ -25,6 +25,8 @@ fn cfg(root: &Path) -> Arc<WorkerConfig> {
         },
         dns: super::tests::test_dns(),
         node_hosts_file: "/etc/hosts".into(),
+        cgroups: None,
+        pod_pids_limit: None,
     })
 }
 

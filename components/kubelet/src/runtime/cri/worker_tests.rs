@@ -25,6 +25,8 @@ fn cfg() -> Arc<WorkerConfig> {
         },
         dns: test_dns(),
         node_hosts_file: "/etc/hosts".into(),
+        cgroups: None,
+        pod_pids_limit: None,
     })
 }
 
@@ -999,4 +1001,39 @@ async fn an_updated_pod_rewrites_its_downward_api_volume_at_once() {
     w.sync(t0 + Duration::from_secs(1)).await;
     assert!(fake.take_calls().is_empty());
     assert_eq!(w.pod.metadata.labels, updated.metadata.labels);
+}
+
+#[tokio::test]
+async fn the_pod_cgroup_is_made_with_its_limits_before_the_sandbox_and_removed_with_the_pod() {
+    use crate::cgroupfs::{Op, Recording};
+    let cgroups = Arc::new(Recording::default());
+    let mut c = (*cfg()).clone();
+    c.cgroups = Some(cgroups.clone());
+    c.pod_pids_limit = Some(512);
+    let p = pod(serde_json::json!({"container": {"resources": {
+        "requests": {"cpu": "100m", "memory": "32Mi"},
+        "limits": {"cpu": "200m", "memory": "64Mi"}}}}));
+    let fake = Arc::new(FakeCri::default());
+    let mut w = PodWorker::new(&p, Arc::new(c), fake.clone()).unwrap();
+    w.sync(Instant::now()).await;
+    let path = "/kubepods/burstable/podu1".to_string();
+    assert_eq!(
+        cgroups.ops(),
+        vec![Op::Ensure(
+            path.clone(),
+            crate::qos_cgroups::CgroupResources {
+                cpu_shares: Some(102),
+                cpu_quota: Some(20_000),
+                memory_limit: Some(64 << 20),
+                pids_limit: Some(512),
+            }
+        )]
+    );
+    assert_eq!(
+        sandbox_config(&fake).linux.unwrap().cgroup_parent,
+        path,
+        "containerd puts the sandbox and the containers below the pod's cgroup"
+    );
+    w.kill(Duration::from_secs(1)).await.unwrap();
+    assert_eq!(cgroups.ops().last(), Some(&Op::Remove(path)));
 }
