@@ -1,6 +1,7 @@
 //! Issue #25 on one 2-host lab (host1 the controller, host2 a worker), with real kubectl:
 //! - the kubelet's `/stats/summary` and `/metrics/resource` (through `nodes/proxy`);
-//! - metrics.k8s.io: `kubectl top nodes` and `kubectl top pods` (with `--containers`) print usage;
+//! - metrics.k8s.io: `kubectl top nodes` and `kubectl top pods` (with `--containers`, and the
+//!   control plane's static pods in kube-system) print usage;
 //! - a CPU-burning Deployment (50m requested, capped at 75m so the 2-core machine is not
 //!   swamped) under an HPA at 50 % scales up; once its command is patched to `sleep` it scales back
 //!   down after the HPA's short down-scale window, with upstream's events.
@@ -162,6 +163,19 @@ fn resource_metrics_and_horizontal_autoscaling() {
         }
     });
     eprintln!("top nodes: {nodes:?}");
+    // The control plane's static pods are host processes; they are measured too.
+    let system = c.wait("kubectl top pods -n kube-system", 120, || {
+        let rows = top(&c, &["pods", "-n", "kube-system"])?;
+        if rows
+            .iter()
+            .any(|(name, _, mem)| name.starts_with("kiln-apiserver-") && *mem > 0)
+        {
+            Ok(rows)
+        } else {
+            Err(format!("{rows:?}"))
+        }
+    });
+    eprintln!("top pods -n kube-system: {system:?}");
 
     apply(&c, &manifest("while :; do :; done"));
     let pods = c.wait("kubectl top pods of the burner", 180, || {

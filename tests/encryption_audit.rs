@@ -35,7 +35,7 @@ fn etcdctl_get(c: &Cluster, key: &str) -> String {
 #[ignore = "needs root: a lab host (CI runs it with --include-ignored)"]
 fn init_with_encryption_stores_secrets_sealed_and_audits() {
     // The lab's name: this helper's own (`au`).
-    let lab = TestLab::up("au", 1, false);
+    let lab = TestLab::up("t-enc", 1, false);
     let c = Cluster::on(lab, SPEC);
     let out = c.kiln(&["init", "--wait-timeout", "150"]);
     assert!(
@@ -43,7 +43,7 @@ fn init_with_encryption_stores_secrets_sealed_and_audits() {
         "{out}"
     );
 
-    let state_key = c.lab.dir.join("au.kiln/pki/encryption-config.yaml");
+    let state_key = c.lab.dir.join("t-enc.kiln/pki/encryption-config.yaml");
     let mode = |p: &std::path::Path| {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
             & 0o777

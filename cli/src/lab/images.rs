@@ -214,6 +214,18 @@ fn agnhost_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
     // Upstream's Dockerfile: `RUN ln -s agnhost agnhost-2`, a second name tests put in a pod's
     // `command` to see it replace the image's entrypoint (entrypoint-tester prints its argv).
     entries.push(Entry::Symlink("agnhost-2".into(), "agnhost".into()));
+    // Upstream's image also carries `localhost.crt`/`localhost.key` at /, which porter's and netexec's
+    // TLS listeners read by default (the proxy conformance test serves https from them).
+    let (cert, key) = localhost_tls().map_err(|e| LabError::Image {
+        image: "agnhost".into(),
+        reason: format!("making the localhost certificate: {e}"),
+    })?;
+    entries.push(Entry::File(
+        "localhost.crt".into(),
+        cert.into_bytes(),
+        0o644,
+    ));
+    entries.push(Entry::File("localhost.key".into(), key.into_bytes(), 0o644));
     Ok(ImageSpec {
         name: "agnhost",
         tag: "1",
@@ -221,6 +233,15 @@ fn agnhost_spec(_cache: &Path) -> Result<ImageSpec, LabError> {
         entrypoint: vec!["/agnhost"],
         cmd: vec!["pause"],
     })
+}
+
+/// A self-signed certificate for `localhost` and its key, PEM (test fixtures inside the lab's image, as
+/// upstream ships fixed ones in agnhost; nothing trusts them).
+fn localhost_tls() -> Result<(String, String), rcgen::Error> {
+    let key = rcgen::KeyPair::generate()?;
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()])?;
+    let cert = params.self_signed(&key)?;
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
 fn which(program: &str) -> Option<String> {

@@ -19,7 +19,7 @@ pub enum GatherError {
     Probe {
         host: String,
         #[source]
-        source: crate::transport::TransportError,
+        source: Box<crate::transport::TransportError>,
     },
     #[error("{path}: not found (build it, or pass --bin-dir)")]
     Missing { path: String },
@@ -80,7 +80,7 @@ pub async fn hosts(ctx: &Context) -> Result<Vec<HostState>, GatherError> {
                 .await
                 .map_err(|source| GatherError::Probe {
                     host: h.name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
         Ok::<_, GatherError>(HostState {
             name: h.name.clone(),

@@ -144,6 +144,11 @@ pub struct Options {
     #[arg(long)]
     pub encryption_provider_config: Option<String>,
 
+    /// How often the store's history is compacted (Go duration; upstream's default 5m; 0 turns it
+    /// off): history of one to two intervals is kept. See `compaction.rs`.
+    #[arg(long, default_value = "5m", value_parser = parse_interval)]
+    pub etcd_compaction_interval: Duration,
+
     /// Seconds between watch BOOKMARK events for clients that allow them.
     #[arg(long, default_value_t = 60, hide = true)]
     pub watch_bookmark_interval_seconds: u64,
@@ -153,6 +158,10 @@ pub struct Options {
     /// controller-manager's namespace controller alone (its tests turn it off).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, hide = true)]
     pub namespace_cleanup: bool,
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    kiln_common::duration::parse_duration(s).map_err(|e| e.to_string())
 }
 
 impl Options {

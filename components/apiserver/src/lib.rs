@@ -11,6 +11,7 @@ pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod cel;
+pub mod compaction;
 pub mod config;
 pub mod crd;
 pub mod encryption;

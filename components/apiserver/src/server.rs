@@ -285,6 +285,11 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
             stopped.clone(),
         ));
     }
+    tokio::spawn(crate::compaction::run(
+        store.etcd_client(),
+        options.etcd_compaction_interval,
+        stopped.clone(),
+    ));
     // Established CRDs are served from the first request on, also after a restart.
     if let Err(e) = crate::crd::controller::load(&store, &state.registry).await {
         tracing::warn!(error = %e, "loading CRDs failed; the CRD controller retries");

@@ -136,6 +136,11 @@ fn read(path: &str) -> Result<Vec<u8>> {
 pub const LIST_CHUNK: i64 = 500;
 
 impl Store {
+    /// The store's client, for what speaks etcd itself (the history compactor).
+    pub fn etcd_client(&self) -> Client {
+        self.client.clone()
+    }
+
     pub async fn connect(config: &StoreConfig) -> Result<Self> {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(5))

@@ -119,7 +119,7 @@ pub struct NodeAgent {
     /// Where each client the agent loads (at start, after every rotation) is published.
     clients: Option<Arc<ClientSwitch>>,
     /// The eviction manager's pressure conditions; None: always False.
-    disk_pressure: Option<watch::Receiver<crate::eviction::Pressure>>,
+    pressure: Option<watch::Receiver<crate::eviction::Pressure>>,
 }
 
 const TICK: Duration = Duration::from_secs(1);
@@ -142,7 +142,7 @@ impl NodeAgent {
                 host: HostInfo::gather(),
                 state,
                 clients: None,
-                disk_pressure: None,
+                pressure: None,
             },
             rx,
         )
@@ -155,13 +155,13 @@ impl NodeAgent {
     }
 
     /// Reports the eviction manager's pressure conditions; a change is posted at once.
-    pub fn with_disk_pressure(mut self, pressure: watch::Receiver<crate::eviction::Pressure>) -> Self {
-        self.disk_pressure = Some(pressure);
+    pub fn with_pressure(mut self, pressure: watch::Receiver<crate::eviction::Pressure>) -> Self {
+        self.pressure = Some(pressure);
         self
     }
 
-    fn disk_pressure(&self) -> crate::eviction::Pressure {
-        self.disk_pressure
+    fn pressure(&self) -> crate::eviction::Pressure {
+        self.pressure
             .as_ref()
             .map(|r| *r.borrow())
             .unwrap_or_default()
@@ -175,7 +175,7 @@ impl NodeAgent {
             &self.runtime.version(),
             err.as_deref(),
         );
-        node::set_pressure(&mut status, self.disk_pressure());
+        node::set_pressure(&mut status, self.pressure());
         status
     }
 
@@ -236,7 +236,7 @@ impl NodeAgent {
                     self.state.send_modify(|s| s.lease_renewals += 1);
                     log.ok("lease");
                 }
-                let pressure = self.disk_pressure();
+                let pressure = self.pressure();
                 if pressure != reported_pressure {
                     next_status = Instant::now();
                 }

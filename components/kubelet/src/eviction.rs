@@ -648,8 +648,8 @@ pub fn gate(
 }
 
 #[cfg(test)]
-#[path = "eviction_tests.rs"]
-mod tests;
-#[cfg(test)]
 #[path = "eviction_pressure_tests.rs"]
 mod pressure_tests;
+#[cfg(test)]
+#[path = "eviction_tests.rs"]
+mod tests;

@@ -89,6 +89,7 @@ const NOT_ENFORCED: &[&str] = &[
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ThresholdValue {
+    /// A quantity: bytes, or tasks for `pid.available`.
     Bytes(u64),
     /// Of the signal's capacity (the filesystem's, the node's memory, the task limit), in (0, 100].
     Percent(f64),

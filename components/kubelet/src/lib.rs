@@ -182,7 +182,7 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     let mut tasks = vec![pods_task];
     let clients = Arc::new(api_client::ClientSwitch::default());
     // The eviction manager (with the workload pods) sets it; the node agent reports it.
-    let (disk_pressure, disk_pressure_rx) = eviction::pressure_channel();
+    let (pressure, pressure_rx) = eviction::pressure_channel();
     let cri_runtime = match &cfg.cri {
         Some(cri) => {
             let rt = start_cri(&cfg, cri)?;
@@ -198,7 +198,7 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
                 cfg.clone(),
                 rt.clone(),
                 clients.clone(),
-                disk_pressure,
+                pressure,
                 shutdown_rx.clone(),
             )));
             Some(rt)
@@ -216,7 +216,7 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
     let agent = agent
         .with_clients(clients.clone())
-        .with_disk_pressure(disk_pressure_rx);
+        .with_pressure(pressure_rx);
     tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
         runtime,
@@ -331,7 +331,7 @@ async fn run_workloads(
     cfg: KubeletConfig,
     rt: Arc<CriRuntime>,
     clients: Arc<api_client::ClientSwitch>,
-    disk_pressure: watch::Sender<eviction::Pressure>,
+    pressure: watch::Sender<eviction::Pressure>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // The agent loads (and bootstraps) the credentials; this loop follows its client through rotations.
@@ -375,7 +375,7 @@ async fn run_workloads(
     tokio::spawn(sink.run(client.clone(), shutdown.clone()));
     let recorder: Arc<dyn events::EventRecorder> = Arc::new(recorder);
     rt.set_recorder(recorder.clone());
-    let workload_rt = start_eviction(&cfg, &rt, &client, recorder, disk_pressure, &shutdown);
+    let workload_rt = start_eviction(&cfg, &rt, &client, recorder, pressure, &shutdown);
     // Leaked CNI IP reservations: released once the runtime has reconciled, then periodically.
     if let Some(cri) = &cfg.cri {
         let gc = cni_gc::run(

@@ -228,14 +228,26 @@ pub fn set_pressure(status: &mut NodeStatus, pressure: crate::eviction::Pressure
         (
             "MemoryPressure",
             pressure.memory,
-            ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
-            ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            (
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available",
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
         ),
         (
             "PIDPressure",
             pressure.pid,
-            ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
-            ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            (
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available",
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+            ),
         ),
     ];
     for (type_, on, yes, no) in table {

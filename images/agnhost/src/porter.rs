@@ -85,10 +85,56 @@ pub fn router(value: String, json: bool) -> Router {
                 );
                 r
             } else {
-                value.as_str().to_owned().into_response()
+                let mut r = value.as_str().to_owned().into_response();
+                r.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static(sniff(&value)),
+                );
+                r
             }
         }
     })
+}
+
+/// The HTML signatures Go's http.DetectContentType knows (matched without case, then a space or `>`).
+const HTML_TAGS: &[&str] = &[
+    "<!DOCTYPE HTML",
+    "<HTML",
+    "<HEAD",
+    "<SCRIPT",
+    "<IFRAME",
+    "<H1",
+    "<DIV",
+    "<FONT",
+    "<TABLE",
+    "<A",
+    "<STYLE",
+    "<TITLE",
+    "<B",
+    "<BODY",
+    "<BR",
+    "<P",
+    "<!--",
+];
+
+/// The Content-Type upstream's porter answers with: Go sniffs what it writes, so a value that starts
+/// like HTML is `text/html` (the API server's proxy rewrites its links), XML `text/xml`, other text
+/// `text/plain`.
+fn sniff(value: &str) -> &'static str {
+    let v = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0c']);
+    let html = HTML_TAGS.iter().any(|tag| {
+        v.len() > tag.len()
+            && v.is_char_boundary(tag.len())
+            && v[..tag.len()].eq_ignore_ascii_case(tag)
+            && matches!(v.as_bytes()[tag.len()], b' ' | b'>')
+    });
+    if html {
+        "text/html; charset=utf-8"
+    } else if v.starts_with("<?xml") {
+        "text/xml; charset=utf-8"
+    } else {
+        "text/plain; charset=utf-8"
+    }
 }
 
 /// Every datagram gets the value back.
@@ -206,6 +252,19 @@ mod tests {
         assert_eq!(ls[1].kind, Kind::Http);
         assert_eq!(ls[2].kind, Kind::Udp);
         assert_eq!(ls[3].kind, Kind::Tls);
+    }
+
+    #[test]
+    fn content_type_is_sniffed_like_go() {
+        assert_eq!(
+            sniff(r#"<a href="/rewriteme">test</a>"#),
+            "text/html; charset=utf-8"
+        );
+        assert_eq!(sniff("  <HTML>"), "text/html; charset=utf-8");
+        assert_eq!(sniff("<abbr>"), "text/plain; charset=utf-8");
+        assert_eq!(sniff("<?xml version"), "text/xml; charset=utf-8");
+        assert_eq!(sniff("foo"), "text/plain; charset=utf-8");
+        assert_eq!(sniff("<a"), "text/plain; charset=utf-8");
     }
 
     #[tokio::test]

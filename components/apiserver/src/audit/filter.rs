@@ -410,6 +410,12 @@ async fn finish(ctx: Arc<Mutex<Context>>, resp: Response) -> Response {
         if c.long_running {
             c.log_response(None, code);
             c.emit(Stage::ResponseStarted);
+            if code == 101 {
+                // A protocol switch (exec, attach, port-forward): the stream lives on the upgraded
+                // connection, out of this body's reach, so the response is complete here.
+                c.emit(Stage::ResponseComplete);
+                return resp;
+            }
             drop(c);
             let guard = CompleteOnDrop(ctx);
             let (parts, body) = resp.into_parts();

@@ -200,7 +200,7 @@ impl LogFile {
                 Some((t, e.path()))
             })
             .collect();
-        backups.sort_by(|a, b| b.0.cmp(&a.0));
+        backups.sort_by_key(|b| std::cmp::Reverse(b.0));
         let cutoff = (self.rotation.max_age_days > 0).then(|| {
             let age = Duration::from_secs(self.rotation.max_age_days * 24 * 3600);
             time::OffsetDateTime::from(SystemTime::now() - age)

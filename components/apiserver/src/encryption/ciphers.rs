@@ -38,9 +38,9 @@ pub enum CipherError {
 /// One provider key, ready to seal and open values.
 #[derive(Clone)]
 pub enum Cipher {
-    AesGcm(Gcm),
+    AesGcm(Box<Gcm>),
     AesCbc(Vec<u8>),
-    Secretbox(crypto_secretbox::XSalsa20Poly1305),
+    Secretbox(Box<crypto_secretbox::XSalsa20Poly1305>),
 }
 
 /// AES-GCM with the key length the secret has (Go's aes.NewCipher picks it the same way).
@@ -71,12 +71,12 @@ fn random<const N: usize>() -> [u8; N] {
 impl Cipher {
     pub fn aes_gcm(key: &[u8]) -> Result<Cipher, CipherError> {
         let bad = |_| CipherError::AesKeySize(key.len());
-        Ok(Cipher::AesGcm(match key.len() {
+        Ok(Cipher::AesGcm(Box::new(match key.len() {
             16 => Gcm::A128(AesGcm::new_from_slice(key).map_err(bad)?),
             24 => Gcm::A192(AesGcm::new_from_slice(key).map_err(bad)?),
             32 => Gcm::A256(AesGcm::new_from_slice(key).map_err(bad)?),
             n => return Err(CipherError::AesKeySize(n)),
-        }))
+        })))
     }
 
     pub fn aes_cbc(key: &[u8]) -> Result<Cipher, CipherError> {
@@ -89,7 +89,7 @@ impl Cipher {
     pub fn secretbox(key: &[u8]) -> Result<Cipher, CipherError> {
         use crypto_secretbox::KeyInit as _;
         crypto_secretbox::XSalsa20Poly1305::new_from_slice(key)
-            .map(Cipher::Secretbox)
+            .map(|c| Cipher::Secretbox(Box::new(c)))
             .map_err(|_| CipherError::SecretboxKeySize(key.len()))
     }
 
@@ -103,7 +103,7 @@ impl Cipher {
                     aad: context,
                 };
                 let n = (&nonce).into();
-                let sealed = match gcm {
+                let sealed = match gcm.as_ref() {
                     Gcm::A128(c) => c.encrypt(n, payload),
                     Gcm::A192(c) => c.encrypt(n, payload),
                     Gcm::A256(c) => c.encrypt(n, payload),
@@ -138,7 +138,7 @@ impl Cipher {
                     msg: sealed,
                     aad: context,
                 };
-                match gcm {
+                match gcm.as_ref() {
                     Gcm::A128(c) => c.decrypt(n.into(), payload),
                     Gcm::A192(c) => c.decrypt(n.into(), payload),
                     Gcm::A256(c) => c.decrypt(n.into(), payload),

@@ -87,6 +87,9 @@ pub struct ResourceEntry {
     pub providers: Vec<Provider>,
 }
 
+/// A provider key's cipher from its secret.
+type MakeCipher = fn(&[u8]) -> Result<Cipher, super::ciphers::CipherError>;
+
 const AES_KEY_SIZES: &[usize] = &[16, 24, 32];
 const SECRETBOX_KEY_SIZES: &[usize] = &[32];
 
@@ -219,7 +222,7 @@ fn provider_keys(
             cipher: None,
         }];
     }
-    let (name, keys, sizes, make): (&str, &Keys, &[usize], fn(&[u8]) -> Result<Cipher, _>) =
+    let (name, keys, sizes, make): (&str, &Keys, &[usize], MakeCipher) =
         if let Some(k) = &provider.aesgcm {
             ("aesgcm", k, AES_KEY_SIZES, Cipher::aes_gcm)
         } else if let Some(k) = &provider.aescbc {

@@ -82,7 +82,10 @@ pub fn pod_metrics(pod: &Value, summary: &Value, now: &str) -> Option<Value> {
         let r = &p["podRef"];
         r["namespace"] == meta["namespace"]
             && r["name"] == meta["name"]
-            && (meta["uid"].is_null() || r["uid"] == meta["uid"])
+            && (meta["uid"].is_null()
+                || r["uid"] == meta["uid"]
+                // A static pod's mirror has a uid of its own; the kubelet reports the pod's.
+                || meta["annotations"]["kubernetes.io/config.mirror"].is_string())
     })?;
     let mut containers = Vec::new();
     let mut time = String::new();
@@ -172,6 +175,9 @@ mod tests {
         // A pod recreated under the same name is not given the old pod's numbers.
         let other = json!({"metadata": {"name": "web", "namespace": "default", "uid": "u9"}});
         assert!(pod_metrics(&other, &summary(), "NOW").is_none());
+        let mirror = json!({"metadata": {"name": "web", "namespace": "default", "uid": "m1",
+            "annotations": {"kubernetes.io/config.mirror": "hash"}}});
+        assert!(pod_metrics(&mirror, &summary(), "NOW").is_some());
         let young = json!({"metadata": {"name": "young", "namespace": "default", "uid": "u2"}});
         assert!(pod_metrics(&young, &summary(), "NOW").is_none());
     }

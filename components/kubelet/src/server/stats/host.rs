@@ -254,6 +254,43 @@ pub fn container_sample(s: &cri::ContainerStats, now: SystemTime) -> Option<Cont
     })
 }
 
+/// utime + stime + cutime + cstime of `/proc/<pid>/stat`, in nanoseconds (USER_HZ = 100).
+pub fn proc_pid_cpu_nanos(stat: &str) -> Option<u64> {
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = (11..=14)
+        .map(|i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum::<Option<u64>>()?;
+    Some(ticks * 10_000_000)
+}
+
+/// A host process as a container: CPU from its stat, working set = its resident memory (VmRSS).
+pub fn process_sample(
+    files: &dyn Files,
+    pid: u32,
+    now: SystemTime,
+) -> Option<(CpuSample, MemorySample)> {
+    let cpu = proc_pid_cpu_nanos(&files.read(&format!("/proc/{pid}/stat")).ok()?)?;
+    let status = parse_kv(&files.read(&format!("/proc/{pid}/status")).ok()?);
+    let rss = status.get("VmRSS").copied()?;
+    Some((
+        CpuSample {
+            time: now,
+            usage_core_nanos: cpu,
+        },
+        MemorySample {
+            time: now,
+            working_set: rss,
+            usage: Some(rss),
+            rss: Some(rss),
+            available: None,
+            page_faults: None,
+            major_page_faults: None,
+        },
+    ))
+}
+
 /// The kubelet's node: its files, its root dir's filesystem, its CRI runtime (if any).
 pub struct HostStats {
     pub files: Arc<dyn Files>,
@@ -275,6 +312,10 @@ impl StatsSource for HostStats {
                 .ok()
                 .and_then(|t| proc_stat_boot_time(&t)),
         })
+    }
+
+    fn process(&self, pid: u32) -> Option<(CpuSample, MemorySample)> {
+        process_sample(self.files.as_ref(), pid, SystemTime::now())
     }
 
     async fn containers(&self) -> Result<Vec<ContainerSample>, StatsError> {
@@ -364,6 +405,22 @@ mod tests {
             proc_stat_boot_time("btime 1700000000\n"),
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
         );
+    }
+
+    #[test]
+    fn host_processes_are_read_from_proc() {
+        let files = FakeFiles(HashMap::from([
+            (
+                "/proc/42/stat",
+                "42 (kiln (api) server) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 3 2 20 0 8 0 100 0 0",
+            ),
+            ("/proc/42/status", "Name:\tkiln\nVmRSS:\t  2048 kB\n"),
+        ]));
+        let (cpu, mem) = process_sample(&files, 42, SystemTime::UNIX_EPOCH).unwrap();
+        // (250 + 50 + 3 + 2) ticks of 10 ms.
+        assert_eq!(cpu.usage_core_nanos, 305 * 10_000_000);
+        assert_eq!(mem.working_set, 2048 * 1024);
+        assert!(process_sample(&files, 7, SystemTime::UNIX_EPOCH).is_none());
     }
 
     #[test]

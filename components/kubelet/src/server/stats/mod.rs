@@ -20,7 +20,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use super::pods::PodSource;
+use super::pods::{PodRuntime, PodSource};
+use crate::runtime::ContainerState;
 
 /// How often the sampler takes a sample (metrics-server's default resolution is 15 s; its scrapes
 /// then always find a rate at most this old).
@@ -104,6 +105,10 @@ pub struct Sample {
 pub trait StatsSource: Send + Sync {
     fn node(&self) -> Result<NodeSample, StatsError>;
     async fn containers(&self) -> Result<Vec<ContainerSample>, StatsError>;
+    /// The CPU time and memory of one host process (a `kiln-host` static pod's container).
+    fn process(&self, _pid: u32) -> Option<(CpuSample, MemorySample)> {
+        None
+    }
 }
 
 /// Cores used between two samples, in billionths of a core (`usageNanoCores`); None when the
@@ -139,13 +144,37 @@ impl Stats {
             tracing::debug!(error = %e, "node stats");
             NodeSample::default()
         });
-        let (containers, container_error) = match self.source.containers().await {
+        let (mut containers, container_error) = match self.source.containers().await {
             Ok(c) => (c, false),
             Err(e) => {
                 tracing::debug!(error = %e, "container stats");
                 (Vec::new(), true)
             }
         };
+        // Static pods on the host runtime are processes: their /proc numbers stand in for a
+        // container's cgroup.
+        for p in self.pods.pods() {
+            if p.runtime != PodRuntime::Host {
+                continue;
+            }
+            for c in p.status.iter().flat_map(|s| s.containers.iter()) {
+                let ContainerState::Running { pid, .. } = c.state else {
+                    continue;
+                };
+                if let Some((cpu, memory)) = self.source.process(pid) {
+                    containers.push(ContainerSample {
+                        id: summary::container_key(&p, c),
+                        namespace: p.namespace().to_string(),
+                        pod: p.name().to_string(),
+                        pod_uid: p.uid().to_string(),
+                        name: c.name.clone(),
+                        cpu: Some(cpu),
+                        memory: Some(memory),
+                        rootfs_used: None,
+                    });
+                }
+            }
+        }
         Sample {
             node,
             containers,
@@ -281,6 +310,76 @@ pub(crate) mod tests {
         fn pods(&self) -> Vec<super::super::pods::NodePod> {
             Vec::new()
         }
+    }
+
+    /// A host process (pid 7) using one core-second per sample.
+    struct HostProcess(AtomicU64);
+
+    #[async_trait]
+    impl StatsSource for HostProcess {
+        fn node(&self) -> Result<NodeSample, StatsError> {
+            Ok(NodeSample::default())
+        }
+        async fn containers(&self) -> Result<Vec<ContainerSample>, StatsError> {
+            Ok(Vec::new())
+        }
+        fn process(&self, pid: u32) -> Option<(CpuSample, MemorySample)> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            (pid == 7).then(|| {
+                (
+                    CpuSample {
+                        time: at(n * 10),
+                        usage_core_nanos: n * 1_000_000_000,
+                    },
+                    MemorySample {
+                        time: at(n * 10),
+                        working_set: 4096,
+                        usage: None,
+                        rss: None,
+                        available: None,
+                        page_faults: None,
+                        major_page_faults: None,
+                    },
+                )
+            })
+        }
+    }
+
+    struct StaticPod;
+    impl PodSource for StaticPod {
+        fn pods(&self) -> Vec<super::super::pods::NodePod> {
+            let mut c = summary::tests::running("kiln-apiserver", "");
+            c.container_id.clear();
+            c.state = ContainerState::Running {
+                pid: 7,
+                started_at: at(0),
+            };
+            let mut p =
+                summary::tests::node_pod("kube-system", "kiln-apiserver-host1", "s1", vec![c]);
+            p.runtime = PodRuntime::Host;
+            vec![p]
+        }
+    }
+
+    #[tokio::test]
+    async fn static_pods_are_measured_as_processes() {
+        let stats = Stats::new(
+            Arc::new(HostProcess(AtomicU64::new(0))),
+            Arc::new(StaticPod),
+        );
+        stats.tick().await;
+        stats.tick().await;
+        let s = stats.summary("host1").await;
+        let pod = &s["pods"][0];
+        assert_eq!(pod["podRef"]["name"], "kiln-apiserver-host1");
+        assert_eq!(pod["containers"][0]["name"], "kiln-apiserver");
+        assert_eq!(pod["containers"][0]["cpu"]["usageNanoCores"], 100_000_000);
+        assert_eq!(pod["memory"]["workingSetBytes"], 4096);
+        let text = stats.resource_metrics().await;
+        assert!(
+            text.contains("pod_memory_working_set_bytes{namespace=\"kube-system\",pod=\"kiln-apiserver-host1\"} 4096"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

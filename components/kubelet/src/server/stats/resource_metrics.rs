@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::super::pods::{NodePod, PodRuntime};
+use super::super::pods::NodePod;
 use super::summary::{by_pod, pod_cpu, pod_memory};
 use super::{unix_millis, Sample};
 use crate::runtime::ContainerState;
@@ -129,7 +129,7 @@ pub fn render(sample: &Sample, pods: &[NodePod]) -> String {
         node_mem.push(&[], m.working_set as f64, Some(unix_millis(m.time)));
     }
     let grouped = by_pod(sample, pods);
-    for p in pods.iter().filter(|p| p.runtime == PodRuntime::Cri) {
+    for p in pods {
         let Some(containers) = grouped.get(p.uid()) else {
             continue;
         };

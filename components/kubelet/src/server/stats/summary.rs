@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::super::pods::{NodePod, PodRuntime};
+use super::super::pods::NodePod;
 use super::{nano_cores, rfc3339, ContainerSample, CpuSample, MemorySample, Sample};
-use crate::runtime::ContainerState;
+use crate::runtime::{ContainerState, ContainerStatus};
 
 fn cpu_json(cur: &CpuSample, nano: Option<u64>) -> Value {
     let mut m = Map::new();
@@ -42,17 +42,26 @@ fn memory_json(m: &MemorySample) -> Value {
 /// containers a runtime still lists are left out, as upstream's CRI stats provider does.
 fn running_ids(pods: &[NodePod]) -> HashSet<String> {
     pods.iter()
-        .filter_map(|p| p.status.as_ref())
-        .flat_map(|s| s.containers.iter().chain(s.init_containers.iter()))
-        .filter(|c| matches!(c.state, ContainerState::Running { .. }))
-        .map(|c| {
-            c.container_id
-                .split_once("://")
-                .map(|(_, id)| id)
-                .unwrap_or(&c.container_id)
-                .to_string()
+        .filter_map(|p| p.status.as_ref().map(|s| (p, s)))
+        .flat_map(|(p, s)| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter())
+                .map(move |c| (p, c))
         })
+        .filter(|(_, c)| matches!(c.state, ContainerState::Running { .. }))
+        .map(|(p, c)| container_key(p, c))
         .collect()
+}
+
+/// How a running container's sample is keyed: its runtime id (`<runtime>://<id>` in the
+/// status), or `<pod uid>/<name>` for a `kiln-host` process, which has none.
+pub fn container_key(p: &NodePod, c: &ContainerStatus) -> String {
+    match c.container_id.split_once("://") {
+        Some((_, id)) => id.to_string(),
+        None if c.container_id.is_empty() => format!("{}/{}", p.uid(), c.name),
+        None => c.container_id.clone(),
+    }
 }
 
 /// The running containers' samples, grouped by pod uid.
@@ -138,7 +147,7 @@ pub fn render(node_name: &str, prev: Option<&Sample>, cur: &Sample, pods: &[Node
         .unwrap_or_default();
     let grouped = by_pod(cur, pods);
     let mut items = Vec::new();
-    for p in pods.iter().filter(|p| p.runtime == PodRuntime::Cri) {
+    for p in pods {
         let Some(status) = &p.status else { continue };
         let containers = grouped.get(p.uid()).cloned().unwrap_or_default();
         if containers.is_empty() {
@@ -198,10 +207,11 @@ pub fn render(node_name: &str, prev: Option<&Sample>, cur: &Sample, pods: &[Node
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::super::super::pods::PodRuntime;
     use super::super::tests::at;
     use super::super::{FsSample, NodeSample};
     use super::*;
-    use crate::runtime::{ContainerStatus, PodStatus};
+    use crate::runtime::PodStatus;
     use k8s_openapi::api::core::v1::Pod;
 
     pub fn running(name: &str, id: &str) -> ContainerStatus {
