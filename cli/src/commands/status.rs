@@ -45,7 +45,11 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
                 .map(|i| i.kubelet_version.clone())
                 .unwrap_or_default();
             // A node on another build than the API server is mid-upgrade (or was missed by one).
-            let mark = if version == server { "" } else { " (not the server's build)" };
+            let mark = if version == server {
+                ""
+            } else {
+                " (not the server's build)"
+            };
             println!(
                 "{:<10} {:<9} {:<15} {:<16} {version}{mark}",
                 n.metadata.name.unwrap_or_default(),

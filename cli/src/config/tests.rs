@@ -206,12 +206,20 @@ fn memory_and_pid_thresholds_are_accepted() {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    assert!(validate::validate(&c).is_empty(), "{:?}", validate::validate(&c));
-    c.spec.kubelet.eviction_hard =
-        [("memory.available".to_string(), "lots".to_string())].into_iter().collect();
+    assert!(
+        validate::validate(&c).is_empty(),
+        "{:?}",
+        validate::validate(&c)
+    );
+    c.spec.kubelet.eviction_hard = [("memory.available".to_string(), "lots".to_string())]
+        .into_iter()
+        .collect();
     let problems = validate::validate(&c);
     assert_eq!(problems.len(), 1, "{problems:?}");
-    assert_eq!(problems[0].path, "spec.kubelet.evictionHard.memory.available");
+    assert_eq!(
+        problems[0].path,
+        "spec.kubelet.evictionHard.memory.available"
+    );
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! until the API server answers.
 
 pub mod agent;
-pub mod api_client;
 pub mod allocatable;
+pub mod api_client;
 pub mod apiserver_lb;
 pub mod cgroupfs;
 pub mod cni;
@@ -190,7 +190,12 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
                 let pods = rt.clone();
                 tasks.push(tokio::spawn(qos_manager::run(
                     cgroups,
-                    move || pods.pods_with_status().into_iter().map(|(p, _)| p).collect(),
+                    move || {
+                        pods.pods_with_status()
+                            .into_iter()
+                            .map(|(p, _)| p)
+                            .collect()
+                    },
                     shutdown_rx.clone(),
                 )));
             }

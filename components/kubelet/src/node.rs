@@ -121,8 +121,10 @@ pub fn node_status(
             Quantity(fs.capacity.to_string()),
         );
     }
-    let plain: BTreeMap<String, String> =
-        capacity.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+    let plain: BTreeMap<String, String> = capacity
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
     let allocatable = cfg
         .allocatable(&plain)
         .into_iter()

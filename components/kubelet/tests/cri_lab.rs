@@ -242,12 +242,22 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
     assert_eq!(printed, ["33554432", "20000", "204"], "{log}");
 
     // Pod cgroups by QoS class, with upstream's pod-level limits, the containers' cgroups below them.
-    let cg = |p: &str| lab.sh(&format!("cat /sys/fs/cgroup/{p}"), b"").trim().to_string();
-    assert_eq!(cg("memory/kubepods/poduid-oom/memory.limit_in_bytes"), "33554432");
+    let cg = |p: &str| {
+        lab.sh(&format!("cat /sys/fs/cgroup/{p}"), b"")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        cg("memory/kubepods/poduid-oom/memory.limit_in_bytes"),
+        "33554432"
+    );
     assert_eq!(cg("cpu/kubepods/poduid-oom/cpu.cfs_quota_us"), "20000");
     assert_eq!(cg("cpu/kubepods/poduid-oom/cpu.shares"), "204");
     assert_eq!(cg("cpu/kubepods/burstable/poduid-crash/cpu.shares"), "102");
-    assert_eq!(cg("cpu/kubepods/burstable/poduid-crash/cpu.cfs_quota_us"), "-1");
+    assert_eq!(
+        cg("cpu/kubepods/burstable/poduid-crash/cpu.cfs_quota_us"),
+        "-1"
+    );
     assert_eq!(
         cg("memory/kubepods/burstable/poduid-crash/memory.limit_in_bytes"),
         "67108864"
@@ -255,7 +265,10 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
     assert_eq!(cg("cpu/kubepods/besteffort/poduid-web/cpu.shares"), "2");
     assert_eq!(cg("pids/kubepods/besteffort/poduid-web/pids.max"), "1000");
     assert_eq!(cg("cpu/kubepods/besteffort/cpu.shares"), "2");
-    let web_ctrs = lab.sh("ls /sys/fs/cgroup/memory/kubepods/besteffort/poduid-web/", b"");
+    let web_ctrs = lab.sh(
+        "ls /sys/fs/cgroup/memory/kubepods/besteffort/poduid-web/",
+        b"",
+    );
     assert!(
         web_ctrs.lines().any(|l| l.len() == 64),
         "the sandbox and container cgroups live in the pod's: {web_ctrs}"
@@ -274,9 +287,15 @@ fn cri_runtime_runs_pods_on_containerd_in_a_lab_host() {
     assert!(status.success(), "kiln-cri-smoke: {status}");
     assert_eq!(lab.sh("ctr -n k8s.io containers ls -q", b"").trim(), "");
     // The pods' cgroups went with them; the tiers stay for the next pods.
-    let left = lab.sh("ls /sys/fs/cgroup/memory/kubepods/ /sys/fs/cgroup/cpu/kubepods/", b"");
+    let left = lab.sh(
+        "ls /sys/fs/cgroup/memory/kubepods/ /sys/fs/cgroup/cpu/kubepods/",
+        b"",
+    );
     assert!(!left.contains("poduid-"), "{left}");
-    assert!(left.contains("burstable") && left.contains("besteffort"), "{left}");
+    assert!(
+        left.contains("burstable") && left.contains("besteffort"),
+        "{left}"
+    );
     // CNI DEL ran for every sandbox: no IP is left reserved.
     let reserved = lab.sh("ls /var/lib/cni/networks/kiln/", b"");
     assert!(!reserved.contains("10.244.1."), "{reserved}");

@@ -322,11 +322,25 @@ async fn server_authenticates_authorizes_and_serves_logs() {
     let (code, summary) = admin.text("/stats/summary").await;
     assert_eq!(code, 200, "{summary}");
     let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
-    assert!(summary["node"]["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0);
-    assert!(summary["node"]["memory"]["workingSetBytes"].as_u64().unwrap() > 0);
+    assert!(
+        summary["node"]["cpu"]["usageCoreNanoSeconds"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        summary["node"]["memory"]["workingSetBytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     let (code, resource) = admin.text("/metrics/resource").await;
     assert_eq!(code, 200);
-    assert!(resource.contains("# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total "), "{resource}");
+    assert!(
+        resource
+            .contains("# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total "),
+        "{resource}"
+    );
     assert!(resource.contains("resource_scrape_error 0\n"), "{resource}");
 
     let _ = stop.send(true);

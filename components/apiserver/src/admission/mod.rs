@@ -547,7 +547,11 @@ mod tests {
         assert!(!no_storage.default_storage_class && !no_storage.storage_protection);
         assert!(!no_storage.pvc_resize && no_storage.node_restriction);
         assert!(d.pod_security);
-        assert!(!Plugins::from_flags(&[], &s(&["PodSecurity"]), true).unwrap().pod_security);
+        assert!(
+            !Plugins::from_flags(&[], &s(&["PodSecurity"]), true)
+                .unwrap()
+                .pod_security
+        );
         assert!(matches!(
             Plugins::from_flags(&s(&["AlwaysPullImages"]), &[], true),
             Err(AdmissionError::UnknownPlugin(_))

@@ -222,7 +222,11 @@ impl Target {
     }
 }
 
-pub(crate) fn upstream_verb(method: &Method, has_name: bool, query: &HashMap<String, String>) -> &'static str {
+pub(crate) fn upstream_verb(
+    method: &Method,
+    has_name: bool,
+    query: &HashMap<String, String>,
+) -> &'static str {
     let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     match *method {
         Method::GET | Method::HEAD if watch => "watch",
@@ -458,9 +462,7 @@ async fn serve_resource(
                 "exec" | "attach" => {
                     return proxy::exec(&state, &target, action, &query, req).await
                 }
-                "portforward" => {
-                    return portforward::serve(&state, &target, &query, req).await
-                }
+                "portforward" => return portforward::serve(&state, &target, &query, req).await,
                 _ => {}
             }
             let (parts, body) = req.into_parts();

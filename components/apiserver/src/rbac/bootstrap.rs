@@ -478,7 +478,10 @@ pub fn cluster_roles() -> Vec<Value> {
                 // The horizontal-pod-autoscaler controller writes HPA status.
                 rule(
                     &["autoscaling"],
-                    &["horizontalpodautoscalers", "horizontalpodautoscalers/status"],
+                    &[
+                        "horizontalpodautoscalers",
+                        "horizontalpodautoscalers/status",
+                    ],
                     ALL,
                 ),
                 rule(

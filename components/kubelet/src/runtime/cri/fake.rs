@@ -109,7 +109,11 @@ impl CriApi for FakeCri {
         Ok(self.st().images.contains(image))
     }
 
-    async fn pull_image(&self, image: &str, sb: &cri::PodSandboxConfig) -> Result<String, CriError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        sb: &cri::PodSandboxConfig,
+    ) -> Result<String, CriError> {
         self.pull_image_with_auth(image, None, sb).await
     }
 
@@ -149,7 +153,12 @@ impl CriApi for FakeCri {
 
     async fn image_user(&self, image: &str) -> Result<super::api::ImageUser, CriError> {
         self.up("ImageStatus")?;
-        Ok(self.st().image_users.get(image).cloned().unwrap_or_default())
+        Ok(self
+            .st()
+            .image_users
+            .get(image)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn run_pod_sandbox(
