@@ -401,6 +401,18 @@ impl ApiError {
     }
 }
 
+/// The error's Status with `metadata.continue` set (a 410 for an expired continue token hands out an
+/// inconsistent one).
+pub fn with_continue(e: &ApiError, token: &str) -> Response {
+    let mut status = e.to_status();
+    status["metadata"]["continue"] = Value::String(token.to_string());
+    let mut out = Vec::with_capacity(512);
+    write_ordered(&mut out, &status, STATUS_ORDER);
+    out.push(b'\n');
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    crate::handlers::bytes_response(code, out)
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

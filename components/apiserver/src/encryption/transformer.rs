@@ -268,10 +268,15 @@ mod tests {
         let t = Transformers::new(parse("t", text.as_bytes()).unwrap(), &specs);
         let prefix = |key: &str| {
             let out = t.write(key, b"{}".to_vec());
-            String::from_utf8_lossy(
-                &out[..out.iter().rposition(|b| *b == b':').map_or(0, |i| i + 1)],
-            )
-            .into_owned()
+            // `k8s:enc:<provider>:v1:<key>:` — the fifth colon ends it (the random IV and ciphertext
+            // after it may hold colons too).
+            let end = out
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b':')
+                .nth(4)
+                .map_or(0, |(i, _)| i + 1);
+            String::from_utf8_lossy(&out[..end]).into_owned()
         };
         assert_eq!(prefix("/registry/secrets/ns/a"), "k8s:enc:aescbc:v1:exact:");
         assert_eq!(

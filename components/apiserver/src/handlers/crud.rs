@@ -262,6 +262,57 @@ pub(super) fn scope(target: &Target) -> UpdateScope {
 
 /// The read-modify-write loop behind update and patch. `build` makes the new object from the stored
 /// one; a resourceVersion in the result that differs from the stored one is a 409.
+/// get / update / patch of a subresource that writes one part of the stored object
+/// (`certificatesigningrequests/approval`, `pods/ephemeralcontainers`): `build(stored, incoming)` makes
+/// what is stored from the stored object and the request's — an update's body, or the stored object
+/// with the patch applied (which carries no precondition unless the patch names a resourceVersion).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn serve_part(
+    state: &AppState,
+    target: &Target,
+    verb: &str,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    body: &[u8],
+    scope: UpdateScope,
+    build: impl Fn(&Value, &Value) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    match verb {
+        "get" => Ok(read(state, target, required_name(target)?).await?.0),
+        "update" => {
+            let incoming = super::parse_body(headers, body)?;
+            guaranteed_update(state, target, scope, query, |old| build(old, &incoming)).await
+        }
+        "patch" => {
+            let (kind, patch_body) = patch_request(headers, body)?;
+            guaranteed_update(state, target, scope, query, |old| {
+                let mut patched = crate::patch::apply(kind, old, &patch_body)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                if patch_body["metadata"]["resourceVersion"].is_null() {
+                    patched["metadata"]["resourceVersion"] = Value::Null;
+                }
+                build(old, &patched)
+            })
+            .await
+        }
+        other => Err(ApiError::method_not_allowed(
+            other,
+            target.spec.group,
+            target.spec.plural,
+        )),
+    }
+}
+
+/// `new` with `incoming`'s resourceVersion as the write's precondition, or none when it names none.
+pub(super) fn precondition_from(new: &mut Value, incoming: &Value) {
+    new["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
+    if new["metadata"]["resourceVersion"].is_null() {
+        if let Some(m) = new["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+        }
+    }
+}
+
 pub(super) async fn guaranteed_update(
     state: &AppState,
     target: &Target,

@@ -10,9 +10,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::crud::{guaranteed_update, patch_request, read, required_name};
+use super::crud::serve_part;
 use super::{ok_json, AppState, Target};
-use crate::patch;
 use crate::registry::defaults::pod_spec_defaults;
 use crate::registry::lifecycle::UpdateScope;
 use crate::registry::resources::PODS_EPHEMERAL_CONTAINERS;
@@ -31,12 +30,7 @@ fn with_ephemeral_containers(old: &Value, incoming: &Value) -> Value {
     }
     // Compared defaulted, as the stored ones are.
     pod_spec_defaults(&mut new["spec"]);
-    new["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
-    if new["metadata"]["resourceVersion"].is_null() {
-        if let Some(m) = new["metadata"].as_object_mut() {
-            m.remove("resourceVersion");
-        }
-    }
+    super::crud::precondition_from(&mut new, incoming);
     new
 }
 
@@ -48,7 +42,6 @@ pub async fn serve(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let spec = target.spec;
     // The pod kind with the update rule that lets ephemeral containers be added.
     let target = &Target {
         spec: &PODS_EPHEMERAL_CONTAINERS,
@@ -57,30 +50,17 @@ pub async fn serve(
         status: false,
         requester: target.requester.clone(),
     };
-    let obj = match verb {
-        "get" => read(state, target, required_name(target)?).await?.0,
-        "update" => {
-            let incoming = super::parse_body(headers, body)?;
-            guaranteed_update(state, target, UpdateScope::Main, query, |old| {
-                Ok(with_ephemeral_containers(old, &incoming))
-            })
-            .await?
-        }
-        "patch" => {
-            let (kind, patch_body) = patch_request(headers, body)?;
-            guaranteed_update(state, target, UpdateScope::Main, query, |old| {
-                let mut patched = patch::apply(kind, old, &patch_body)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                // A patch carries no precondition unless it names a resourceVersion itself.
-                if patch_body["metadata"]["resourceVersion"].is_null() {
-                    patched["metadata"]["resourceVersion"] = Value::Null;
-                }
-                Ok(with_ephemeral_containers(old, &patched))
-            })
-            .await?
-        }
-        other => return Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
-    };
+    let obj = serve_part(
+        state,
+        target,
+        verb,
+        headers,
+        query,
+        body,
+        UpdateScope::Main,
+        |old, incoming| Ok(with_ephemeral_containers(old, incoming)),
+    )
+    .await?;
     Ok(ok_json(&obj))
 }
 

@@ -44,6 +44,13 @@ impl Selectors {
     }
 }
 
+/// A continue token's revision that means "the latest" (upstream's -1): what the 410 for a token
+/// whose revision was compacted away hands out, so a client can finish its list inconsistently.
+pub const LATEST: i64 = -1;
+
+/// Upstream's text for a continue token compacted away (`handleCompactedErrorForPaging`).
+const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
 /// The continue token, in upstream's shape: base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":K}`
 /// where K is the next key relative to the list's key prefix.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +72,11 @@ impl Continue {
             .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
             .map_err(|_| bad())?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-        let revision = v["rv"].as_i64().filter(|r| *r > 0).ok_or_else(bad)?;
+        // -1: continue at the latest revision (the inconsistent token of an expired one, below).
+        let revision = v["rv"]
+            .as_i64()
+            .filter(|r| *r > 0 || *r == LATEST)
+            .ok_or_else(bad)?;
         let start = v["start"].as_str().ok_or_else(bad)?.to_string();
         if start.contains("..") || start.starts_with('/') {
             return Err(bad());
@@ -151,8 +162,8 @@ pub async fn list_page(
             remaining: None,
         });
     }
-    let (mut start, mut revision) = match from {
-        Some(c) => (format!("{prefix}{}", c.start), c.revision),
+    let (mut start, mut revision) = match &from {
+        Some(c) => (format!("{prefix}{}", c.start), c.revision.max(0)),
         None => (prefix.clone(), 0),
     };
     let mut items = Vec::new();
@@ -168,9 +179,7 @@ pub async fn list_page(
             .list_page(&prefix, &start, revision, want)
             .await
             .map_err(|e| match e {
-                StoreError::Compacted => ApiError::expired(
-                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
-                ),
+                StoreError::Compacted => ApiError::expired(EXPIRED_CONTINUE.into()),
                 other => store_error(other),
             })?;
         revision = page.revision;
@@ -228,7 +237,20 @@ pub async fn list(
         Some(token) => Some(Continue::decode(token)?),
     };
     let started = std::time::Instant::now();
-    let page = list_page(state, target, &selectors, limit, from).await?;
+    let restart = from.as_ref().map(|c| c.start.clone());
+    let page = match list_page(state, target, &selectors, limit, from).await {
+        Ok(page) => page,
+        // Its revision was compacted away: upstream's 410 carries a token that goes on from the
+        // same key at the latest revision.
+        Err(e) if e.code == 410 && e.message == EXPIRED_CONTINUE => {
+            let token = Continue {
+                revision: LATEST,
+                start: restart.unwrap_or_default(),
+            };
+            return Ok(crate::status::with_continue(&e, &token.encode()));
+        }
+        Err(e) => return Err(e),
+    };
     let read = started.elapsed();
     let mut metadata = json!({"resourceVersion": page.revision.to_string()});
     if let Some(next) = &page.next {

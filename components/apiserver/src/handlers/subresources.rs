@@ -247,7 +247,6 @@ pub async fn approval(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let spec = target.spec;
     // Upstream's csrApprovalStrategy: only the conditions change (and the metadata, as with any
     // update); spec and the issued certificate stay as stored.
     let build_from = |old: &Value, incoming: &Value| -> Result<Value, ApiError> {
@@ -270,37 +269,20 @@ pub async fn approval(
             }
         }
         new["status"]["conditions"] = json!(conditions);
-        new["metadata"]["resourceVersion"] = incoming["metadata"]["resourceVersion"].clone();
-        if new["metadata"]["resourceVersion"].is_null() {
-            if let Some(m) = new["metadata"].as_object_mut() {
-                m.remove("resourceVersion");
-            }
-        }
+        super::crud::precondition_from(&mut new, incoming);
         Ok(new)
     };
-    let obj = match verb {
-        "get" => read(state, target, required_name(target)?).await?.0,
-        "update" => {
-            let incoming = super::parse_body(headers, body)?;
-            guaranteed_update(state, target, UpdateScope::Status, query, |old| {
-                build_from(old, &incoming)
-            })
-            .await?
-        }
-        "patch" => {
-            let (kind, patch_body) = patch_request(headers, body)?;
-            guaranteed_update(state, target, UpdateScope::Status, query, |old| {
-                let mut patched = patch::apply(kind, old, &patch_body)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                if patch_body["metadata"]["resourceVersion"].is_null() {
-                    patched["metadata"]["resourceVersion"] = Value::Null;
-                }
-                build_from(old, &patched)
-            })
-            .await?
-        }
-        other => return Err(ApiError::method_not_allowed(other, spec.group, spec.plural)),
-    };
+    let obj = super::crud::serve_part(
+        state,
+        target,
+        verb,
+        headers,
+        query,
+        body,
+        UpdateScope::Status,
+        build_from,
+    )
+    .await?;
     Ok(ok_json(&obj))
 }
 

@@ -37,6 +37,24 @@ fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
 }
 
 impl GrpcCri {
+    /// The image as the runtime has it (None: not pulled): what ImagePresent and the image's user read.
+    async fn image_status(&self, image: &str) -> Result<Option<cri::Image>, CriError> {
+        let r = self
+            .image
+            .clone()
+            .image_status(request(
+                cri::ImageStatusRequest {
+                    image: Some(image_spec(image)),
+                    verbose: false,
+                },
+                CALL_TIMEOUT,
+            ))
+            .await
+            .map_err(|e| CriError::call("ImageStatus", e))?
+            .into_inner();
+        Ok(r.image)
+    }
+
     /// `endpoint` is a socket path, with or without the `unix://` prefix.
     pub fn new(endpoint: &str) -> Result<Self, GrpcError> {
         let path = PathBuf::from(endpoint.strip_prefix("unix://").unwrap_or(endpoint));
@@ -171,20 +189,7 @@ impl CriApi for GrpcCri {
     }
 
     async fn image_present(&self, image: &str) -> Result<bool, CriError> {
-        let r = self
-            .image
-            .clone()
-            .image_status(request(
-                cri::ImageStatusRequest {
-                    image: Some(image_spec(image)),
-                    verbose: false,
-                },
-                CALL_TIMEOUT,
-            ))
-            .await
-            .map_err(|e| CriError::call("ImageStatus", e))?
-            .into_inner();
-        Ok(r.image.is_some())
+        Ok(self.image_status(image).await?.is_some())
     }
 
     async fn pull_image(
@@ -219,20 +224,9 @@ impl CriApi for GrpcCri {
     }
 
     async fn image_user(&self, image: &str) -> Result<super::api::ImageUser, CriError> {
-        let r = self
-            .image
-            .clone()
-            .image_status(request(
-                cri::ImageStatusRequest {
-                    image: Some(image_spec(image)),
-                    verbose: false,
-                },
-                CALL_TIMEOUT,
-            ))
-            .await
-            .map_err(|e| CriError::call("ImageStatus", e))?
-            .into_inner();
-        Ok(r.image
+        Ok(self
+            .image_status(image)
+            .await?
             .map(|i| super::api::ImageUser {
                 uid: i.uid.map(|u| u.value),
                 username: i.username,
