@@ -54,7 +54,8 @@ pub fn uid_of(dir_name: &str) -> Option<&str> {
     dir_name.strip_prefix("pod").filter(|u| !u.is_empty())
 }
 
-fn qos_class(pod: &Pod) -> &'static str {
+/// The pod's QoS class, computed as the API server does.
+pub fn qos_class(pod: &Pod) -> &'static str {
     let value = serde_json::to_value(pod).unwrap_or_default();
     quota::qos_class(&value)
 }
@@ -68,7 +69,7 @@ pub fn shares(milli_cpu: i128) -> u64 {
 }
 
 /// upstream's MilliCPUToQuota (a limit of zero: no quota).
-fn quota_of(milli_cpu: i128) -> Option<i64> {
+pub fn quota_of(milli_cpu: i128) -> Option<i64> {
     (milli_cpu > 0).then(|| ((milli_cpu * CPU_PERIOD as i128 / 1000) as i64).max(MIN_QUOTA))
 }
 
@@ -88,11 +89,13 @@ fn all_limited(pod: &Pod, resource: &str) -> bool {
         })
 }
 
-/// The pod's effective requests and limits in milli-units (upstream's PodRequests / PodLimits: the
-/// sum over containers, at least the largest init container's, plus the pod overhead).
-fn effective(pod: &Pod) -> (quota::Usage, quota::Usage) {
+/// The pod as JSON once, for the shared quota code: its QoS class and its effective requests and
+/// limits (upstream's PodRequests / PodLimits: the sum over containers, at least the largest init
+/// container's, plus the pod overhead).
+fn class_and_effective(pod: &Pod) -> (&'static str, quota::Usage, quota::Usage) {
     let value = serde_json::to_value(pod).unwrap_or_default();
-    quota::pod_resources(&value)
+    let (requests, limits) = quota::pod_resources(&value);
+    (quota::qos_class(&value), requests, limits)
 }
 
 fn milli(u: &quota::Usage, resource: &str) -> i128 {
@@ -104,7 +107,7 @@ fn milli(u: &quota::Usage, resource: &str) -> i128 {
 /// declares that limit (else one unlimited container makes the pod unlimited); BestEffort pods the
 /// minimum shares. `pod_pids_limit` (`--pod-max-pids`) bounds every pod alike.
 pub fn pod_resources(pod: &Pod, pod_pids_limit: Option<i64>) -> CgroupResources {
-    let (requests, limits) = effective(pod);
+    let (class, requests, limits) = class_and_effective(pod);
     let shares = shares(milli(&requests, "cpu"));
     let quota = quota_of(milli(&limits, "cpu"));
     let memory = (milli(&limits, "memory") > 0).then(|| (milli(&limits, "memory") / 1000) as i64);
@@ -112,7 +115,7 @@ pub fn pod_resources(pod: &Pod, pod_pids_limit: Option<i64>) -> CgroupResources 
         pids_limit: pod_pids_limit.filter(|p| *p > 0),
         ..Default::default()
     };
-    match qos_class(pod) {
+    match class {
         "Guaranteed" => {
             r.cpu_shares = Some(shares);
             r.cpu_quota = quota;
@@ -137,8 +140,9 @@ pub fn pod_resources(pod: &Pod, pod_pids_limit: Option<i64>) -> CgroupResources 
 pub fn burstable_shares<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> u64 {
     let total: i128 = pods
         .into_iter()
-        .filter(|p| qos_class(p) == "Burstable")
-        .map(|p| milli(&effective(p).0, "cpu"))
+        .map(class_and_effective)
+        .filter(|(class, _, _)| *class == "Burstable")
+        .map(|(_, requests, _)| milli(&requests, "cpu"))
         .sum();
     shares(total)
 }

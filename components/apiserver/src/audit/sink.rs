@@ -316,11 +316,11 @@ mod tests {
         }
         let (release, wait) = std::sync::mpsc::channel();
         let sink = Sink::start(Box::new(Stuck(wait)), 2);
-        let started = std::time::Instant::now();
+        // The writer is stuck until `release` goes: were `send` to wait for room, this loop would
+        // never end; it ends, having dropped what did not fit.
         for _ in 0..10 {
             sink.send(b"{}".to_vec());
         }
-        assert!(started.elapsed() < Duration::from_secs(1));
         assert!(sink.dropped() >= 7, "dropped {}", sink.dropped());
         drop(release);
     }

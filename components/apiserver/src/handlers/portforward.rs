@@ -116,14 +116,7 @@ pub async fn serve(
         .await
         .map_err(kubelet_error)?;
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        // The kubelet's (or the runtime's) refusal goes back as it is.
-        let (parts, body) = resp.into_parts();
-        let mut out = Response::new(Body::new(body));
-        *out.status_mut() = parts.status;
-        if let Some(ct) = parts.headers.get(header::CONTENT_TYPE) {
-            out.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
-        }
-        return Ok(out);
+        return Ok(super::proxy::refusal(resp));
     }
     let mut out = Response::new(Body::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;

@@ -212,14 +212,7 @@ pub async fn exec(
         .await
         .map_err(kubelet_error)?;
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        // The kubelet's error (or a non-upgrade answer) goes back as it is.
-        let (parts, body) = resp.into_parts();
-        let mut out = Response::new(Body::new(body));
-        *out.status_mut() = parts.status;
-        if let Some(ct) = parts.headers.get(header::CONTENT_TYPE) {
-            out.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
-        }
-        return Ok(out);
+        return Ok(refusal(resp));
     }
     let mut out = Response::new(Body::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -247,4 +240,16 @@ pub async fn exec(
         }
     });
     Ok(out)
+}
+
+/// The kubelet's (or the runtime's) answer to an upgrade it refused, passed back as it is: status,
+/// content type and body.
+pub(super) fn refusal(resp: http::Response<hyper::body::Incoming>) -> Response {
+    let (parts, body) = resp.into_parts();
+    let mut out = Response::new(Body::new(body));
+    *out.status_mut() = parts.status;
+    if let Some(ct) = parts.headers.get(header::CONTENT_TYPE) {
+        out.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
+    }
+    out
 }

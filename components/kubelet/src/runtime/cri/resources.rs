@@ -10,12 +10,8 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kiln_common::quantity;
 
-/// Upstream's CFS period (100 ms) and its smallest quota (1 ms).
-const CPU_PERIOD: i64 = 100_000;
-const MIN_QUOTA: i64 = 1_000;
-/// cgroup v1 cpu.shares bounds (upstream's MinShares; MaxShares 262144).
-const MIN_SHARES: i64 = 2;
-const MAX_SHARES: i64 = 262_144;
+use crate::qos_cgroups;
+
 /// OOM score adjustments upstream gives by class.
 const GUARANTEED_OOM: i64 = -997;
 const BEST_EFFORT_OOM: i64 = 1000;
@@ -33,18 +29,9 @@ fn milli(c: &Container, list: &str, resource: &str) -> Option<i128> {
     quantity::parse(&q.0).ok().map(|m| m.0)
 }
 
-/// upstream's MilliCPUToShares.
-fn shares(milli_cpu: i128) -> i64 {
-    if milli_cpu <= 0 {
-        return MIN_SHARES;
-    }
-    ((milli_cpu * 1024 / 1000) as i64).clamp(MIN_SHARES, MAX_SHARES)
-}
-
 /// The pod's QoS class, computed as the API server does.
 pub fn qos_class(pod: &Pod) -> &'static str {
-    let value = serde_json::to_value(pod).unwrap_or_default();
-    kiln_common::quota::qos_class(&value)
+    qos_cgroups::qos_class(pod)
 }
 
 /// upstream's GetContainerOOMScoreAdjust.
@@ -79,13 +66,13 @@ pub fn linux_resources(
 ) -> cri::LinuxContainerResources {
     let cpu_request = milli(c, "requests", "cpu").or_else(|| milli(c, "limits", "cpu"));
     let mut r = cri::LinuxContainerResources {
-        cpu_shares: shares(cpu_request.unwrap_or(0)),
+        cpu_shares: qos_cgroups::shares(cpu_request.unwrap_or(0)) as i64,
         oom_score_adj: oom_score_adj(pod, c, memory_capacity),
         ..Default::default()
     };
-    if let Some(limit) = milli(c, "limits", "cpu") {
-        r.cpu_period = CPU_PERIOD;
-        r.cpu_quota = ((limit * CPU_PERIOD as i128 / 1000) as i64).max(MIN_QUOTA);
+    if let Some(quota) = milli(c, "limits", "cpu").and_then(qos_cgroups::quota_of) {
+        r.cpu_period = qos_cgroups::CPU_PERIOD as i64;
+        r.cpu_quota = quota;
     }
     if let Some(limit) = milli(c, "limits", "memory") {
         r.memory_limit_in_bytes = (limit / 1000) as i64;
