@@ -105,6 +105,19 @@ impl Ctx {
             .await;
     }
 
+    /// Wait until the case's namespace is gone (its pods deleted), polling; gives up quietly after
+    /// `limit`: the next case then starts with whatever capacity there is, as without the wait.
+    pub async fn wait_namespace_gone(&self, limit: Duration) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            match namespaces.get_opt(&self.ns).await {
+                Ok(None) => return,
+                Ok(Some(_)) | Err(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+            }
+        }
+    }
+
     /// A handle on a namespaced kind in the case's namespace.
     pub fn api<K>(&self) -> Api<K>
     where

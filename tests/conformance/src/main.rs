@@ -25,7 +25,8 @@ struct Args {
     /// Leave out entries whose codename matches this regex.
     #[arg(long)]
     skip: Option<Regex>,
-    /// Entries run at once, each in its own namespace.
+    /// Entries run at once, each in its own namespace (entries that mostly wait — probes watched
+    /// for minutes, CronJob schedules — have as many slots again).
     #[arg(long, default_value_t = 6)]
     parallel: usize,
     /// A case that runs longer fails.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use regex::Regex;
+use tokio::sync::Semaphore;
 
 use crate::cases::{self, Case};
 use crate::ctx::{Cluster, Ctx};
@@ -54,6 +55,23 @@ impl Selection {
     }
 }
 
+/// Pod-heavy entries (each makes half the pods the nodes allow) run one at a time: two at once fill
+/// every node and leave the other entries' pods Pending ("Too many pods") until their waits run out.
+const POD_HEAVY_SLOTS: usize = 1;
+
+/// How long a pod-heavy entry's namespace may take to go before the next heavy entry starts anyway.
+const HEAVY_NAMESPACE_GONE: Duration = Duration::from_secs(300);
+
+/// Entries that spend minutes in upstream's fixed waits while the cluster does little for them (a
+/// probe watched for 4 minutes, a CronJob watched over several schedule minutes). They get a pool
+/// of `parallel` slots of their own beside the others', so they neither hold the busy entries'
+/// slots nor run alone at the end. Substrings of the codename.
+const LONG_WAITS: &[&str] = &["Probing container", "[Slow]", "CronJob"];
+
+fn waits_long(codename: &str) -> bool {
+    LONG_WAITS.iter().any(|w| codename.contains(w))
+}
+
 pub struct Options {
     pub parallel: usize,
     pub case_timeout: Duration,
@@ -67,14 +85,30 @@ pub async fn run(
 ) -> Vec<Outcome> {
     let by_name: HashMap<&str, &'static Case> =
         cases::all().into_iter().map(|c| (c.codename, c)).collect();
+    let heavy = Arc::new(Semaphore::new(POD_HEAVY_SLOTS));
     let jobs = entries.iter().enumerate().map(|(i, l)| {
         let case = by_name.get(l.codename).copied();
         let cluster = cluster.clone();
+        let heavy = heavy.clone();
         async move {
+            // The slot is held from before the case starts until its namespace is gone, so the
+            // clock of an entry waiting for it does not start early.
+            let _slot = match cases::pod_heavy(l.codename) {
+                true => Some(
+                    heavy
+                        .acquire_owned()
+                        .await
+                        .expect("the semaphore is never closed"),
+                ),
+                false => None,
+            };
             let start = Instant::now();
             let status = match case {
                 None => Status::Unwritten(reasons::unwritten(l.codename)),
-                Some(c) => run_one(cluster, c, opts.case_timeout).await,
+                Some(c) => {
+                    let gone = cases::pod_heavy(l.codename).then_some(HEAVY_NAMESPACE_GONE);
+                    run_one(cluster, c, opts.case_timeout, gone).await
+                }
             };
             let outcome = Outcome {
                 codename: l.codename,
@@ -102,10 +136,17 @@ pub async fn run(
     let (serial, parallel): (Vec<_>, Vec<_>) = jobs
         .enumerate()
         .partition(|(i, _)| entries[*i].codename.contains("[Serial]"));
-    let mut done: Vec<(usize, Outcome)> = stream::iter(parallel.into_iter().map(|(_, j)| j))
-        .buffer_unordered(opts.parallel.max(1))
-        .collect()
-        .await;
+    let (long, busy): (Vec<_>, Vec<_>) = parallel
+        .into_iter()
+        .partition(|(i, _)| waits_long(entries[*i].codename));
+    let slots = opts.parallel.max(1);
+    let pool = |jobs: Vec<(usize, _)>| {
+        stream::iter(jobs.into_iter().map(|(_, j)| j))
+            .buffer_unordered(slots)
+            .collect::<Vec<(usize, Outcome)>>()
+    };
+    let (mut done, more) = futures::join!(pool(busy), pool(long));
+    done.extend(more);
     for (_, job) in serial {
         done.push(job.await);
     }
@@ -113,13 +154,23 @@ pub async fn run(
     done.into_iter().map(|(_, o)| o).collect()
 }
 
-async fn run_one(cluster: Arc<Cluster>, case: &'static Case, timeout: Duration) -> Status {
+/// Run one case in a fresh namespace; with `wait_gone`, wait (up to that long) for the namespace
+/// to be deleted before returning.
+async fn run_one(
+    cluster: Arc<Cluster>,
+    case: &'static Case,
+    timeout: Duration,
+    wait_gone: Option<Duration>,
+) -> Status {
     let ctx = match Ctx::new(cluster, case.namespace).await {
         Ok(c) => c,
         Err(e) => return Status::Failed(format!("making the test namespace: {e}")),
     };
     let result = tokio::time::timeout(timeout, (case.run)(&ctx)).await;
     ctx.cleanup().await;
+    if let Some(limit) = wait_gone {
+        ctx.wait_namespace_gone(limit).await;
+    }
     match result {
         Ok(Ok(())) => Status::Passed,
         Ok(Err(e)) => Status::Failed(one_line(&e.to_string())),
@@ -157,6 +208,19 @@ mod tests {
             skip: None,
         };
         assert_eq!(all.entries().len(), LIST.len());
+    }
+
+    #[test]
+    fn long_waits_have_their_own_pool_and_heavy_entries_are_written_cases() {
+        let probe = "[sig-node] Probing container should *not* be restarted with a tcp:8080 liveness probe [NodeConformance] [Conformance]";
+        let quick = "[sig-node] ConfigMap should be consumable via the environment [NodeConformance] [Conformance]";
+        assert!(waits_long(probe) && !waits_long(quick));
+        let written: Vec<&str> = cases::all().iter().map(|c| c.codename).collect();
+        for heavy in crate::cases::garbage_collector_pod_heavy() {
+            assert!(written.contains(heavy), "{heavy} is not a written case");
+            assert!(cases::pod_heavy(heavy));
+        }
+        assert!(!cases::pod_heavy(quick));
     }
 
     #[test]

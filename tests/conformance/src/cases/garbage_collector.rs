@@ -114,6 +114,16 @@ fn delete_params(policy: fn() -> DeleteParams, uid: Option<String>) -> DeletePar
     }
 }
 
+/// The entries whose RC takes `estimate_maximum_pods` replicas: each fills half of what the
+/// nodes allow, so two at once (or one with the orphaned pods of another still terminating) leave
+/// every other entry's pods Pending with "Too many pods". The runner gives them one slot
+/// (`runner::POD_HEAVY_SLOTS`) and waits for their namespace to be gone before the next starts.
+pub const POD_HEAVY: &[&str] = &[
+    "[sig-api-machinery] Garbage collector should orphan pods created by rc if delete options say so [Conformance]",
+    "[sig-api-machinery] Garbage collector should keep the rc around until all its pods are deleted if the deleteOptions says so [Conformance]",
+    "[sig-api-machinery] Garbage collector should not delete dependents that have both valid owner and owner that's waiting for dependents to be deleted [Conformance]",
+];
+
 /// upstream's estimateMaximumPods: half the pods the ready, schedulable, untainted nodes allow
 /// (10 for a node that does not say), bounded to [min, max].
 async fn estimate_maximum_pods(ctx: &Ctx, min: i32, max: i32) -> CaseResult<i32> {

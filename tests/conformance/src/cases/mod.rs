@@ -40,6 +40,7 @@ mod networking_api;
 mod node;
 mod node_lifecycle;
 mod node_pods;
+mod node_taints;
 mod objects;
 mod pod_networking;
 mod podtemplates;
@@ -84,6 +85,17 @@ macro_rules! case {
 }
 pub(crate) use case;
 
+/// Whether an entry fills half the cluster's pod capacity (see `garbage_collector::POD_HEAVY`).
+pub fn pod_heavy(codename: &str) -> bool {
+    garbage_collector::POD_HEAVY.contains(&codename)
+}
+
+/// The pod-heavy entries, for the runner's test.
+#[cfg(test)]
+pub fn garbage_collector_pod_heavy() -> &'static [&'static str] {
+    garbage_collector::POD_HEAVY
+}
+
 /// Every written case.
 pub fn all() -> Vec<&'static Case> {
     [
@@ -118,6 +130,7 @@ pub fn all() -> Vec<&'static Case> {
         networking_api::CASES,
         node::CASES,
         node_lifecycle::CASES,
+        node_taints::CASES,
         node_pods::CASES,
         objects::CASES,
         pod_networking::CASES,
