@@ -54,6 +54,7 @@ mod runtime;
 mod runtime_class;
 mod scheduling;
 mod secret_volumes;
+mod service_latency;
 mod services_network;
 mod statefulsets;
 mod storage;
@@ -145,6 +146,7 @@ pub fn all() -> Vec<&'static Case> {
         runtime_class::CASES,
         scheduling::CASES,
         secret_volumes::CASES,
+        service_latency::CASES,
         services_network::CASES,
         statefulsets::CASES,
         storage::CASES,
