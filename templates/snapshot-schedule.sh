@@ -6,12 +6,17 @@
 conf=/etc/kiln/snapshot-schedule.conf
 echo $$ > /run/kiln/snapshot-schedule.pid
 trap 'exit 0' TERM INT
+{% if next_command %}# a cron schedule: the first run at its next time, each later one at the time after the run
+next=$({{ next_command }}) || exit 1
+{% else %}# an interval: the first run at once
 next=0
-while [ -f "$conf" ]; do
+{% endif %}while [ -f "$conf" ]; do
   now=$(date +%s)
   if [ "$now" -ge "$next" ]; then
-    next=$((now + {{ every_secs }}))
+{% if next_command %}    {{ save_command }} >/dev/null 2>>/var/log/kiln/snapshot-schedule.err
+    next=$({{ next_command }}) || exit 1
+{% else %}    next=$((now + {{ every_secs }}))
     {{ save_command }} >/dev/null 2>>/var/log/kiln/snapshot-schedule.err
-  fi
+{% endif %}  fi
   sleep 1
 done

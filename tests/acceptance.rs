@@ -3,14 +3,68 @@
 //! rolling update, the troubleshooting cases (Pending with the scheduler's message, CrashLoopBackOff with
 //! `kubectl logs --previous`, `kubectl exec`, a ConfigMap volume following an update, backup → lose a
 //! namespace → restore, a Service without endpoints, a NotReady node whose pods move), and reset back to
-//! clean hosts.
+//! clean hosts. The same walk runs on hosts without systemd and on hosts that boot systemd (`kiln lab up
+//! --init systemd`), where it also checks what only systemd does: units, restarts, the snapshot timer,
+//! boot through enabled units, and reset's unit cleanup.
 
 use kiln_tests::{ok, run, stdout, Cluster, TestLab};
+
+const HOSTS: [&str; 3] = ["host1", "host2", "host3"];
 
 #[test]
 #[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn the_seeds_walkthrough_on_three_hosts() {
-    let lab = TestLab::up("t-accept", 3, true);
+    walkthrough("t-accept", "plain");
+}
+
+#[test]
+#[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
+fn the_seeds_walkthrough_on_systemd_hosts() {
+    walkthrough("t-accept-sd", "systemd");
+}
+
+/// The kubelet unit's restart count on `host`, from systemd.
+fn kubelet_restarts(c: &Cluster, host: &str) -> u32 {
+    let n = c
+        .lab
+        .ssh_ok(host, "systemctl show -p NRestarts --value kiln-kubelet");
+    n.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("NRestarts on {host}: {n:?}"))
+}
+
+/// What only a systemd host has: the kubelet is an active unit on every host, and systemd restarts it
+/// when it is killed.
+fn check_systemd_kubelet(c: &Cluster) {
+    for h in HOSTS {
+        assert_eq!(
+            c.lab.ssh_ok(h, "systemctl is-active kiln-kubelet").trim(),
+            "active",
+            "kiln-kubelet on {h}"
+        );
+    }
+    let before = kubelet_restarts(c, "host2");
+    let pid = c
+        .lab
+        .ssh_ok("host2", "systemctl show -p MainPID --value kiln-kubelet");
+    assert!(pid.trim().parse::<u32>().is_ok_and(|p| p > 0), "{pid}");
+    c.lab.ssh_ok("host2", &format!("kill -9 {}", pid.trim()));
+    c.wait("systemd to restart the killed kubelet", 60, || {
+        let now = kubelet_restarts(c, "host2");
+        let active = c
+            .lab
+            .ssh_ok("host2", "systemctl is-active kiln-kubelet; true");
+        if now > before && active.trim() == "active" {
+            Ok(())
+        } else {
+            Err(format!("NRestarts {before} -> {now}, {active}"))
+        }
+    });
+}
+
+fn walkthrough(name: &str, init: &str) {
+    let systemd = init == "systemd";
+    let lab = TestLab::up_with_init(name, 3, true, &[], init);
     // Short node-failure timings, as a DR drill or CI would configure them.
     let c = Cluster::on(
         lab,
@@ -26,6 +80,16 @@ fn the_seeds_walkthrough_on_three_hosts() {
         3,
         "{nodes}"
     );
+    if systemd {
+        check_systemd_kubelet(&c);
+        c.kiln(&["snapshot", "schedule", "--every", "6h"]);
+        assert_eq!(
+            c.lab
+                .ssh_ok("host1", "systemctl is-active kiln-snapshot.timer")
+                .trim(),
+            "active"
+        );
+    }
 
     // The sample app: 2 replicas, probes, NodePort 30080.
     // The directory cargo gives at run time: a binary from a warm target dir may have been built elsewhere.
@@ -245,7 +309,8 @@ fn the_seeds_walkthrough_on_three_hosts() {
             Err(wide)
         }
     });
-    // Power back: the host boots, kiln's services come back (rc.local on hosts without systemd), Ready again.
+    // Power back: the host boots, kiln's services come back (rc.local on hosts without systemd, the enabled
+    // units with systemd), Ready again.
     ok(&mut c.lab.kiln(&["lab", "start", "host3"]));
     c.wait("host3 Ready again", 90, || {
         let s = c.kubectl(&[
@@ -310,13 +375,21 @@ fn the_seeds_walkthrough_on_three_hosts() {
     // Reset every host: kiln's own residue scan and an independent look agree that nothing is left.
     let out = c.kiln(&["reset"]);
     assert_eq!(out.matches("verify-clean         done").count(), 3, "{out}");
-    for h in ["host1", "host2", "host3"] {
+    for h in HOSTS {
         let left = c.lab.ssh_ok(
             h,
             "ls -A /etc/kiln /var/log/pods 2>/dev/null; ls -A /var/lib/kiln; ls /usr/local/bin; ip link show cni0 2>/dev/null; \
              nft list table ip kiln 2>/dev/null; ip route show proto 252; true",
         );
         assert_eq!(left, "", "left on {h}");
+        if systemd {
+            let units = c.lab.ssh_ok(
+                h,
+                "ls /etc/systemd/system /etc/systemd/system/*.wants | grep kiln; \
+                 systemctl list-units --all --no-legend 'kiln*'; true",
+            );
+            assert_eq!(units, "", "kiln units left on {h}");
+        }
     }
     c.lab.down();
 }

@@ -65,6 +65,17 @@ impl TestLab {
 
     /// A lab whose registry also holds the named extra images (`kiln lab up --image NAME`).
     pub fn up_with_images(name: &str, hosts: u32, registry: bool, images: &[&str]) -> TestLab {
+        Self::up_with_init(name, hosts, registry, images, "plain")
+    }
+
+    /// A lab whose hosts boot `init` as PID 1 (`kiln lab up --init plain|systemd`).
+    pub fn up_with_init(
+        name: &str,
+        hosts: u32,
+        registry: bool,
+        images: &[&str],
+        init: &str,
+    ) -> TestLab {
         require_root();
         let lab = TestLab {
             name: name.to_string(),
@@ -82,6 +93,7 @@ impl TestLab {
         if !registry {
             args.push("--no-registry");
         }
+        args.extend(["--init", init]);
         ok(&mut lab.kiln(&args));
         lab
     }

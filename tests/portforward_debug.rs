@@ -2,7 +2,9 @@
 //! (kubectl 1.32's SPDY-over-WebSocket tunnel and kubectl 1.29's plain SPDY), the runtime's error for
 //! a port nothing listens on, and `kubectl debug` adding an ephemeral container that targets the
 //! pod's container: it runs once, sees the target's processes (`ps`), reports its status and is
-//! never restarted.
+//! never restarted. Issue #30 on the same pod: kubectl 1.32's exec over WebSocket v5 (translated
+//! to SPDY by the API server) with stdin to EOF, a non-zero exit code, a TTY and its size, and
+//! `kubectl cp` both ways; kubectl 1.27's SPDY exec still works and is not translated.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -108,7 +110,103 @@ fn port_forward_and_ephemeral_containers() {
     ]);
     c.kubectl(&["wait", "--for=condition=Ready", "pod/web", "--timeout=180s"]);
     port_forward(&c);
+    exec_over_websockets(&c);
     debug(&c);
+}
+
+/// `apiserver_stream_translator_requests_total{code="200"}`: exec/attach sessions the API server
+/// translated from WebSocket v5 to SPDY and that ended with the command's own exit.
+fn translated_sessions(c: &Cluster) -> u64 {
+    c.kubectl(&["get", "--raw", "/metrics"])
+        .lines()
+        .find_map(|l| l.strip_prefix("apiserver_stream_translator_requests_total{code=\"200\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// kubectl run in the lab through `sh -c` (pipes, a pseudo-terminal from `script`).
+fn shell(c: &Cluster, script: &str) -> std::process::Output {
+    run(&mut c.lab.in_lab(&["sh", "-c", script]))
+}
+
+/// Issue #30: kubectl 1.32 (WebSocket v5 by default) and 1.27 (SPDY) exec into `web`.
+fn exec_over_websockets(c: &Cluster) {
+    let k = format!("kubectl --kubeconfig {} --request-timeout=30s", c.admin);
+    let before = translated_sessions(c);
+
+    // stdin to EOF: v5's CLOSE signal half-closes the command's stdin, so `cat` ends.
+    let o = shell(c, &format!("echo hi | timeout 30 {k} exec -i web -- cat"));
+    assert!(o.status.success(), "exec -i: {o:?}");
+    assert_eq!(stdout(&o), "hi");
+
+    // A non-zero exit: the Status on the error channel carries the code, kubectl exits with it.
+    let o = shell(
+        c,
+        &format!("timeout 30 {k} exec web -- sh -c 'echo out; exit 3'"),
+    );
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    assert_eq!(stdout(&o), "out");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("command terminated with exit code 3"), "{err}");
+
+    // A TTY: the terminal's size reaches the container through the resize channel.
+    let o = shell(
+        c,
+        &format!(
+            "timeout 30 script -qec \"stty cols 101 rows 31; {k} exec -it web -- sh -c 'sleep 1; stty -a'\" /dev/null"
+        ),
+    );
+    let out = stdout(&o);
+    assert!(out.contains("rows 31; columns 101"), "exec -it: {o:?}");
+
+    // kubectl cp both ways (tar over exec, stdin to EOF one way, stdout the other).
+    let dir = std::env::temp_dir().join(format!("kiln-ws-cp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let src = dir.join("blob");
+    let back = dir.join("back");
+    std::fs::write(&src, &data).unwrap();
+    let o = shell(
+        c,
+        &format!("timeout 60 {k} cp {} web:/tmp/blob", src.display()),
+    );
+    assert!(o.status.success(), "cp into the pod: {o:?}");
+    let o = shell(
+        c,
+        &format!("timeout 60 {k} cp web:/tmp/blob {}", back.display()),
+    );
+    assert!(o.status.success(), "cp out of the pod: {o:?}");
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "kubectl cp round trip changed the file"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Every one of those went through the translator (cp is two execs per direction at most).
+    let after = translated_sessions(c);
+    assert!(
+        after >= before + 5,
+        "translated sessions {before} -> {after}"
+    );
+
+    // kubectl 1.27 speaks SPDY: proxied to the kubelet as before, exit code and stdin included.
+    let old = kubectl_version("1.27");
+    let k27 = format!("{old} --kubeconfig {} --request-timeout=30s", c.admin);
+    let o = shell(
+        c,
+        &format!("echo old | timeout 30 {k27} exec -i web -- cat"),
+    );
+    assert!(o.status.success(), "1.27 exec -i: {o:?}");
+    assert_eq!(stdout(&o), "old");
+    let o = shell(c, &format!("timeout 30 {k27} exec web -- sh -c 'exit 4'"));
+    assert_eq!(o.status.code(), Some(4), "1.27: {o:?}");
+    assert_eq!(
+        translated_sessions(c),
+        after,
+        "SPDY requests are not translated"
+    );
 }
 
 /// Both kubectl generations reach the pod's port; a port nothing listens on reports the

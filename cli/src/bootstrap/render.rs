@@ -57,6 +57,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "kiln-snapshot.timer",
         include_str!("../../../templates/kiln-snapshot.timer"),
     ),
+    (
+        "kiln-snapshot-loop.service",
+        include_str!("../../../templates/kiln-snapshot-loop.service"),
+    ),
 ];
 
 pub fn render(name: &str, ctx: &tera::Context) -> Result<String, BootstrapError> {

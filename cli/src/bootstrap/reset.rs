@@ -129,7 +129,8 @@ pub(super) async fn stop_kubelet(t: &dyn Transport) -> Result<Outcome, Bootstrap
             .await?;
         did.push("systemd unit stopped");
     }
-    if t.probe("test -f /etc/systemd/system/kiln-snapshot.timer", None)
+    // A timer for an interval, the loop's service for a cron schedule.
+    if t.probe("test -f /etc/systemd/system/kiln-snapshot.timer -o -f /etc/systemd/system/kiln-snapshot.service", None)
         .await?
         .success()
     {
@@ -211,7 +212,10 @@ pub(super) async fn remove_files(
         .await?
         .success()
     {
-        t.run("systemctl daemon-reload").await?;
+        // A kiln unit that failed (e.g. a snapshot run) stays listed as "not-found failed" after its file
+        // is gone until its failed state is reset: a clean host lists no kiln unit at all.
+        t.run("systemctl daemon-reload && systemctl reset-failed 'kiln-*'")
+            .await?;
     }
     Ok(Outcome::Done(format!(
         "removed {}",

@@ -10,9 +10,12 @@ use crate::snapshot::{self, drill, KeyMaterial, SaveOptions};
 pub struct DrillArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// The bundle to drill (default: the newest in <stateDir>/snapshots/, or one taken now).
+    /// The bundle to drill (default: the newest in <stateDir>/snapshots/, or one taken now), or
+    /// s3://bucket/key (fetched to <stateDir>/snapshots/from-s3/ first).
     #[arg(long)]
-    pub bundle: Option<PathBuf>,
+    pub bundle: Option<String>,
+    #[command(flatten)]
+    pub s3_args: super::snapshot::S3Args,
     /// Key of an encrypted bundle.
     #[arg(long)]
     pub encrypt_key_file: Option<PathBuf>,
@@ -31,7 +34,25 @@ pub fn run(a: DrillArgs) -> anyhow::Result<i32> {
     };
     let json = a.cluster.output == "json";
     let bundle = match a.bundle {
-        Some(b) => b,
+        Some(url) if url.starts_with("s3://") => {
+            let ctx = a.cluster.context(vec![], 60)?;
+            let dest = crate::snapshot::offsite::destination(
+                &url,
+                &a.s3_args.flags(),
+                Some(&ctx.cluster),
+            )?;
+            // A runtime of its own, gone before the drill's: the drill enters the lab's network
+            // namespace on this thread before it starts one.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(crate::snapshot::offsite::fetch(
+                &url,
+                &dest,
+                &super::snapshot::fetch_dir(&ctx.state_dir),
+            ))?
+        }
+        Some(b) => PathBuf::from(b),
         None => {
             let ctx = a.cluster.context(vec![], 60)?;
             let newest = snapshot::list(&snapshot::default_dir(&ctx), key.as_ref())?

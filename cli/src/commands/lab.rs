@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use crate::lab::{Lab, UpOptions};
+use crate::lab::{InitMode, Lab, UpOptions};
 
 #[derive(Debug, Args)]
 pub struct NameArg {
@@ -28,6 +28,10 @@ pub enum LabCommand {
         /// image; built with the workspace).
         #[arg(long = "image", value_parser = crate::lab::images::EXTRA_NAMES.to_vec())]
         images: Vec<String>,
+        /// What runs as each host's PID 1: `plain` (kiln's minimal init; sshd started by the lab) or
+        /// `systemd` (a real boot: sshd, containerd and kiln's units run as systemd units).
+        #[arg(long, value_enum, default_value_t = InitMode::Plain)]
+        init: InitMode,
     },
     /// Remove everything of the lab: processes, mounts, links, cgroups, files.
     Down {
@@ -70,13 +74,15 @@ pub enum LabCommand {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// Power a host off: every process on it dies at once; its disk is kept.
+    /// Power a host off: every process on it dies at once (a systemd host shuts down cleanly first); its
+    /// disk is kept.
     Stop {
         #[command(flatten)]
         name: NameArg,
         host: String,
     },
-    /// Boot a stopped host again: same disk, fresh /run and /tmp, sshd up, containerd not started.
+    /// Boot a stopped host again: same disk, fresh /run and /tmp, sshd up; containerd not started (plain),
+    /// or every enabled unit started by systemd (systemd).
     Start {
         #[command(flatten)]
         name: NameArg,
@@ -101,6 +107,8 @@ pub enum LabCommand {
         dir: std::path::PathBuf,
         #[arg(long)]
         hostname: String,
+        #[arg(long, value_enum, default_value_t = InitMode::Plain)]
+        init: InitMode,
     },
 }
 
@@ -111,12 +119,14 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
             hosts,
             no_registry,
             images,
+            init,
         } => {
             let r = Lab::up(&UpOptions {
                 name: name.name,
                 hosts,
                 registry: !no_registry,
                 extra_images: images,
+                init,
             })?;
             println!(
                 "lab {} is up in {:.1}s (network namespace {})",
@@ -177,8 +187,12 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
             Lab::new(&name.name)?.heal(&host)?;
             Ok(0)
         }
-        LabCommand::InitHost { dir, hostname } => {
-            crate::lab::init::run(&dir, &hostname)?;
+        LabCommand::InitHost {
+            dir,
+            hostname,
+            init,
+        } => {
+            crate::lab::init::run(&dir, &hostname, init)?;
             Ok(0)
         }
     }
@@ -207,9 +221,10 @@ fn status(name: Option<String>, output: &str) -> anyhow::Result<i32> {
             "half-made (re-run `kiln lab up` or `down`)"
         };
         println!(
-            "lab {}: {state}, registry {}",
+            "lab {}: {state}, registry {}, init {}",
             s.name,
-            if s.registry { "running" } else { "off" }
+            if s.registry { "running" } else { "off" },
+            s.init.as_str()
         );
         for h in s.hosts {
             let st = match (h.pid, h.partitioned) {

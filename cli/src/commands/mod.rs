@@ -95,7 +95,7 @@ pub enum Command {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
     },
-    /// Upgrades: `plan` shows what an upgrade to the binaries this kiln would push does.
+    /// Upgrades: `plan` shows what an upgrade to the binaries this kiln would push does, `apply` does it.
     #[command(subcommand)]
     Upgrade(upgrade::UpgradeCommand),
     /// Print the cluster's admin kubeconfig.

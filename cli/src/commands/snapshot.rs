@@ -5,7 +5,38 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 
 use super::cluster::{runtime, ClusterArgs};
-use crate::snapshot::{self, schedule, KeyMaterial, SaveOptions};
+use crate::snapshot::{self, offsite, schedule, KeyMaterial, SaveOptions};
+
+/// Where an `s3://` destination is served and how to sign in; each flag defaults to cluster.yaml's
+/// `spec.store.backup.destination.s3`. Credentials are read from the file (0600) or from
+/// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, never taken on the command line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct S3Args {
+    /// Endpoint of an S3-compatible service (http(s)://host[:port]).
+    #[arg(long)]
+    pub s3_endpoint: Option<String>,
+    /// Region to sign for (default us-east-1).
+    #[arg(long)]
+    pub s3_region: Option<String>,
+    /// AWS shared-credentials file (mode 0600).
+    #[arg(long)]
+    pub s3_credentials_file: Option<PathBuf>,
+}
+
+impl S3Args {
+    pub(super) fn flags(&self) -> offsite::S3Flags {
+        offsite::S3Flags {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            credentials_file: self.s3_credentials_file.clone(),
+        }
+    }
+}
+
+/// Bundles fetched from S3 for a restore or a drill: `<stateDir>/snapshots/from-s3/`.
+pub(super) fn fetch_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("snapshots").join("from-s3")
+}
 
 #[derive(Debug, Subcommand)]
 pub enum SnapshotCommand {
@@ -29,17 +60,25 @@ pub enum SnapshotCommand {
         /// Append the result (time, file, revision, sha256, or the error) to this file.
         #[arg(long)]
         log_file: Option<PathBuf>,
+        /// Also upload the bundle to s3://bucket/prefix (key <prefix>/<host>/<file>, verified by
+        /// sha256); with --keep, keep that many of the host's bundles there too.
+        #[arg(long, value_name = "URL")]
+        s3: Option<String>,
+        #[command(flatten)]
+        s3_args: S3Args,
     },
     /// List bundles, newest first.
     List {
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Directory to list (default: <stateDir>/snapshots/).
+        /// Directory to list (default: <stateDir>/snapshots/), or s3://bucket/prefix.
         #[arg(long)]
-        dir: Option<PathBuf>,
+        dir: Option<String>,
         /// Key for encrypted bundles (without it they are listed by file time only).
         #[arg(long)]
         encrypt_key_file: Option<PathBuf>,
+        #[command(flatten)]
+        s3_args: S3Args,
     },
     /// Restore a bundle: stop the control plane everywhere, restore every store member, start, verify.
     /// Onto other or fresh hosts (a cluster.yaml whose controllers differ from the bundle's): seed the
@@ -47,19 +86,24 @@ pub enum SnapshotCommand {
     Restore {
         #[command(flatten)]
         cluster: ClusterArgs,
-        bundle: PathBuf,
+        /// A bundle file, or s3://bucket/key (fetched to <stateDir>/snapshots/from-s3/ first).
+        bundle: String,
         /// Seconds to wait for the control plane after the restore.
         #[arg(long, default_value_t = 180)]
         wait_timeout: u64,
         /// Key of an encrypted bundle.
         #[arg(long)]
         encrypt_key_file: Option<PathBuf>,
+        #[command(flatten)]
+        s3_args: S3Args,
     },
-    /// Scheduled bundles on every controller (systemd timer, or a loop script without systemd).
+    /// Scheduled bundles on every controller (systemd timer, or a loop script without systemd); what
+    /// `kiln init` installs from spec.store.backup.
     Schedule {
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Interval: 6h, 30m, 45s, 1d.
+        /// Interval (6h, 30m, 45s, 1d) or a cron schedule as spec.store.backup.schedule takes it
+        /// ("0 */6 * * *", @daily, "@every 6h").
         #[arg(long, required_unless_present_any = ["remove", "status"])]
         every: Option<String>,
         /// Bundles to keep on each controller.
@@ -77,7 +121,16 @@ pub enum SnapshotCommand {
         /// Per controller: installed?, interval, last run and result, bundle count.
         #[arg(long, conflicts_with = "every")]
         status: bool,
+        /// Also upload every bundle to s3://bucket/prefix (the credentials go to the controllers as
+        /// /etc/kiln/s3.credentials, 0600).
+        #[arg(long, value_name = "URL")]
+        s3: Option<String>,
+        #[command(flatten)]
+        s3_args: S3Args,
     },
+    /// The next run of a cron schedule, in seconds since the epoch (for the scheduled loop).
+    #[command(hide = true)]
+    NextRun { schedule: String },
 }
 
 fn key(file: Option<&Path>) -> anyhow::Result<Option<KeyMaterial>> {
@@ -116,38 +169,72 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             encrypt_key_file,
             on_host,
             log_file,
+            s3,
+            s3_args,
         } => {
             let key = key(encrypt_key_file.as_deref())?;
+            // cluster.yaml completes the S3 flags; on a controller it is the copy `schedule` pushed.
+            let s3 = match &s3 {
+                Some(url) => {
+                    let file = crate::config::load(&cluster.file).ok();
+                    Some(offsite::destination(url, &s3_args.flags(), file.as_ref())?)
+                }
+                None => None,
+            };
             let opts = SaveOptions {
                 out: out.as_deref(),
                 keep,
                 key: key.as_ref(),
             };
-            let result = match &on_host {
-                Some(host) => {
-                    runtime()?.block_on(snapshot::save_on_host(&cluster.file, host, opts))
-                }
+            let rt = runtime()?;
+            let mut result = match &on_host {
+                Some(host) => rt.block_on(snapshot::save_on_host(&cluster.file, host, opts)),
                 None => {
                     let ctx = cluster.context(vec![], 60)?;
-                    runtime()?.block_on(snapshot::save(&ctx, opts))
+                    rt.block_on(snapshot::save(&ctx, opts))
                 }
             };
+            let mut uploaded = None;
+            if let (Some(dest), Ok(info)) = (&s3, &result) {
+                match rt.block_on(offsite::upload_bundle(dest, info, keep)) {
+                    Ok(url) => uploaded = Some(url),
+                    Err(e) => result = Err(e),
+                }
+            }
             if let Some(log) = &log_file {
-                if let Err(e) = schedule::append_log(log, &schedule::log_line(&result)) {
+                let mut line = schedule::log_line(&result);
+                if let Some(url) = &uploaded {
+                    line = format!("{} uploaded={url}\n", line.trim_end());
+                }
+                if let Err(e) = schedule::append_log(log, &line) {
                     tracing::warn!(log = %log.display(), error = %e, "cannot append to the log");
                 }
             }
             print_saved(&result?, cluster.output == "json")?;
+            if let Some(url) = uploaded {
+                if cluster.output != "json" {
+                    println!("uploaded {url} (sha256 verified)");
+                }
+            }
             Ok(0)
         }
         SnapshotCommand::List {
             cluster,
             dir,
             encrypt_key_file,
+            s3_args,
         } => {
             let ctx = cluster.context(vec![], 0)?;
             let key = key(encrypt_key_file.as_deref())?;
-            let dir = dir.unwrap_or_else(|| snapshot::default_dir(&ctx));
+            if let Some(url) = dir.as_deref().filter(|d| d.starts_with("s3://")) {
+                let dest = offsite::destination(url, &s3_args.flags(), Some(&ctx.cluster))?;
+                let objects =
+                    runtime()?.block_on(async { offsite::open(&dest)?.objects().await })?;
+                return print_s3_list(&dest.bucket, objects, cluster.output == "json");
+            }
+            let dir = dir
+                .map(PathBuf::from)
+                .unwrap_or_else(|| snapshot::default_dir(&ctx));
             let all = snapshot::list(&dir, key.as_ref())?;
             if cluster.output == "json" {
                 let v: Vec<_> = all
@@ -194,10 +281,21 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             bundle,
             wait_timeout,
             encrypt_key_file,
+            s3_args,
         } => {
             let key = key(encrypt_key_file.as_deref())?;
             let ctx = cluster.context(vec![], wait_timeout)?;
-            let info = runtime()?.block_on(snapshot::restore(&ctx, &bundle, key.as_ref()))?;
+            let rt = runtime()?;
+            let bundle = if bundle.starts_with("s3://") {
+                let dest = offsite::destination(&bundle, &s3_args.flags(), Some(&ctx.cluster))?;
+                let path =
+                    rt.block_on(offsite::fetch(&bundle, &dest, &fetch_dir(&ctx.state_dir)))?;
+                println!("fetched {bundle} to {}", path.display());
+                path
+            } else {
+                PathBuf::from(bundle)
+            };
+            let info = rt.block_on(snapshot::restore(&ctx, &bundle, key.as_ref()))?;
             println!(
                 "restored {} (revision {}, {} objects) and verified",
                 bundle.display(),
@@ -214,6 +312,8 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             encrypt_key_file,
             remove,
             status,
+            s3,
+            s3_args,
         } => {
             let ctx = cluster.context(vec![], 0)?;
             let rt = runtime()?;
@@ -251,6 +351,15 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
                 return Ok(0);
             }
             let every = every.expect("clap requires --every here");
+            let s3 = match &s3 {
+                Some(url) => {
+                    let dest = offsite::destination(url, &s3_args.flags(), Some(&ctx.cluster))?;
+                    let creds =
+                        snapshot::s3::Credentials::resolve(dest.credentials_file.as_deref())?;
+                    Some((dest, creds))
+                }
+                None => None,
+            };
             rt.block_on(schedule::install(
                 &ctx,
                 &schedule::Schedule {
@@ -258,9 +367,47 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
                     keep,
                     dir: &dir,
                     key_file: encrypt_key_file.as_deref(),
+                    s3: s3.as_ref().map(|(d, c)| (d, c)),
                 },
             ))?;
             Ok(0)
         }
+        SnapshotCommand::NextRun { schedule: spec } => {
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            println!("{}", schedule::next_run(&spec, now)?);
+            Ok(0)
+        }
     }
+}
+
+/// `snapshot list --dir s3://…`: the bundles under the prefix, newest first.
+fn print_s3_list(
+    bucket: &str,
+    mut objects: Vec<snapshot::s3::Object>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    objects.retain(|o| o.key.ends_with(".kiln-bundle.tar"));
+    objects.sort_by(|a, b| (b.modified, &b.key).cmp(&(a.modified, &a.key)));
+    if json {
+        let v: Vec<_> = objects
+            .iter()
+            .map(|o| serde_json::json!({"url": format!("s3://{bucket}/{}", o.key), "size": o.size, "modified": o.modified}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    println!("{:<21} {:>12} URL", "UPLOADED", "BYTES");
+    for o in objects {
+        let at = time::OffsetDateTime::from_unix_timestamp(o.modified)
+            .ok()
+            .and_then(|t| {
+                t.format(time::macros::format_description!(
+                    "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
+                ))
+                .ok()
+            })
+            .unwrap_or_default();
+        println!("{at:<21} {:>12} s3://{bucket}/{}", o.size, o.key);
+    }
+    Ok(0)
 }

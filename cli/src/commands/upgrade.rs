@@ -1,7 +1,7 @@
-//! `kiln upgrade plan`: see [`crate::upgrade`].
+//! `kiln upgrade plan|apply`: see [`crate::upgrade`].
 
 use super::cluster::{runtime, ClusterArgs};
-use crate::upgrade::{gather, plan};
+use crate::upgrade::{apply, gather, plan};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum UpgradeCommand {
@@ -14,6 +14,24 @@ pub enum UpgradeCommand {
         /// Workers upgraded at the same time.
         #[arg(long, default_value_t = 1)]
         max_unavailable: usize,
+    },
+    /// Upgrade the cluster to the binaries this kiln would push (--bin-dir): a snapshot bundle first,
+    /// then the controllers one at a time, then the workers --max-unavailable at a time (cordoned and
+    /// drained), each host gated (store healthy, API server ready, every component on the target
+    /// build, node Ready) and put back on its previous binaries when a gate fails. A re-run resumes.
+    /// --dry-run prints every host's steps and changes nothing; --host takes only the named hosts.
+    Apply {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Workers upgraded at the same time.
+        #[arg(long, default_value_t = 1)]
+        max_unavailable: usize,
+        /// Seconds each wait (drain, gates) may take.
+        #[arg(long, default_value_t = 300)]
+        wait_timeout: u64,
+        /// Drain also evicts pods that no controller manages (like kubectl drain --force).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -38,6 +56,26 @@ pub fn run(c: UpgradeCommand) -> anyhow::Result<i32> {
             );
             print!("{}", plan::render(&p));
             Ok(if p.refused.is_some() { 1 } else { 0 })
+        }
+        UpgradeCommand::Apply {
+            cluster,
+            max_unavailable,
+            wait_timeout,
+            force,
+        } => {
+            if max_unavailable == 0 {
+                anyhow::bail!("--max-unavailable must be at least 1");
+            }
+            let mut args = cluster;
+            // The dry run here is the upgrade's own (its steps per host), not the bootstrapper's.
+            let dry_run = std::mem::take(&mut args.dry_run);
+            let ctx = args.context(vec![], wait_timeout)?;
+            let opts = apply::ApplyOptions {
+                max_unavailable,
+                force,
+                dry_run,
+            };
+            runtime()?.block_on(apply::apply(&ctx, &opts))
         }
     }
 }

@@ -6,6 +6,7 @@
 //! and `metadata.*` are shown as they are.
 
 mod apiserver;
+pub mod backup;
 mod location;
 mod types;
 mod validate;

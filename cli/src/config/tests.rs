@@ -95,6 +95,27 @@ fn full_parses_every_field() {
         (backup.schedule.as_str(), backup.retention),
         ("0 */6 * * *", 14)
     );
+    let dest = backup.destination.as_ref().unwrap();
+    assert_eq!(dest.dir.as_deref(), Some("/srv/backups/kiln"));
+    let s3 = dest.s3.as_ref().unwrap();
+    assert_eq!(
+        (
+            s3.endpoint.as_str(),
+            s3.bucket.as_str(),
+            s3.prefix.as_str(),
+            s3.region.as_str()
+        ),
+        (
+            "https://s3.example.net:9000",
+            "kiln-backups",
+            "prod",
+            "us-east-1"
+        )
+    );
+    assert_eq!(
+        s3.credentials_file.as_deref(),
+        Some(std::path::Path::new("s3.credentials"))
+    );
     assert_eq!(c.spec.store.quota_backend_bytes, Some(8 << 30));
     assert_eq!(c.spec.store.keep_awake, Some(false));
     assert_eq!(

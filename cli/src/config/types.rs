@@ -369,6 +369,9 @@ pub struct Backup {
     /// How many snapshots to keep.
     #[serde(default = "default_retention")]
     pub retention: u32,
+    /// Where the bundles go (default: /var/backups/kiln on each controller); see `config::backup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<super::backup::BackupDestination>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

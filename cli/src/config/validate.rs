@@ -88,20 +88,7 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
             ),
         ));
     }
-    if let Some(b) = &c.spec.store.backup {
-        if let Err(why) = check_schedule(&b.schedule) {
-            out.push(problem(
-                "spec.store.backup.schedule",
-                format!("invalid schedule '{}': {why}", b.schedule),
-            ));
-        }
-        if b.retention == 0 {
-            out.push(problem(
-                "spec.store.backup.retention",
-                "must keep at least 1 snapshot",
-            ));
-        }
-    }
+    super::backup::validate(c, &mut out);
     if let Some(r) = &c.spec.registry {
         if let Err(why) = split_host_port(&r.mirror).and_then(|(h, _)| check_address(h)) {
             out.push(problem(
@@ -506,40 +493,6 @@ fn check_duration(s: &str) -> Result<(), String> {
     }
 }
 
-fn check_schedule(s: &str) -> Result<(), String> {
-    const MACROS: [&str; 7] = [
-        "@yearly",
-        "@annually",
-        "@monthly",
-        "@weekly",
-        "@daily",
-        "@midnight",
-        "@hourly",
-    ];
-    if s.starts_with('@') {
-        return if MACROS.contains(&s) {
-            Ok(())
-        } else {
-            Err(format!("expected one of {}", MACROS.join(", ")))
-        };
-    }
-    let fields: Vec<&str> = s.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "expected 5 cron fields (minute hour day month weekday), found {}",
-            fields.len()
-        ));
-    }
-    let ok = |f: &&str| {
-        f.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "*/,-".contains(c))
-    };
-    if let Some(bad) = fields.iter().find(|f| !ok(f)) {
-        return Err(format!("unexpected characters in field '{bad}'"));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,13 +538,5 @@ mod tests {
         assert!(check_duration("5").is_err());
         assert!(check_duration("s").is_err());
         assert!(check_duration("5d").is_err());
-    }
-
-    #[test]
-    fn schedules() {
-        assert!(check_schedule("0 */6 * * *").is_ok());
-        assert!(check_schedule("@daily").is_ok());
-        assert!(check_schedule("@sometimes").is_err());
-        assert!(check_schedule("* * *").is_err());
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::exec::{cmd, describe, run};
 use super::layout::{host_ip, host_name, write_file, LAB_GATEWAY};
+use super::systemd::{self, InitMode};
 use super::{net, LabError, LabLayout};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -36,8 +37,8 @@ pub fn ensure_ssh_key(l: &LabLayout) -> Result<(), LabError> {
     Ok(())
 }
 
-/// The PID 1 of host `n`, if it is running (checked against its command line, so a reused PID is not taken
-/// for the host).
+/// The PID 1 of host `n`, if it is running (checked against its command line, or once it became systemd
+/// its environment, so a reused PID is not taken for the host).
 pub fn running_pid(l: &LabLayout, n: u32) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(l.host_dir(n).join("pid"))
         .ok()?
@@ -47,14 +48,20 @@ pub fn running_pid(l: &LabLayout, n: u32) -> Option<i32> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let want = format!("--dir\0{}\0", l.host_dir(n).display());
     let cmdline = String::from_utf8_lossy(&cmdline);
-    (cmdline.contains("init-host") && cmdline.contains(&want)).then_some(pid)
+    if cmdline.contains("init-host") && cmdline.contains(&want) {
+        return Some(pid);
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let tag = format!("\0{}={}\0", systemd::HOST_DIR_ENV, l.host_dir(n).display());
+    let environ = format!("\0{}", String::from_utf8_lossy(&environ));
+    environ.contains(&tag).then_some(pid)
 }
 
 /// Bring host `n` up, or leave it alone if it is already running. Idempotent, so a half-made lab heals.
-pub fn ensure_up(l: &LabLayout, n: u32, count: u32) -> Result<(), LabError> {
+pub fn ensure_up(l: &LabLayout, n: u32, count: u32, init: InitMode) -> Result<(), LabError> {
     let (pid, booted) = match running_pid(l, n) {
         Some(pid) => (pid, false),
-        None => (boot(l, n, count)?, true),
+        None => (boot(l, n, count, init)?, true),
     };
     // Everything below converges: re-running it on a running host is harmless.
     if !Path::new(&format!("/proc/{pid}/root/etc/ssh/ssh_host_ed25519_key")).exists()
@@ -72,11 +79,57 @@ pub fn ensure_up(l: &LabLayout, n: u32, count: u32) -> Result<(), LabError> {
         net::attach_host(l, n, pid)?;
     }
     exec_checked(l, n, pid, &["sh", "-c", &net::host_net_script(n)])?;
-    start_sshd(l, n, pid)?;
-    if booted {
-        run_rc_local(l, n, pid)?;
+    match init {
+        InitMode::Plain => {
+            start_sshd(l, n, pid)?;
+            if booted {
+                run_rc_local(l, n, pid)?;
+            }
+        }
+        InitMode::Systemd => release_systemd_boot(n, pid)?,
     }
     Ok(())
+}
+
+/// The network and host key are in place: let the host's PID 1 become systemd, then wait until its
+/// ssh.service listens (sshd writes its pid file only after it listens).
+fn release_systemd_boot(n: u32, pid: i32) -> Result<(), LabError> {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    write_file(
+        &root.join(systemd::SSHD_DROPIN),
+        systemd::sshd_dropin(&host_ip(n)).as_bytes(),
+        0o644,
+    )?;
+    write_file(&root.join(systemd::GO_MARKER), b"go\n", 0o644)?;
+    wait_for_within(
+        &format!("{} to boot systemd and start sshd", host_name(n)),
+        systemd::BOOT_TIMEOUT,
+        || {
+            let p = std::fs::read_to_string(root.join("run/sshd.pid")).ok()?;
+            let p = p.trim().parse::<i32>().ok()?;
+            in_same_pidns(pid, p).then_some(())
+        },
+    )
+}
+
+/// Ask a systemd host to halt (SIGRTMIN+3, what `machinectl poweroff` sends) and wait for its PID 1 to
+/// exit. Best effort: whatever is still running afterwards is killed by [`destroy`].
+pub fn shutdown(l: &LabLayout, n: u32) {
+    let Some(pid) = running_pid(l, n) else {
+        return;
+    };
+    // SAFETY: kill(2) with a pid we just checked is the host's PID 1 and a valid signal number.
+    unsafe {
+        libc::kill(pid, libc::SIGRTMIN() + 3);
+    }
+    let gone = wait_for_within(
+        &format!("{} to shut down", host_name(n)),
+        systemd::SHUTDOWN_TIMEOUT,
+        || (!alive(pid)).then_some(()),
+    );
+    if let Err(e) = gone {
+        tracing::warn!(host = %host_name(n), error = %e, "clean shutdown timed out; killing the host");
+    }
 }
 
 /// Like a Debian VM's rc-local.service: once the network and sshd are up after a boot, run an
@@ -105,7 +158,7 @@ fn has_link(pid: i32, name: &str) -> bool {
 }
 
 /// Create the host's cgroups and namespaces; returns its PID 1 once its filesystem is ready.
-fn boot(l: &LabLayout, n: u32, count: u32) -> Result<i32, LabError> {
+fn boot(l: &LabLayout, n: u32, count: u32, init: InitMode) -> Result<i32, LabError> {
     let dir = l.host_dir(n);
     std::fs::create_dir_all(&dir).map_err(LabError::io("creating host directory", &dir))?;
     for f in ["pid", "unshare.pid"] {
@@ -144,7 +197,7 @@ fn boot(l: &LabLayout, n: u32, count: u32) -> Result<i32, LabError> {
     .arg(&exe)
     .args(["lab", "init-host", "--dir"])
     .arg(&dir)
-    .args(["--hostname", &host_name(n)])
+    .args(["--hostname", &host_name(n), "--init", init.as_str()])
     .stdin(Stdio::null())
     .stdout(log)
     .stderr(log2);
@@ -204,16 +257,24 @@ fn with_init_log(e: LabError, dir: &Path) -> LabError {
     }
 }
 
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T, LabError> {
+fn wait_for<T>(what: &str, f: impl FnMut() -> Option<T>) -> Result<T, LabError> {
+    wait_for_within(what, READY_TIMEOUT, f)
+}
+
+fn wait_for_within<T>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> Result<T, LabError> {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
             return Ok(v);
         }
-        if start.elapsed() > READY_TIMEOUT {
+        if start.elapsed() > timeout {
             return Err(LabError::Timeout {
                 what: what.to_string(),
-                seconds: READY_TIMEOUT.as_secs(),
+                seconds: timeout.as_secs(),
             });
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -463,15 +524,18 @@ pub fn destroy(l: &LabLayout, n: u32, keep_disk: bool) -> Result<(), LabError> {
 
 fn wait_gone(pid: i32) -> Result<(), LabError> {
     wait_for(&format!("process {pid} to exit"), || {
-        // A zombie still has /proc/PID but its state is Z; it is gone for our purposes.
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => Some(()),
-            Ok(s) => s
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                .filter(|st| *st == "Z")
-                .map(|_| ()),
-        }
+        (!alive(pid)).then_some(())
     })
+}
+
+/// A zombie still has /proc/PID but its state is Z; it is gone for our purposes.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .is_some_and(|st| st != "Z"),
+    }
 }

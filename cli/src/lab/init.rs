@@ -9,6 +9,7 @@ use nix::mount::{mount, MsFlags};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 
+use super::systemd::InitMode;
 use super::LabError;
 
 /// Copy-on-write over the machine's own dirs: reads see the machine, writes stay with the host.
@@ -48,8 +49,26 @@ fn write(p: &str, data: &[u8]) -> Result<(), LabError> {
     std::fs::write(p, data).map_err(LabError::io("writing", p))
 }
 
-/// Set up the host and never return (unless setup fails).
-pub fn run(dir: &Path, hostname: &str) -> Result<(), LabError> {
+/// Set up the host and never return (unless setup fails). Both init modes build the same filesystem; a
+/// systemd host then becomes systemd ([`super::systemd::boot`]) instead of reaping orphans itself.
+pub fn run(dir: &Path, hostname: &str, init: InitMode) -> Result<(), LabError> {
+    let mut machine_enabled = Vec::new();
+    if init == InitMode::Systemd {
+        super::systemd::bind_console(dir)?;
+        machine_enabled = super::systemd::enabled_units(Path::new(super::systemd::ETC_SYSTEM));
+    }
+    prepare(dir, hostname)?;
+    match init {
+        InitMode::Plain => {
+            write("/run/lab-ready", b"ready\n")?;
+            reap_forever()
+        }
+        InitMode::Systemd => super::systemd::boot(dir, &machine_enabled),
+    }
+}
+
+/// The host's own filesystem view: sysfs, cgroups, overlays, private dirs, fresh /run and /tmp, identity.
+fn prepare(dir: &Path, hostname: &str) -> Result<(), LabError> {
     nix::unistd::sethostname(hostname).map_err(|e| LabError::Io {
         what: "setting hostname",
         path: hostname.into(),
@@ -134,8 +153,7 @@ pub fn run(dir: &Path, hostname: &str) -> Result<(), LabError> {
         write("/etc/machine-id", format!("{id}\n").as_bytes())?;
     }
     write("/etc/hosts", &hosts)?;
-    write("/run/lab-ready", b"ready\n")?;
-    reap_forever()
+    Ok(())
 }
 
 /// A cgroup view rooted at the host's own cgroup (we are inside a cgroup namespace): the same hierarchies

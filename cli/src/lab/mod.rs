@@ -17,10 +17,12 @@ mod net;
 mod registry;
 mod requirements;
 mod state;
+pub mod systemd;
 
 pub use error::LabError;
 pub use layout::{host_ip, LabLayout, LAB_GATEWAY, REGISTRY_ADDR};
 pub use state::{HostStatus, LabStatus};
+pub use systemd::InitMode;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -35,6 +37,8 @@ pub struct UpOptions {
     /// Images besides pause and busybox to push (`images::EXTRA`: dnsutils, kubectl). They are large
     /// (tens of MB, the machine's dig and kubectl), so a lab has them only when asked.
     pub extra_images: Vec<String>,
+    /// What runs as each host's PID 1: kiln's own minimal init, or systemd.
+    pub init: InitMode,
 }
 
 /// What `kiln lab up` made, for the caller to print.
@@ -89,6 +93,7 @@ impl Lab {
             hosts: opts.hosts,
             registry: opts.registry,
             complete: false,
+            init: opts.init,
         };
         state::save(l, &st)?;
         l.create_dirs()?;
@@ -103,7 +108,7 @@ impl Lab {
             let handles: Vec<_> = (1..=opts.hosts)
                 .map(|n| {
                     let l = l.clone();
-                    s.spawn(move || host::ensure_up(&l, n, opts.hosts))
+                    s.spawn(move || host::ensure_up(&l, n, opts.hosts, opts.init))
                 })
                 .collect();
             handles
@@ -161,17 +166,23 @@ impl Lab {
         Ok(())
     }
 
-    /// Power loss: every process of the host dies at once; its disk stays.
+    /// A plain host loses power: every process dies at once. A systemd host shuts down cleanly first
+    /// (units stopped in order), and is killed only if that takes too long. Its disk stays.
     pub fn stop_host(&self, host: &str) -> Result<(), LabError> {
         let n = self.host_number(host)?;
+        let st = state::load(&self.layout)?.ok_or_else(|| self.no_such_lab())?;
+        if st.init == InitMode::Systemd {
+            host::shutdown(&self.layout, n);
+        }
         host::destroy(&self.layout, n, true)
     }
 
-    /// Boot a stopped host again: same disk, fresh /run and /tmp, sshd started, containerd not.
+    /// Boot a stopped host again: same disk, fresh /run and /tmp, sshd started; containerd not (plain) or
+    /// whatever units are enabled (systemd).
     pub fn start_host(&self, host: &str) -> Result<(), LabError> {
         let n = self.host_number(host)?;
         let st = state::load(&self.layout)?.ok_or_else(|| self.no_such_lab())?;
-        host::ensure_up(&self.layout, n, st.hosts)
+        host::ensure_up(&self.layout, n, st.hosts, st.init)
     }
 
     pub fn partition(&self, host: &str) -> Result<(), LabError> {
@@ -232,6 +243,7 @@ impl Lab {
             registry: st.registry && registry::running(&self.layout),
             cluster_yaml: self.layout.cluster_yaml(),
             hosts,
+            init: st.init,
         })
     }
 

@@ -14,6 +14,9 @@ pub struct LabState {
     pub registry: bool,
     /// False while `up` is still working: a lab left like that is half-made and `up` / `down` repair it.
     pub complete: bool,
+    /// Labs made before hosts could boot systemd have no such field: they are plain.
+    #[serde(default)]
+    pub init: super::InitMode,
 }
 
 pub fn load(l: &LabLayout) -> Result<Option<LabState>, LabError> {
@@ -52,4 +55,6 @@ pub struct LabStatus {
     pub registry: bool,
     pub cluster_yaml: PathBuf,
     pub hosts: Vec<HostStatus>,
+    /// What runs as the hosts' PID 1.
+    pub init: super::InitMode,
 }

@@ -248,6 +248,7 @@ pub fn run(opts: &DrillOptions) -> DrillReport {
             hosts: (hosts + address_offset(&original)) as u32,
             registry,
             extra_images: vec![],
+            init: Default::default(),
         })
     })()
     .map_err(|e| e.to_string());

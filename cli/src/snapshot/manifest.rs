@@ -104,9 +104,8 @@ pub async fn collect(
 /// The objects of [`KINDS`] live at the revision of a snapshot whose trailing sha256 was checked, sorted:
 /// the same answers as reads at its revision from the store it came from.
 pub fn objects_in(data: &[u8]) -> Result<Vec<ObjectRecord>, StoreSnapshotError> {
-    let records = store_snapshot::records(data)?;
-    let revision = store_snapshot::revision(&records);
-    let live = store_snapshot::live_keys(&records, REGISTRY_PREFIX.as_bytes(), revision)?;
+    // Either format: etcd's bbolt (what kiln-store streams now) or kiln's own (older bundles).
+    let (_, live) = store_snapshot::live_at_revision(data, REGISTRY_PREFIX.as_bytes())?;
     let mut objects = vec![];
     for k in &live {
         if let Some((kind, prefix)) = KINDS
@@ -123,9 +122,7 @@ pub fn objects_in(data: &[u8]) -> Result<Vec<ObjectRecord>, StoreSnapshotError> 
 
 /// The revision and the /registry/ count of a snapshot whose trailing sha256 was checked.
 pub fn count_snapshot(data: &[u8]) -> Result<Counted, StoreSnapshotError> {
-    let records = store_snapshot::records(data)?;
-    let revision = store_snapshot::revision(&records);
-    let live = store_snapshot::live_keys(&records, REGISTRY_PREFIX.as_bytes(), revision)?;
+    let (revision, live) = store_snapshot::live_at_revision(data, REGISTRY_PREFIX.as_bytes())?;
     Ok(Counted {
         revision,
         registry_objects: live.len() as i64,

@@ -7,7 +7,9 @@ pub mod drill;
 pub mod encrypt;
 pub mod manifest;
 pub mod new_hosts;
+pub mod offsite;
 mod restore;
+pub mod s3;
 pub mod schedule;
 pub(crate) mod store_client;
 
@@ -44,6 +46,8 @@ pub enum SnapshotError {
     Transport(#[from] crate::transport::TransportError),
     #[error(transparent)]
     Crypto(#[from] encrypt::CryptoError),
+    #[error(transparent)]
+    S3(#[from] s3::S3Error),
 }
 
 pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {

@@ -31,6 +31,7 @@ pub mod selectors;
 pub mod server;
 pub mod status;
 pub mod storage;
+pub mod stream_translator;
 pub mod tls;
 pub mod tokens;
 pub mod warnings;

@@ -13,9 +13,16 @@ use crate::handlers::Shared;
 pub struct Metrics {
     /// (verb, code) → count, as `apiserver_request_total{verb,code}`.
     requests: Mutex<BTreeMap<(String, u16), u64>>,
+    /// exec/attach WebSocket sessions translated to SPDY (`stream_translator`).
+    stream_translator: crate::stream_translator::counter::Requests,
 }
 
 impl Metrics {
+    /// The translator's counter, shared with the sessions it runs.
+    pub fn stream_translator(&self) -> crate::stream_translator::counter::Requests {
+        self.stream_translator.clone()
+    }
+
     pub fn observe(&self, verb: &str, code: u16) {
         let mut map = self.requests.lock().unwrap_or_else(|p| p.into_inner());
         *map.entry((verb.to_string(), code)).or_default() += 1;
@@ -32,6 +39,7 @@ impl Metrics {
                 "apiserver_request_total{{code=\"{code}\",verb=\"{verb}\"}} {n}\n"
             ));
         }
+        out.push_str(&self.stream_translator.render());
         out
     }
 }

@@ -15,7 +15,9 @@
 
 #[cfg(feature = "tls")]
 pub mod any_server_cert;
+pub mod bbolt;
 pub mod duration;
+pub mod etcd_db;
 pub mod store_snapshot;
 pub mod version;
 

@@ -105,6 +105,16 @@ pub struct Config {
     /// CPU time is metered, such as under a cgroup CPU quota: the time spent awake counts.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
     pub keep_awake: bool,
+    /// Auth token type, as etcd's flag: `simple` (random tokens kept by the members). etcd's
+    /// `jwt,...` is not supported.
+    #[arg(long, default_value = "simple")]
+    pub auth_token: String,
+    /// Seconds a simple token stays valid after its last use.
+    #[arg(long, default_value_t = 300)]
+    pub auth_token_ttl: u64,
+    /// bcrypt cost of user passwords (etcd's default 10).
+    #[arg(long, default_value_t = crate::auth::DEFAULT_BCRYPT_COST)]
+    pub bcrypt_cost: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +135,10 @@ pub enum ConfigError {
     Tls(String),
     #[error("--auto-compaction-retention {0:?} is not a number or duration")]
     Retention(String),
+    #[error("--auth-token {0:?}: kiln-store supports simple tokens only")]
+    AuthToken(String),
+    #[error("--bcrypt-cost {0}: must be between 4 and 31")]
+    BcryptCost(u32),
 }
 
 /// A listen URL split into what binding needs.
@@ -302,6 +316,12 @@ impl Config {
             return Err(ConfigError::Tls(
                 "--peer-client-cert-auth needs --peer-trusted-ca-file".into(),
             ));
+        }
+        if self.auth_token.split(',').next() != Some("simple") {
+            return Err(ConfigError::AuthToken(self.auth_token.clone()));
+        }
+        if !(4..=31).contains(&self.bcrypt_cost) {
+            return Err(ConfigError::BcryptCost(self.bcrypt_cost));
         }
         crate::compactor::Retention::parse(
             self.auto_compaction_mode,

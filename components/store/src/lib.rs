@@ -4,11 +4,13 @@
 //! Start a member in-process with [`start`] (tests bind 127.0.0.1:0 and read the bound address
 //! from the returned [`StoreHandle`]), or run one until a signal with [`run`].
 
+pub mod auth;
 pub mod authority;
 pub mod compactor;
 pub mod config;
 pub mod db;
 pub mod etcd_error;
+pub mod etcd_snapshot;
 pub mod grpc;
 pub mod http;
 pub mod identity;

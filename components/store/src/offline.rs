@@ -3,6 +3,10 @@
 //! cluster; `kiln-store snapshot status FILE` describes a snapshot. Both verify the trailing
 //! sha256 before they use a byte of it: a corrupt or truncated file is refused before any data is
 //! written, and the empty database a restore creates meanwhile is removed again.
+//!
+//! A snapshot is either etcd's own format (a bbolt file with etcd's sha256 trailer: what kiln-store's
+//! Maintenance.Snapshot streams now, and what a real etcd streams) or kiln's older framing (bundles saved
+//! before); the content tells which (bbolt's magic in its first meta page).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -14,6 +18,7 @@ use rocksdb::{
 
 use crate::config::Config;
 use crate::db::{self, CF_KV, CF_SM_META, STATE_MACHINE_CFS};
+use crate::etcd_snapshot::{self, EtcdSnapshotError};
 use crate::identity::{self, Identity};
 use crate::mapped::Mapped;
 use crate::mvcc::{META_ALARMS, META_REVISION};
@@ -79,6 +84,11 @@ pub enum OfflineError {
     },
     #[error("snapshot {path} is unusable: {source}")]
     Snapshot { path: String, source: SnapshotError },
+    #[error("snapshot {path} is unusable: {source}")]
+    EtcdSnapshot {
+        path: String,
+        source: EtcdSnapshotError,
+    },
     #[error("data dir {0} already exists and is not empty; restore into a new directory")]
     DataDirExists(String),
     #[error(transparent)]
@@ -110,17 +120,60 @@ fn read(path: &Path) -> Result<Mapped, OfflineError> {
     })
 }
 
-/// Verifies the snapshot once (magic, trailing sha256, framing) and returns its records (into `data`).
-fn parse<'a>(path: &Path, data: &'a [u8]) -> Result<Vec<snapshot::Record<'a>>, OfflineError> {
-    snapshot::parse(data).map_err(|source| OfflineError::Snapshot {
-        path: path.display().to_string(),
-        source,
-    })
+/// A verified snapshot: kiln's framing (records into the file's bytes) or etcd's bbolt (loaded).
+enum Parsed<'a> {
+    Kiln(Vec<snapshot::Record<'a>>),
+    Etcd(etcd_snapshot::load::Loaded),
+}
+
+/// Verifies the snapshot once (trailing sha256, then its layout) and returns its records.
+fn parse<'a>(path: &Path, data: &'a [u8]) -> Result<Parsed<'a>, OfflineError> {
+    if kiln_common::bbolt::is_bbolt(data) {
+        let etcd_err = |source| OfflineError::EtcdSnapshot {
+            path: path.display().to_string(),
+            source,
+        };
+        // The digest is checked beside the loading (two cores, one pass each); a checksum mismatch is
+        // the answer whenever there is one, as it explains any layout error too.
+        return std::thread::scope(|s| {
+            let checked = s.spawn(|| etcd_snapshot::load::verify(data));
+            let loaded = etcd_snapshot::load::load(data);
+            checked
+                .join()
+                .expect("hashing does not panic")
+                .map_err(etcd_err)?;
+            loaded.map(Parsed::Etcd).map_err(etcd_err)
+        });
+    }
+    snapshot::parse(data)
+        .map(Parsed::Kiln)
+        .map_err(|source| OfflineError::Snapshot {
+            path: path.display().to_string(),
+            source,
+        })
 }
 
 pub fn status(path: &Path) -> Result<SnapshotStatus, OfflineError> {
     let data = read(path)?;
-    let records = parse(path, &data)?;
+    if kiln_common::bbolt::is_bbolt(&data) {
+        // What etcdctl's snapshot status computes (it reads the file as it is, trailer or not).
+        let etcd_err = |source: EtcdSnapshotError| OfflineError::EtcdSnapshot {
+            path: path.display().to_string(),
+            source,
+        };
+        let db = kiln_common::bbolt::read::Db::open(&data).map_err(|e| etcd_err(e.into()))?;
+        let s = kiln_common::etcd_db::status(&db).map_err(|e| etcd_err(e.into()))?;
+        return Ok(SnapshotStatus {
+            hash: s.hash,
+            revision: s.revision,
+            total_keys: s.total_key,
+            total_size: s.total_size as usize,
+        });
+    }
+    let records = snapshot::parse(&data).map_err(|source| OfflineError::Snapshot {
+        path: path.display().to_string(),
+        source,
+    })?;
     let revision = records
         .iter()
         .find(|r| r.family == CF_SM_META && r.key == META_REVISION && r.value.len() == 8)
@@ -170,11 +223,10 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
         (opened.join().expect("opening does not panic"), parsed)
     });
     let restored = opened.map_err(OfflineError::from).and_then(|database| {
-        let records = parsed?;
+        let parsed = parsed?;
         tracing::debug!(
             seconds = t.elapsed().as_secs_f64(),
             bytes = data.len(),
-            records = records.len(),
             "snapshot read and verified, database created"
         );
         // A new cluster ID, also distinct from a cluster formed with the same flags from scratch: salted
@@ -187,7 +239,10 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
             &args.initial_cluster_token,
         );
         let t = Instant::now();
-        write_records(&database, &data_dir, records)?;
+        match parsed {
+            Parsed::Kiln(records) => write_records(&database, &data_dir, records)?,
+            Parsed::Etcd(loaded) => write_records(&database, &data_dir, loaded.records())?,
+        }
         // The identity last, synced (and with it what write_records left in the WAL): a data dir with
         // an identity holds the whole snapshot.
         identity::save(&database, &ident)?;
@@ -419,5 +474,36 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("member")]);
+    }
+
+    #[test]
+    fn a_snapshot_in_kilns_older_framing_still_restores() {
+        // Bundles saved before kiln-store streamed etcd's format hold kiln's own framing.
+        use kiln_common::store_snapshot::{encode_kv, kv_record};
+        let dir = tempfile::tempdir().unwrap();
+        let kv = [
+            kv_record(b"/registry/a", 3, Some(b"v2")),
+            kv_record(b"/registry/a", 2, Some(b"v1")),
+        ];
+        let file = dir.path().join("old.db");
+        std::fs::write(&file, encode_kv(&kv, 3)).unwrap();
+        let data_dir = dir.path().join("restored");
+        let args = RestoreArgs {
+            file,
+            data_dir: Some(data_dir.clone()),
+            name: "m".into(),
+            initial_cluster: None,
+            initial_cluster_token: "t".into(),
+            initial_advertise_peer_urls: vec!["http://localhost:2380".into()],
+        };
+        restore(&args).unwrap();
+        let database = db::open(&data_dir.join("member")).unwrap();
+        let get = |family, key: &[u8]| database.get_cf(db::cf(&database, family), key).unwrap();
+        assert_eq!(get(CF_KV, &kv[0].0).as_deref(), Some(&kv[0].1[..]));
+        assert_eq!(get(CF_KV, &kv[1].0).as_deref(), Some(&kv[1].1[..]));
+        assert_eq!(
+            get(CF_SM_META, META_REVISION).as_deref(),
+            Some(&3i64.to_be_bytes()[..])
+        );
     }
 }

@@ -58,6 +58,8 @@ pub enum ServerError {
     Peer(#[from] crate::peer::PeerError),
     #[error("joining the existing cluster: {0}")]
     Join(#[from] crate::join::JoinError),
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthStoreError),
     #[error("waiting for a shutdown signal: {0}")]
     Signal(std::io::Error),
 }
@@ -260,6 +262,11 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         snapshot_count: config.snapshot_count,
     };
     let waiters = Arc::new(Waiters::new());
+    let auth = Arc::new(crate::auth::AuthStore::open(
+        mvcc.db(),
+        Duration::from_secs(config.auth_token_ttl),
+        config.bcrypt_cost,
+    )?);
     // Peers may call in as soon as Raft runs: serve the peer port first thing after.
     let (raft_handle, raft_thread) = raft::start(
         ident.member_id,
@@ -269,6 +276,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         &config.data_dir.join("member"),
         peers.clone(),
         waiters.clone(),
+        auth.clone(),
     )
     .await?;
     raft::bootstrap(&raft_handle, ident.member_id, members).await?;
@@ -278,6 +286,7 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         raft: raft_handle.clone(),
         mvcc: mvcc.clone(),
         lessor: lessor.clone(),
+        auth,
         member_id: ident.member_id,
         cluster_id: ident.cluster_id,
         name: config.name.clone(),

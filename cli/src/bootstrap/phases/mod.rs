@@ -2,6 +2,7 @@
 //! the current state first and skips what is already done.
 
 pub(crate) mod apiserver_config;
+mod backup;
 pub(crate) mod cp_join;
 pub(crate) mod dns;
 pub(crate) mod join_token;

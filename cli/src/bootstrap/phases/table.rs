@@ -11,8 +11,8 @@
 use futures::future::BoxFuture;
 
 use super::{
-    cp_join, dns, join_token, leave, pki, preflight, push, runtime, storage, wait, BootstrapError,
-    Context, Outcome,
+    backup, cp_join, dns, join_token, leave, pki, preflight, push, runtime, storage, wait,
+    BootstrapError, Context, Outcome,
 };
 use crate::bootstrap::reset;
 
@@ -128,6 +128,12 @@ pub const PHASES: &[Phase] = &[
         needs_api: true,
         summary: "the default StorageClass local-path (kiln.io/local-path), unless disabled",
         run: Run::Local(|ctx| Box::pin(storage::storage_class(ctx))),
+    },
+    Phase {
+        name: "backup-schedule",
+        needs_api: false,
+        summary: "spec.store.backup: scheduled snapshot bundles on each controller (as `kiln snapshot schedule`)",
+        run: Run::Host(|ctx, host| Box::pin(backup::backup_schedule(ctx, host))),
     },
     Phase {
         name: "container-runtime",

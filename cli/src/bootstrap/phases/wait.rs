@@ -145,7 +145,7 @@ async fn wait_node_ready_inner(ctx: &Context, host: &str) -> Result<Outcome, Boo
 }
 
 /// The control plane's mirror pods (one per static manifest on the host) are Running and Ready.
-pub(super) async fn wait_static_pods(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+pub(crate) async fn wait_static_pods(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     use k8s_openapi::api::core::v1::Pod;
     let t = ctx.transport(host).await?;
     let manifests: Vec<String> = t

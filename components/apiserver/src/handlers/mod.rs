@@ -12,6 +12,7 @@ pub mod eviction;
 pub mod health;
 pub mod list;
 pub mod list_options;
+pub mod log_websocket;
 pub mod namespaces;
 pub mod oidc;
 pub mod openapi;
@@ -458,7 +459,7 @@ async fn serve_resource(
                 requester: requester.clone(),
             };
             match action {
-                "log" => return proxy::log(&state, &target, &query).await,
+                "log" => return log_websocket::serve(&state, &target, &query, req).await,
                 "exec" | "attach" => {
                     return proxy::exec(&state, &target, action, &query, req).await
                 }

@@ -198,6 +198,10 @@ pub async fn exec(
         encode(name),
         encode(&container)
     );
+    // kubectl ≥ 1.30's WebSocket v5: ended here and spoken to the kubelet as SPDY.
+    if crate::stream_translator::wants_translation(req.headers()) {
+        return crate::stream_translator::serve(state, addr, uri, &pairs, req);
+    }
     let client_upgrade = hyper::upgrade::on(&mut req);
     let mut upstream = http::Request::builder()
         .method(req.method().clone())

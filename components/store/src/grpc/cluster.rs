@@ -57,6 +57,7 @@ impl PbClusterService for ClusterService {
         &self,
         request: Request<PbMemberAddRequest>,
     ) -> Result<Response<PbMemberAddResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let r = request.into_inner();
         check_peer_urls(&r.peer_ur_ls)?;
         // Unique per addition, like etcd's (peer URLs, cluster, time) member IDs.
@@ -94,6 +95,7 @@ impl PbClusterService for ClusterService {
         &self,
         request: Request<PbMemberRemoveRequest>,
     ) -> Result<Response<PbMemberRemoveResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let id = request.into_inner().id;
         let members = self.change(MemberChange::Remove { id }).await?;
         tracing::info!(member = %format!("{id:x}"), "member removed");
@@ -107,6 +109,7 @@ impl PbClusterService for ClusterService {
         &self,
         request: Request<PbMemberUpdateRequest>,
     ) -> Result<Response<PbMemberUpdateResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let r = request.into_inner();
         check_peer_urls(&r.peer_ur_ls)?;
         let members = self
@@ -138,6 +141,7 @@ impl PbClusterService for ClusterService {
         &self,
         request: Request<PbMemberPromoteRequest>,
     ) -> Result<Response<PbMemberPromoteResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let id = request.into_inner().id;
         let members = self.change(MemberChange::Promote { id }).await?;
         tracing::info!(member = %format!("{id:x}"), "learner promoted");

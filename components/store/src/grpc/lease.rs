@@ -39,6 +39,8 @@ impl PbLeaseService for LeaseService {
         &self,
         request: Request<PbLeaseGrantRequest>,
     ) -> Result<Response<PbLeaseGrantResponse>, Status> {
+        // A token must be valid even where no permission is needed (etcd's AuthInfoFromCtx).
+        self.ctx.auth.caller(&request)?;
         let mut r = request.into_inner();
         if r.ttl > MAX_TTL_SECONDS {
             return Err(Status::out_of_range("etcdserver: too large lease TTL"));
@@ -59,7 +61,15 @@ impl PbLeaseService for LeaseService {
         &self,
         request: Request<PbLeaseRevokeRequest>,
     ) -> Result<Response<PbLeaseRevokeResponse>, Status> {
+        let user = self.ctx.auth.caller(&request)?;
         let r = request.into_inner();
+        if self.ctx.auth.state().enabled {
+            // etcd's checkLeasePuts: revoking deletes the lease's keys.
+            let keys = self.ctx.mvcc.lease_keys(r.id).map_err(mvcc_status)?;
+            self.ctx
+                .auth
+                .check_lease_keys(&user, crate::auth::perm::Access::Write, &keys)?;
+        }
         let Res::LeaseRevoke(mut resp) = self.ctx.write(Op::LeaseRevoke(r)).await? else {
             return Err(unexpected());
         };
@@ -112,7 +122,15 @@ impl PbLeaseService for LeaseService {
         &self,
         request: Request<PbLeaseTimeToLiveRequest>,
     ) -> Result<Response<PbLeaseTimeToLiveResponse>, Status> {
+        let user = self.ctx.auth.caller(&request)?;
         let r = request.into_inner();
+        if self.ctx.auth.state().enabled {
+            // etcd's checkLeaseTimeToLive: the keys it names need READ.
+            let keys = self.ctx.mvcc.lease_keys(r.id).map_err(mvcc_status)?;
+            self.ctx
+                .auth
+                .check_lease_keys(&user, crate::auth::perm::Access::Read, &keys)?;
+        }
         let header = Some(self.ctx.header(self.ctx.mvcc.revision()));
         let remaining = match leader_call(&self.ctx, LeaderOp::LeaseTimeToLive(r.id)).await? {
             LeaderReply::Lease { ttl } => ttl,

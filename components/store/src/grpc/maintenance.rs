@@ -1,7 +1,8 @@
 //! Maintenance service: Status (what `etcdctl endpoint status` shows), Alarm (NOSPACE from
-//! --quota-backend-bytes), Defragment, and Snapshot: the state machine as one kiln snapshot
-//! blob (`raft::snapshot` format, ending in the sha256 of everything before it, as etcd's
-//! stream does), streamed in chunks; `kiln-store snapshot restore` reads it back.
+//! --quota-backend-bytes), Defragment, and Snapshot: the state machine as the bbolt file etcd
+//! would stream for it (`etcd_snapshot::save`, ending in the sha256 of everything before it, as
+//! etcd's stream does), streamed in chunks; `etcdctl snapshot status|restore` and
+//! `kiln-store snapshot restore` read it.
 //! Hash and HashKV are CRC-32C over the state machine (`mvcc::hash`), so members holding the
 //! same data answer the same; MoveLeader hands leadership over (`crate::transfer`). Downgrade
 //! answers UNIMPLEMENTED: there is no older kiln-store storage format to go back to.
@@ -19,11 +20,11 @@ use etcd_client::proto::{
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status};
 
+use crate::etcd_snapshot;
 use crate::grpc::kv::mvcc_status;
 use crate::grpc::StoreContext;
 use crate::leader::{self, LeaderOp};
 use crate::mvcc::hash;
-use crate::raft::snapshot;
 use crate::raft::types::{store_request::Op, store_response::Result as Res};
 
 /// etcd streams snapshots in 32 KiB pieces; bigger ones cost less per byte on both ends, and every
@@ -136,15 +137,17 @@ impl PbMaintenanceService for MaintenanceService {
 
     async fn status(
         &self,
-        _request: Request<PbStatusRequest>,
+        request: Request<PbStatusRequest>,
     ) -> Result<Response<PbStatusResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         Ok(Response::new(status(&self.ctx)))
     }
 
     async fn defragment(
         &self,
-        _request: Request<PbDefragmentRequest>,
+        request: Request<PbDefragmentRequest>,
     ) -> Result<Response<PbDefragmentResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let db = self.ctx.mvcc.db().clone();
         tokio::task::spawn_blocking(move || -> Result<(), rocksdb::Error> {
             // Flush first so deleted and compacted-away history leaves the memtables too.
@@ -165,8 +168,9 @@ impl PbMaintenanceService for MaintenanceService {
 
     async fn hash(
         &self,
-        _request: Request<PbHashRequest>,
+        request: Request<PbHashRequest>,
     ) -> Result<Response<PbHashResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let revision = self.ctx.mvcc.revision();
         let db = self.ctx.mvcc.db().clone();
         let hash = tokio::task::spawn_blocking(move || hash::hash_all(&db))
@@ -183,6 +187,7 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         request: Request<PbHashKvRequest>,
     ) -> Result<Response<PbHashKvResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let wanted = request.into_inner().revision;
         let current = self.ctx.mvcc.revision();
         let db = self.ctx.mvcc.db().clone();
@@ -203,35 +208,38 @@ impl PbMaintenanceService for MaintenanceService {
 
     async fn snapshot(
         &self,
-        _request: Request<PbSnapshotRequest>,
+        request: Request<PbSnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let header = self.ctx.header(self.ctx.mvcc.revision());
         let db = self.ctx.mvcc.db().clone();
-        // Two threads read the state machine at one rocksdb snapshot side by side: one for the exact
-        // length (announced in remaining_bytes from the first message on, as etcd does), one cutting and
-        // hashing pieces meanwhile, queued until the length is known, then sent while later ones are cut.
+        // etcd's own format (a bbolt file and its sha256), so etcd's tools read and restore it. Two
+        // passes over one rocksdb snapshot: the first fixes the layout, and with it the exact length
+        // (announced in remaining_bytes from the first message on, as etcd does); the second writes the
+        // pages, cut into pieces that are sent while later ones are written.
         let (len_tx, len_rx) = tokio::sync::oneshot::channel();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, Status>>(SNAPSHOT_AHEAD);
         tokio::task::spawn_blocking(move || {
             let snap = db.snapshot();
-            let (db, snap) = (&db, &snap);
-            std::thread::scope(|s| {
-                s.spawn(move || {
-                    let t = std::time::Instant::now();
-                    let total = snapshot::encoded_len(db, snap)
-                        .map_err(|e| Status::internal(format!("snapshot: {e}")));
-                    tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot length read");
-                    let _ = len_tx.send(total);
-                });
-                let t = std::time::Instant::now();
-                let sent = snapshot::encode_to(db, snap, SNAPSHOT_CHUNK, |piece| {
+            let t = std::time::Instant::now();
+            let prepared = match etcd_snapshot::save::prepare(&db, &snap) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = len_tx.send(Err(Status::internal(format!("snapshot: {e}"))));
+                    return;
+                }
+            };
+            tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot laid out");
+            let _ = len_tx.send(Ok(prepared.stream_len() as usize));
+            let t = std::time::Instant::now();
+            let sent =
+                etcd_snapshot::save::write_to(&db, &snap, prepared, SNAPSHOT_CHUNK, |piece| {
                     tx.blocking_send(Ok(piece)).is_ok()
                 });
-                tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot written");
-                if let Err(e) = sent {
-                    let _ = tx.blocking_send(Err(Status::internal(format!("snapshot: {e}"))));
-                }
-            });
+            tracing::debug!(seconds = t.elapsed().as_secs_f64(), "snapshot written");
+            if let Err(e) = sent {
+                let _ = tx.blocking_send(Err(Status::internal(format!("snapshot: {e}"))));
+            }
         });
         let total = len_rx
             .await
@@ -256,6 +264,7 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         request: Request<PbMoveLeaderRequest>,
     ) -> Result<Response<PbMoveLeaderResponse>, Status> {
+        self.ctx.auth.require_root(&request)?;
         let target = request.into_inner().target_id;
         leader::leader_call(&self.ctx, LeaderOp::MoveLeader(target)).await?;
         Ok(Response::new(PbMoveLeaderResponse {
@@ -267,8 +276,9 @@ impl PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<PbDowngradeRequest>,
     ) -> Result<Response<PbDowngradeResponse>, Status> {
+        // etcd 3.4 has no Downgrade: grpc-go's answer for a method a server does not know.
         Err(Status::unimplemented(
-            "kiln-store does not support Downgrade",
+            "unknown method Downgrade for service etcdserverpb.Maintenance",
         ))
     }
 }

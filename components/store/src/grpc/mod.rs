@@ -1,6 +1,7 @@
 //! The etcd v3 gRPC API, implemented on the server traits etcd-client generates
 //! (`etcd_client::proto::Pb*Service`).
 
+pub mod auth;
 pub mod cluster;
 pub mod kv;
 pub mod lease;
@@ -30,6 +31,8 @@ pub struct StoreContext {
     pub raft: KilnRaft,
     pub mvcc: Arc<Mvcc>,
     pub lessor: Arc<Lessor>,
+    /// Users, roles and tokens (etcd's auth store).
+    pub auth: Arc<crate::auth::AuthStore>,
     pub member_id: u64,
     pub cluster_id: u64,
     pub name: String,
@@ -197,7 +200,8 @@ pub fn routes(ctx: Arc<StoreContext>) -> tonic::service::Routes {
             ctx.clone(),
         )))
         .add_service(PbMaintenanceServer::new(
-            maintenance::MaintenanceService::new(ctx),
-        ));
+            maintenance::MaintenanceService::new(ctx.clone()),
+        ))
+        .add_service(auth::AuthService::new(ctx));
     builder.routes()
 }

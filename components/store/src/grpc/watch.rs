@@ -90,6 +90,8 @@ struct StreamTask {
     feed: broadcast::Receiver<Arc<RevisionEvents>>,
     watchers: BTreeMap<i64, Watcher>,
     next_id: i64,
+    /// The stream's caller (`auth`); "" for nobody or while auth is disabled.
+    user: String,
 }
 
 /// The stream is over (client gone or server stopping).
@@ -188,6 +190,23 @@ impl StreamTask {
         match req.request_union {
             Some(PbWatchRequestUnion::CreateRequest(c)) => {
                 let current = self.ctx.mvcc.revision();
+                let permitted = self.ctx.auth.check(
+                    &self.user,
+                    crate::auth::perm::Access::Read,
+                    &c.key,
+                    &c.range_end,
+                );
+                if permitted.is_err() {
+                    let mut resp = self.response(c.watch_id, current);
+                    resp.created = true;
+                    resp.canceled = true;
+                    // etcd 3.4 puts the whole gRPC error text here (ErrGRPCPermissionDenied.Error()).
+                    resp.cancel_reason = format!(
+                        "rpc error: code = PermissionDenied desc = {}",
+                        crate::auth::error::AuthError::PermissionDenied
+                    );
+                    return self.send(resp).await;
+                }
                 let id = if c.watch_id != 0 {
                     if self.watchers.contains_key(&c.watch_id) {
                         let mut resp = self.response(c.watch_id, current);
@@ -382,6 +401,9 @@ impl PbWatchService for WatchService {
         &self,
         request: Request<Streaming<PbWatchRequest>>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        // Who the stream's token or certificate names; an invalid token names nobody, whose
+        // watches are then refused like etcd's (isWatchPermitted).
+        let user = self.ctx.auth.caller(&request).unwrap_or_default();
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(256);
         let task = StreamTask {
@@ -390,6 +412,7 @@ impl PbWatchService for WatchService {
             feed: self.ctx.mvcc.subscribe(),
             watchers: BTreeMap::new(),
             next_id: 0,
+            user,
         };
         tokio::spawn(task.run(inbound));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))

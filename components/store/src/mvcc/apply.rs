@@ -72,6 +72,21 @@ pub fn apply(
             "kiln-store: nested command batch",
         )));
     }
+    if let Some(Op::Auth(cmd)) = &req.op {
+        let mut batch = WriteBatch::default();
+        let applied = crate::auth::apply(db, &mut batch, cmd).map_err(|e| match e {
+            crate::auth::AuthStoreError::Db(e) => MvccError::Db(e),
+            crate::auth::AuthStoreError::Json(e) => MvccError::Json(e),
+        })?;
+        let response = match applied {
+            Ok(applied) => StoreResponse::ok(Res::Auth(applied)),
+            Err(e) => StoreResponse::error(e.code(), e.to_string()),
+        };
+        return Ok(Applied {
+            batch,
+            ..unchanged(response)
+        });
+    }
     let result = apply_op(db, index, revision, compact_revision, req);
     match result {
         Ok(applied) => Ok(applied),
@@ -185,7 +200,9 @@ fn apply_op(
                     .collect(),
             })
         }
-        Some(Op::Batch(_)) | None => return Ok(empty(revision, compact_revision)),
+        Some(Op::Batch(_)) | Some(Op::Auth(_)) | None => {
+            return Ok(empty(revision, compact_revision))
+        }
     };
     let mut finished = w.finish();
     let events = if finished.events.is_empty() {

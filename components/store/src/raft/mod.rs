@@ -50,6 +50,8 @@ pub struct RaftTiming {
 
 /// Starts the Raft member `id` on the opened stores, on a thread of its own (see [`thread`]);
 /// Raft stops when the returned thread is dropped.
+// Each argument is a separate, already-opened piece the state machine or log store keeps.
+#[allow(clippy::too_many_arguments)]
 pub async fn start(
     id: u64,
     timing: RaftTiming,
@@ -58,6 +60,7 @@ pub async fn start(
     member_dir: &std::path::Path,
     peers: Arc<PeerClients>,
     waiters: Arc<Waiters>,
+    auth: Arc<crate::auth::AuthStore>,
 ) -> Result<(KilnRaft, RaftThread), RaftSetupError> {
     let config = Config {
         cluster_name: "kiln-store".into(),
@@ -77,7 +80,7 @@ pub async fn start(
     .validate()?;
     // etcd's layout: the WAL in member/wal, snapshots in member/snap.
     let log_store = LogStore::open(mvcc.db().clone(), &member_dir.join("wal"), waiters.clone())?;
-    let state_machine = StateMachine::new(mvcc, lessor, member_dir.join("snap"), waiters);
+    let state_machine = StateMachine::new(mvcc, lessor, member_dir.join("snap"), waiters, auth);
     let thread = RaftThread::spawn().map_err(RaftSetupError::Thread)?;
     // openraft spawns its core, state machine worker and replication streams where it is
     // created.

@@ -31,6 +31,7 @@ use openraft::{
 use rocksdb::{WriteBatch, DB};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthStore;
 use crate::db::{self, CF_SM_META};
 use crate::lease::Lessor;
 use crate::mvcc::apply::{self, LeaseEffect};
@@ -72,6 +73,8 @@ struct StoredSnapshotMeta {
 pub struct StateMachine {
     mvcc: Arc<Mvcc>,
     lessor: Arc<Lessor>,
+    /// The in-memory auth view, refreshed after auth commands (see `auth`).
+    auth: Arc<AuthStore>,
     revision: i64,
     compact_revision: i64,
     snapshot_dir: PathBuf,
@@ -85,12 +88,14 @@ impl StateMachine {
         lessor: Arc<Lessor>,
         snapshot_dir: PathBuf,
         waiters: Arc<Waiters>,
+        auth: Arc<AuthStore>,
     ) -> Self {
         Self {
             revision: mvcc.revision(),
             compact_revision: mvcc.compact_revision(),
             mvcc,
             lessor,
+            auth,
             snapshot_dir,
             waiters,
         }
@@ -354,6 +359,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             response
                         }
                     };
+                    self.auth
+                        .applied(&db, req, &response)
+                        .map_err(sm_read_err)?;
                     match self.waiters.take(req.proposal) {
                         // openraft's copy of the answer goes nowhere then.
                         Some(callers) => {
@@ -428,6 +436,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.mvcc
             .publish(installed, self.revision, self.compact_revision, Vec::new());
         self.lessor.reset(&self.mvcc.leases().map_err(sm_read_err)?);
+        self.auth.reload(&db).map_err(sm_read_err)?;
         self.mvcc.resync();
         tracing::info!(snapshot = %meta, "installed raft snapshot");
         Ok(())
@@ -474,12 +483,14 @@ mod tests {
 
     fn machine(dir: &std::path::Path) -> StateMachine {
         let db = crate::db::open(&dir.join("member")).unwrap();
+        let auth = Arc::new(AuthStore::open(&db, std::time::Duration::from_secs(300), 4).unwrap());
         let mvcc = Arc::new(Mvcc::open(db).unwrap());
         StateMachine::new(
             mvcc,
             Arc::new(Lessor::new(&[])),
             dir.join("snap"),
             Arc::new(Waiters::new()),
+            auth,
         )
     }
 

@@ -42,7 +42,7 @@ pub type KilnRaft = openraft::Raft<TypeConfig>;
 /// One state-machine command (a write, as etcd would apply it).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct StoreRequest {
-    #[prost(oneof = "store_request::Op", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
+    #[prost(oneof = "store_request::Op", tags = "1, 2, 3, 4, 5, 6, 7, 8, 10")]
     pub op: Option<store_request::Op>,
     /// Set by the member that proposed the command (0: nobody waits): its state machine hands
     /// the response straight to the waiting caller (see `waiters`). Applying ignores it.
@@ -88,13 +88,16 @@ pub mod store_request {
         /// Never nested: the proposer only batches plain commands.
         #[prost(message, tag = "8")]
         Batch(StoreBatch),
+        /// A change to users, roles or the auth switch, or a token handed out (`auth`).
+        #[prost(message, tag = "10")]
+        Auth(crate::auth::command::AuthCommand),
     }
 }
 
 /// The result of applying one [`StoreRequest`]: an etcd response or an etcd error.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct StoreResponse {
-    #[prost(oneof = "store_response::Result", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
+    #[prost(oneof = "store_response::Result", tags = "1, 2, 3, 4, 5, 6, 7, 8, 12")]
     pub result: Option<store_response::Result>,
     /// gRPC status code of a failed command (0 = success).
     #[prost(int32, tag = "10")]
@@ -125,6 +128,8 @@ pub mod store_response {
         Alarm(PbAlarmResponse),
         #[prost(message, tag = "8")]
         Batch(StoreBatchResponse),
+        #[prost(message, tag = "12")]
+        Auth(crate::auth::command::AuthApplied),
     }
 }
 

@@ -43,6 +43,7 @@ mod node_pods;
 mod node_taints;
 mod objects;
 mod pod_networking;
+mod pods_websockets;
 mod podtemplates;
 mod preemption;
 mod projected;
@@ -136,6 +137,7 @@ pub fn all() -> Vec<&'static Case> {
         objects::CASES,
         pod_networking::CASES,
         podtemplates::CASES,
+        pods_websockets::CASES,
         preemption::CASES,
         projected::CASES,
         proxy::CASES,

@@ -1,0 +1,421 @@
+//! The real [`Actions`] of `kiln upgrade apply`: host commands through the transport, cordon/drain
+//! and the gates' API reads through kube-rs with admin.conf, the store gate through the member client.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::drain;
+use super::plan::{Step, Target};
+use super::stamp::Stamp;
+use super::steps::{Action, Actions, Gate};
+use crate::bootstrap::phases::{
+    member_client::MemberClient, REMOTE_BIN, SUPERVISOR, SUPERVISOR_PID, UNIT,
+};
+use crate::bootstrap::Context;
+use crate::transport::{shell_quote, Payload, Transport};
+
+/// Present on a host while its upgrade is under way: a re-run resumes that host even when its
+/// binaries are already the target's (the restart or the gates may not have happened).
+pub const MARKER: &str = "/var/lib/kiln/upgrade-in-progress";
+
+pub struct HostActions<'a> {
+    pub ctx: &'a Context,
+    pub client: kube::Client,
+    pub targets: &'a BTreeMap<String, Target>,
+    /// Evict pods no controller manages too (`--force`).
+    pub force: bool,
+}
+
+/// Restart the kubelet: systemd's unit, else TERM the supervisor's kubelet (it stops its static pods
+/// first) and wait for the supervisor to start the binary now installed.
+fn restart_script() -> String {
+    format!(
+        "if [ -d /run/systemd/system ] && [ -f {UNIT} ]; then exec systemctl restart kiln-kubelet; fi\n\
+         sup=$(cat {SUPERVISOR_PID} 2>/dev/null)\n\
+         if ! kill -0 \"$sup\" 2>/dev/null; then setsid /bin/sh {SUPERVISOR} </dev/null >/dev/null 2>&1 & exit 0; fi\n\
+         old=$(pgrep -P \"$sup\" -x kiln-kubelet)\n\
+         if [ -n \"$old\" ]; then kill -TERM $old\n\
+           for i in $(seq 900); do kill -0 $old 2>/dev/null || break; sleep 0.1; done\n\
+           kill -KILL $old 2>/dev/null; fi\n\
+         for i in $(seq 150); do new=$(pgrep -P \"$sup\" -x kiln-kubelet); \
+         [ -n \"$new\" ] && [ \"$new\" != \"$old\" ] && exit 0; sleep 0.1; done\n\
+         echo 'the kubelet did not start again' >&2; exit 1"
+    )
+}
+
+/// Every running process whose executable is a kiln binary: `<pid> <exe>`, exe ending in
+/// ` (deleted)` when the binary was replaced after the process started.
+const RUNNING_SCRIPT: &str =
+    "for p in /proc/[0-9]*; do e=$(readlink $p/exe 2>/dev/null) || continue; \
+     case \"$e\" in /usr/local/bin/kiln-*) echo \"${p#/proc/} $e\";; esac; done";
+
+/// The components that must be running on a host of this role after its restart.
+fn must_run(controller: bool) -> &'static [&'static str] {
+    if controller {
+        &["kiln-store", "kiln-apiserver", "kiln-kubelet", "kiln-proxy"]
+    } else {
+        &["kiln-kubelet", "kiln-proxy"]
+    }
+}
+
+/// Why the running processes are not the installed binaries, if they are not.
+pub fn stale_processes(ps: &str, controller: bool) -> Option<String> {
+    let stale: Vec<String> = ps
+        .lines()
+        .filter(|l| l.ends_with(" (deleted)"))
+        .map(|l| l.trim_end_matches(" (deleted)").to_string())
+        .collect();
+    if !stale.is_empty() {
+        return Some(format!(
+            "still running a replaced binary: {}",
+            stale.join(", ")
+        ));
+    }
+    let missing: Vec<&str> = must_run(controller)
+        .iter()
+        .copied()
+        .filter(|b| !ps.lines().any(|l| l.ends_with(&format!("/{b}"))))
+        .collect();
+    (!missing.is_empty()).then(|| format!("not running: {}", missing.join(", ")))
+}
+
+impl HostActions<'_> {
+    fn timeout(&self) -> Duration {
+        self.ctx.opts.wait_timeout
+    }
+
+    async fn transport(&self, host: &str) -> Result<std::sync::Arc<dyn Transport>, String> {
+        self.ctx.transport(host).await.map_err(|e| e.to_string())
+    }
+
+    async fn run(&self, host: &str, cmd: &str) -> Result<String, String> {
+        self.transport(host)
+            .await?
+            .run(cmd)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Try `f` until it answers Ok or the wait timeout passes; the error is the last answer.
+    async fn poll<F, Fut>(&self, what: &str, mut f: F) -> Result<String, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<String, String>>,
+    {
+        let start = Instant::now();
+        loop {
+            match f().await {
+                Ok(v) => return Ok(format!("{v} after {:.1}s", start.elapsed().as_secs_f64())),
+                Err(e) if start.elapsed() > self.timeout() => {
+                    return Err(format!(
+                        "{what} not within {}s: {e}",
+                        self.timeout().as_secs()
+                    ))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+    }
+
+    /// An admin client talking to this host's API server only.
+    async fn host_client(&self, host: &str) -> Result<kube::Client, String> {
+        let path = self.ctx.admin_conf();
+        let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;
+        let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = self.ctx.host(host).node_address();
+        cfg.cluster_url = format!("https://{addr}:6443")
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        kube::Client::try_from(cfg).map_err(|e| e.to_string())
+    }
+
+    fn target(&self, binary: &str) -> Option<&Stamp> {
+        self.targets.get(binary).map(|t| &t.stamp)
+    }
+
+    async fn push(&self, st: &Step) -> Result<String, String> {
+        let t = self.transport(&st.host).await?;
+        let mut done = vec![];
+        for c in &st.changes {
+            let remote = format!("{REMOTE_BIN}/{}", c.binary);
+            let q = shell_quote(&remote);
+            // The running binary is kept once: a resumed upgrade must not overwrite the old one
+            // with the new.
+            t.run(&format!(
+                "if [ -e {q} ] && [ ! -e {q}.prev ]; then cp -p {q} {q}.prev.tmp && mv {q}.prev.tmp {q}.prev; fi"
+            ))
+            .await
+            .map_err(|e| e.to_string())?;
+            let local = self.ctx.bin_dir.join(&c.binary);
+            t.upload(Payload::File(&local), &remote, 0o755)
+                .await
+                .map_err(|e| e.to_string())?;
+            done.push(c.binary.as_str());
+        }
+        Ok(format!("installed {}", done.join(", ")))
+    }
+
+    async fn restore(&self, st: &Step) -> Result<String, String> {
+        let mut cmds = vec![];
+        for c in &st.changes {
+            let q = shell_quote(&format!("{REMOTE_BIN}/{}", c.binary));
+            cmds.push(format!("if [ -e {q}.prev ]; then mv -f {q}.prev {q}; fi"));
+        }
+        if cmds.is_empty() {
+            // A resumed host: nothing of this run to put back.
+            return Ok("no binaries to put back".into());
+        }
+        self.run(&st.host, &cmds.join("; ")).await?;
+        Ok("previous binaries back in place".into())
+    }
+
+    async fn gate(&self, st: &Step, gate: Gate) -> Result<String, String> {
+        let host = st.host.as_str();
+        match gate {
+            Gate::StoreHealthy => {
+                let addr = self.ctx.host(host).node_address();
+                let pki = self.ctx.pki_dir(host);
+                self.poll("the store member healthy", || {
+                    let (addr, pki) = (addr.clone(), pki.clone());
+                    async move {
+                        let mut m = MemberClient::connect(&addr, &pki)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        m.quorum_read().await.map_err(|e| e.to_string())?;
+                        let s = m.status().await.map_err(|e| e.to_string())?;
+                        if s.leader == 0 {
+                            return Err("the member knows no leader".into());
+                        }
+                        Ok(format!("quorum read answered, leader {:x}", s.leader))
+                    }
+                })
+                .await
+            }
+            Gate::ApiServerReady => {
+                let client = self.host_client(host).await?;
+                self.poll("/readyz", || {
+                    let client = client.clone();
+                    async move {
+                        let req = http::Request::get("/readyz")
+                            .body(vec![])
+                            .map_err(|e| e.to_string())?;
+                        match client.request_text(req).await {
+                            Ok(b) if b.trim() == "ok" => Ok("/readyz ok".into()),
+                            Ok(b) => Err(b),
+                            Err(e) => Err(e.to_string()),
+                        }
+                    }
+                })
+                .await
+            }
+            Gate::ControlPlanePods => {
+                crate::bootstrap::phases::wait::wait_static_pods(self.ctx, host)
+                    .await
+                    .map(|o| o.detail().to_string())
+                    .map_err(|e| e.to_string())
+            }
+            Gate::Versions => {
+                self.poll("the target build everywhere", || self.versions(st))
+                    .await
+            }
+            Gate::NodeReady => {
+                use k8s_openapi::api::core::v1::Node;
+                let nodes: kube::Api<Node> = kube::Api::all(self.client.clone());
+                self.poll("the node Ready", || {
+                    let nodes = nodes.clone();
+                    async move {
+                        let n = nodes.get(host).await.map_err(|e| e.to_string())?;
+                        let ready = n
+                            .status
+                            .and_then(|s| s.conditions)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .find(|c| c.type_ == "Ready");
+                        match ready {
+                            Some(c) if c.status == "True" => Ok("Ready".into()),
+                            Some(c) => Err(format!(
+                                "Ready={} ({})",
+                                c.status,
+                                c.message.unwrap_or_default()
+                            )),
+                            None => Err("no Ready condition".into()),
+                        }
+                    }
+                })
+                .await
+            }
+        }
+    }
+
+    /// The Versions gate, once: processes, binaries on disk, what the API reports.
+    async fn versions(&self, st: &Step) -> Result<String, String> {
+        let host = st.host.as_str();
+        let ps = self.run(host, RUNNING_SCRIPT).await?;
+        if let Some(why) = stale_processes(&ps, st.controller) {
+            return Err(why);
+        }
+        for c in &st.changes {
+            let line = self
+                .run(host, &format!("{REMOTE_BIN}/{} --version", c.binary))
+                .await?;
+            let got = Stamp::parse(line.lines().next().unwrap_or_default());
+            if got.as_ref() != Some(&c.to) {
+                return Err(format!(
+                    "{} --version says {:?}, not {}",
+                    c.binary,
+                    line.trim(),
+                    c.to
+                ));
+            }
+        }
+        let want = |binary: &str| self.target(binary).and_then(|s| s.build.clone());
+        if let Some(build) = want("kiln-kubelet") {
+            use k8s_openapi::api::core::v1::Node;
+            let nodes: kube::Api<Node> = kube::Api::all(self.client.clone());
+            let n = nodes.get(host).await.map_err(|e| e.to_string())?;
+            let info = n.status.and_then(|s| s.node_info).unwrap_or_default();
+            for (field, v) in [
+                ("kubeletVersion", &info.kubelet_version),
+                ("kubeProxyVersion", &info.kube_proxy_version),
+            ] {
+                if kiln_common::version::build_of(v) != Some(build.as_str()) {
+                    return Err(format!(
+                        "node {host} reports {field} {v}, not build {build}"
+                    ));
+                }
+            }
+        }
+        if st.controller {
+            if let Some(build) = want("kiln-apiserver") {
+                let client = self.host_client(host).await?;
+                let v = client
+                    .apiserver_version()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if kiln_common::version::build_of(&v.git_version) != Some(build.as_str()) {
+                    return Err(format!(
+                        "the API server on {host} reports {}, not build {build}",
+                        v.git_version
+                    ));
+                }
+            }
+        }
+        Ok("every component on the target build".into())
+    }
+}
+
+#[async_trait]
+impl Actions for HostActions<'_> {
+    async fn act(&self, st: &Step, action: Action) -> Result<String, String> {
+        let host = st.host.as_str();
+        match action {
+            Action::Mark => self
+                .run(host, &format!("mkdir -p /var/lib/kiln && touch {MARKER}"))
+                .await
+                .map(|_| "marked".into()),
+            Action::Unmark => self
+                .run(host, &format!("rm -f {MARKER}"))
+                .await
+                .map(|_| "marker removed".into()),
+            Action::Cordon => drain::cordon(&self.client, host, true)
+                .await
+                .map_err(|e| e.to_string()),
+            Action::Uncordon => drain::cordon(&self.client, host, false)
+                .await
+                .map_err(|e| e.to_string()),
+            Action::Drain => drain::drain(&self.client, host, self.force, self.timeout())
+                .await
+                .map_err(|e| e.to_string()),
+            Action::Push => self.push(st).await,
+            Action::Restore => self.restore(st).await,
+            Action::RestartKubelet => self
+                .run(host, &restart_script())
+                .await
+                .map(|_| "kubelet restarted".into()),
+            Action::Gate(g) => self.gate(st, g).await,
+            Action::PodsRunning => {
+                let client = self.client.clone();
+                self.poll("the node's pods Running", || {
+                    let client = client.clone();
+                    async move {
+                        let left = drain::not_running(&client, host)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        if left.is_empty() {
+                            Ok("its pods are Running".into())
+                        } else {
+                            Err(format!("not Running yet: {}", left.join(", ")))
+                        }
+                    }
+                })
+                .await
+            }
+            Action::Cleanup => self
+                .run(host, &format!("rm -f {REMOTE_BIN}/kiln-*.prev"))
+                .await
+                .map(|_| "previous binaries removed".into()),
+        }
+    }
+}
+
+/// The hosts where an earlier run was interrupted (the marker is there).
+pub async fn interrupted(ctx: &Context) -> Vec<String> {
+    let mut out = vec![];
+    for h in &ctx.cluster.config.spec.hosts {
+        let Ok(t) = ctx.transport(&h.name).await else {
+            continue;
+        };
+        if t.probe(&format!("test -e {MARKER}"), None)
+            .await
+            .is_ok_and(|o| o.success())
+        {
+            out.push(h.name.clone());
+        }
+    }
+    out
+}
+
+/// The hosts that still hold `<bin>.prev` files.
+pub async fn with_previous_binaries(ctx: &Context) -> Vec<String> {
+    let mut out = vec![];
+    for h in &ctx.cluster.config.spec.hosts {
+        let Ok(t) = ctx.transport(&h.name).await else {
+            continue;
+        };
+        if t.probe(
+            &format!("ls {REMOTE_BIN}/kiln-*.prev >/dev/null 2>&1"),
+            None,
+        )
+        .await
+        .is_ok_and(|o| o.success())
+        {
+            out.push(h.name.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_on_replaced_binaries_fail_the_gate() {
+        let ps = "10 /usr/local/bin/kiln-kubelet\n11 /usr/local/bin/kiln-proxy (deleted)\n";
+        assert_eq!(
+            stale_processes(ps, false).unwrap(),
+            "still running a replaced binary: 11 /usr/local/bin/kiln-proxy"
+        );
+        let ps = "10 /usr/local/bin/kiln-kubelet\n11 /usr/local/bin/kiln-proxy\n";
+        assert_eq!(stale_processes(ps, false), None);
+        assert_eq!(
+            stale_processes(ps, true).unwrap(),
+            "not running: kiln-store, kiln-apiserver"
+        );
+        assert!(restart_script().contains("pgrep -P \"$sup\" -x kiln-kubelet"));
+    }
+}

@@ -1,0 +1,198 @@
+//! etcd's auth: users, roles and key-range permissions, enforced on the etcd API once enabled
+//! (etcd 3.4's auth/store.go semantics and error texts).
+//!
+//! Changes are Raft commands ([`command`]) applied by every member to one JSON record in the
+//! state machine's metadata ([`state`]); passwords are bcrypt-hashed by the member that takes
+//! the request, before proposing. Callers are named by a simple token (`token` metadata, from
+//! Authenticate) or, without one, by the CN of their verified client certificate.
+
+pub mod command;
+pub mod error;
+pub mod guard;
+pub mod perm;
+pub mod state;
+pub mod token;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rocksdb::{WriteBatch, DB};
+use tonic::Request;
+
+use crate::db::{self, CF_SM_META};
+use crate::raft::types::{store_request::Op, store_response, StoreRequest, StoreResponse};
+use command::{auth_command::Cmd, AuthApplied, AuthCommand};
+use error::AuthError;
+use perm::Access;
+use state::{AuthState, META_AUTH};
+use token::SimpleTokens;
+
+/// etcd's bcrypt cost default (--bcrypt-cost).
+pub const DEFAULT_BCRYPT_COST: u32 = 10;
+/// gRPC metadata that carries a token (clientv3 sends `token`; the gateway `authorization`).
+const TOKEN_METADATA: [&str; 2] = ["token", "authorization"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthStoreError {
+    #[error("reading the auth store: {0}")]
+    Db(#[from] rocksdb::Error),
+    #[error("auth store record is corrupt: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Reads the auth record as of `db` (the default state when auth was never touched).
+pub fn load(db: &DB) -> Result<AuthState, AuthStoreError> {
+    match db.get_cf(db::cf(db, CF_SM_META), META_AUTH)? {
+        Some(v) => Ok(serde_json::from_slice(&v)?),
+        None => Ok(AuthState::default()),
+    }
+}
+
+/// Applies an auth command on top of what `db` holds, adding the new record to `batch`.
+/// Client-visible refusals are the inner error; storage failures the outer one.
+pub fn apply(
+    db: &DB,
+    batch: &mut WriteBatch,
+    cmd: &AuthCommand,
+) -> Result<Result<AuthApplied, AuthError>, AuthStoreError> {
+    let Some(cmd) = &cmd.cmd else {
+        return Ok(Err(AuthError::InvalidAuthMgmt));
+    };
+    let mut state = load(db)?;
+    let before = state.clone();
+    let applied = state.apply(cmd);
+    if applied.is_ok() && state != before {
+        batch.put_cf(
+            db::cf(db, CF_SM_META),
+            META_AUTH,
+            serde_json::to_vec(&state)?,
+        );
+    }
+    Ok(applied)
+}
+
+/// A member's view of the auth store: the applied state, its tokens and how it hashes.
+pub struct AuthStore {
+    state: RwLock<Arc<AuthState>>,
+    tokens: SimpleTokens,
+    bcrypt_cost: u32,
+}
+
+impl AuthStore {
+    pub fn open(db: &DB, token_ttl: Duration, bcrypt_cost: u32) -> Result<Self, AuthStoreError> {
+        Ok(Self {
+            state: RwLock::new(Arc::new(load(db)?)),
+            tokens: SimpleTokens::new(token_ttl),
+            bcrypt_cost,
+        })
+    }
+
+    pub fn state(&self) -> Arc<AuthState> {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn bcrypt_cost(&self) -> u32 {
+        self.bcrypt_cost
+    }
+
+    pub fn tokens(&self) -> &SimpleTokens {
+        &self.tokens
+    }
+
+    /// Re-reads the applied state (after an auth command, or a snapshot installed).
+    pub fn reload(&self, db: &DB) -> Result<(), AuthStoreError> {
+        let fresh = load(db)?;
+        if !fresh.enabled {
+            self.tokens.clear();
+        }
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// What the state machine calls after applying `req`: picks up auth changes, hands out
+    /// the tokens of authenticate commands and drops those of changed users.
+    pub fn applied(
+        &self,
+        db: &DB,
+        req: &StoreRequest,
+        resp: &StoreResponse,
+    ) -> Result<(), AuthStoreError> {
+        let mut pairs = Vec::new();
+        match (&req.op, &resp.result) {
+            (Some(Op::Auth(c)), _) => pairs.push((c, resp)),
+            (Some(Op::Batch(b)), Some(store_response::Result::Batch(r))) => {
+                for (q, a) in b.requests.iter().zip(&r.responses) {
+                    if let Some(Op::Auth(c)) = &q.op {
+                        pairs.push((c, a));
+                    }
+                }
+            }
+            _ => {}
+        }
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        self.reload(db)?;
+        for (cmd, answer) in pairs {
+            if answer.error_code != 0 {
+                continue;
+            }
+            match &cmd.cmd {
+                Some(Cmd::Authenticate(a)) => self.tokens.assign(&a.token, &a.name),
+                Some(Cmd::UserDelete(r)) => self.tokens.invalidate_user(&r.name),
+                Some(Cmd::UserChangePassword(r)) => self.tokens.invalidate_user(&r.name),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Who makes `request`: the user of its token, else the CN of its verified client
+    /// certificate, else nobody (""). Always "" while auth is disabled (nothing is checked).
+    pub fn caller<T>(&self, request: &Request<T>) -> Result<String, AuthError> {
+        if !self.state().enabled {
+            return Ok(String::new());
+        }
+        for name in TOKEN_METADATA {
+            if let Some(value) = request.metadata().get(name) {
+                let token = value.to_str().map_err(|_| AuthError::InvalidAuthToken)?;
+                return self.tokens.user(token).ok_or(AuthError::InvalidAuthToken);
+            }
+        }
+        Ok(request
+            .peer_certs()
+            .and_then(|certs| certs.first().and_then(|c| common_name(c.as_ref())))
+            .unwrap_or_default())
+    }
+
+    /// etcd's isOpPermitted for the caller of a request.
+    pub fn check(
+        &self,
+        user: &str,
+        access: Access,
+        key: &[u8],
+        range_end: &[u8],
+    ) -> Result<(), AuthError> {
+        self.state().check(user, access, key, range_end)
+    }
+
+    pub fn check_admin(&self, user: &str) -> Result<(), AuthError> {
+        self.state().check_admin(user)
+    }
+
+    /// For calls only root may make once auth is enabled (maintenance, membership changes).
+    pub fn require_root<T>(&self, request: &Request<T>) -> Result<(), AuthError> {
+        let user = self.caller(request)?;
+        self.check_admin(&user)
+    }
+}
+
+/// The subject CN of a DER certificate.
+fn common_name(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?;
+    cn.as_str().ok().map(str::to_string)
+}
+
+#[cfg(test)]
+mod replicated_tests;
