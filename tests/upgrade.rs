@@ -17,10 +17,9 @@
 //! write is retried until it lands and none is lost; outside that window a failed write succeeds on a
 //! retry within 2 s.
 //!
-//! Not met yet, so not enforced by default: a handful of NodePort requests (11 of 359 in the last
-//! run, each failing fast with no HTTP status) fail for ~15 s from the first worker's drain, while an
-//! evicted pod is still in the controller's proxy rules. The test prints them every run and fails on
-//! them with `KILN_UPGRADE_STRICT_HTTP=1`; the issue stays open until that is the default.
+//! The NodePort requests stayed clean only once the upgrade waited, after the controller's restart,
+//! for the controller-manager's lease to be led again (its `gate leaders`): before, a worker drained
+//! inside that ~16 s gap left its evicted pod in the EndpointSlices and a few requests failed.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -304,15 +303,11 @@ fn upgrade_apply_rolls_the_cluster_to_a_new_build_without_downtime() {
     let failed: Vec<&str> = http.lines().filter(|l| !l.ends_with(" 200")).collect();
     assert!(http.lines().count() > 100, "{http}");
     if !failed.is_empty() {
-        let report = format!(
+        problems.push(format!(
             "{} of {} requests failed: {failed:?}",
             failed.len(),
             http.lines().count()
-        );
-        eprintln!("HTTP through the NodePort during the upgrade: {report}");
-        if std::env::var_os("KILN_UPGRADE_STRICT_HTTP").is_some() {
-            problems.push(report);
-        }
+        ));
     }
 
     // API writes: none lost, and outside the controller's own restart none waits more than 2 s.

@@ -28,6 +28,9 @@ pub struct HostActions<'a> {
     pub force: bool,
 }
 
+/// The leader leases whose holder must be alive before a worker is drained.
+const LEADER_LEASES: &[&str] = &["kube-controller-manager", "kube-scheduler"];
+
 /// Restart the kubelet: systemd's unit, else TERM the supervisor's kubelet (it stops its static pods
 /// first) and wait for the supervisor to start the binary now installed.
 fn restart_script() -> String {
@@ -217,6 +220,43 @@ impl HostActions<'_> {
                     .await
                     .map(|o| o.detail().to_string())
                     .map_err(|e| e.to_string())
+            }
+            Gate::Leaders => {
+                // A live leader renews every few seconds; a dead one's lease stays as it was. So
+                // a lease is led once its renewTime moves while we watch.
+                use k8s_openapi::api::coordination::v1::Lease;
+                let leases: kube::Api<Lease> =
+                    kube::Api::namespaced(self.client.clone(), "kube-system");
+                let mut moved = vec![];
+                for name in LEADER_LEASES {
+                    let renewed = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+                    let first = leases
+                        .get_opt(name)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .and_then(|l| renewed(&l));
+                    let what = format!("lease {name} renewed");
+                    let detail = self
+                        .poll(&what, || {
+                            let (leases, first) = (leases.clone(), first.clone());
+                            async move {
+                                let now = leases
+                                    .get_opt(name)
+                                    .await
+                                    .map_err(|e| e.to_string())?
+                                    .and_then(|l| renewed(&l));
+                                match now {
+                                    Some(t) if Some(&t) != first.as_ref() => {
+                                        Ok(format!("{name} led"))
+                                    }
+                                    _ => Err(format!("{name} not renewed since {first:?}")),
+                                }
+                            }
+                        })
+                        .await?;
+                    moved.push(detail);
+                }
+                Ok(moved.join(", "))
             }
             Gate::Versions => {
                 self.poll("the target build everywhere", || self.versions(st))

@@ -43,6 +43,10 @@ pub enum Gate {
     ApiServerReady,
     /// The control plane's mirror pods on the host are Running and Ready.
     ControlPlanePods,
+    /// The controller-manager's and the scheduler's leader leases are being renewed again. A
+    /// restarted leader's lease is only taken over once it expires (15 s): draining a worker before
+    /// that leaves an evicted pod in the EndpointSlices, and in every proxy's rules, until then.
+    Leaders,
     /// Every kiln process on the host runs the installed binary (none a replaced one), the binaries
     /// say the target stamp, and the API reports it (apiserver /version, node kubeletVersion).
     Versions,
@@ -56,6 +60,7 @@ impl Gate {
             Gate::StoreHealthy => "store-healthy",
             Gate::ApiServerReady => "apiserver-ready",
             Gate::ControlPlanePods => "control-plane-pods",
+            Gate::Leaders => "leaders",
             Gate::Versions => "versions",
             Gate::NodeReady => "node-ready",
         }
@@ -115,6 +120,7 @@ pub const STEPS: &[StepSpec] = &[
     step("gate store-healthy", Role::Controller, Action::Gate(Gate::StoreHealthy), "gate: the store member is healthy and the quorum kept"),
     step("gate apiserver-ready", Role::Controller, Action::Gate(Gate::ApiServerReady), "gate: the API server answers /readyz"),
     step("gate control-plane-pods", Role::Controller, Action::Gate(Gate::ControlPlanePods), "gate: the control plane's pods are Running and Ready"),
+    step("gate leaders", Role::Controller, Action::Gate(Gate::Leaders), "gate: the controller-manager and scheduler leases are renewed again"),
     step("gate versions", Role::Any, Action::Gate(Gate::Versions), "gate: every component reports the target build"),
     step("gate node-ready", Role::Any, Action::Gate(Gate::NodeReady), "gate: the node is Ready"),
     step("uncordon", Role::Worker, Action::Uncordon, "uncordon the node"),
@@ -435,6 +441,7 @@ mod tests {
                 "c1 Gate(StoreHealthy)",
                 "c1 Gate(ApiServerReady)",
                 "c1 Gate(ControlPlanePods)",
+                "c1 Gate(Leaders)",
                 "c1 Gate(Versions)",
                 "c1 Gate(NodeReady)",
                 "c1 Unmark",
