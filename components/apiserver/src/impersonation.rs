@@ -253,20 +253,8 @@ pub fn strip(headers: &mut HeaderMap) {
 mod tests {
     use std::sync::Mutex;
 
-    use axum::http::{HeaderName, HeaderValue};
-
     use super::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
+    use crate::test_support::headers;
 
     /// Allows what names a resource in `allowed` and records every check it was asked.
     struct Recording {

@@ -32,6 +32,8 @@ pub mod server;
 pub mod status;
 pub mod storage;
 pub mod stream_translator;
+#[cfg(test)]
+mod test_support;
 pub mod tls;
 pub mod tokens;
 pub mod warnings;

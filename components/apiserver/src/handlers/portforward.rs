@@ -254,17 +254,7 @@ async fn tunnel(client: Upgraded, kubelet: Upgraded) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
+    use crate::test_support::headers;
 
     #[test]
     fn only_websockets_offering_a_spdy_tunnel_are_tunnelled() {
