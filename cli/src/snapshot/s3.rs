@@ -581,17 +581,22 @@ mod tests {
         m
     }
 
-    #[test]
-    #[ignore = "needs moto_server (.ci/install-packages installs it; CI runs it with --include-ignored)"]
-    fn multipart_upload_verify_retention_download_on_a_real_s3_server() {
-        let m = moto(false);
-        let dest = S3Destination {
-            endpoint: m.endpoint.clone(),
+    /// The bucket and prefix both moto tests use.
+    fn unit_destination(endpoint: &str) -> S3Destination {
+        S3Destination {
+            endpoint: endpoint.to_string(),
             bucket: "kiln-backups".into(),
             prefix: "unit".into(),
             region: "us-east-1".into(),
             credentials_file: None,
-        };
+        }
+    }
+
+    #[test]
+    #[ignore = "needs moto_server (.ci/install-packages installs it; CI runs it with --include-ignored)"]
+    fn multipart_upload_verify_retention_download_on_a_real_s3_server() {
+        let m = moto(false);
+        let dest = unit_destination(&m.endpoint);
         let rt = tokio::runtime::Runtime::new().unwrap();
         let b = Bucket::open(&dest, &m.creds).unwrap();
         let d = tempfile::tempdir().unwrap();
@@ -637,13 +642,7 @@ mod tests {
     #[ignore = "needs moto_server (.ci/install-packages installs it; CI runs it with --include-ignored)"]
     fn a_wrong_secret_is_refused_with_a_clear_error_that_holds_no_secret() {
         let m = moto(true);
-        let dest = S3Destination {
-            endpoint: m.endpoint.clone(),
-            bucket: "kiln-backups".into(),
-            prefix: "unit".into(),
-            region: "us-east-1".into(),
-            credentials_file: None,
-        };
+        let dest = unit_destination(&m.endpoint);
         let rt = tokio::runtime::Runtime::new().unwrap();
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("b.kiln-bundle.tar");

@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::Role;
@@ -78,32 +77,16 @@ pub async fn serve(
             return Ok(out);
         }
     };
-    let key = req
-        .headers()
-        .get(header::SEC_WEBSOCKET_KEY)
-        .ok_or_else(|| ApiError::bad_request("missing Sec-WebSocket-Key"))?
-        .clone();
+    // The handshake is checked before the kubelet is asked for anything.
+    let mut out = Response::new(Body::empty());
+    *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let protocol = (!protocol.is_empty()).then_some(protocol);
+    super::websocket_accept::accept_headers(req.headers(), protocol, out.headers_mut())?;
     let logs = proxy::log(state, target, query).await?;
     if !logs.status().is_success() {
         return Ok(logs);
     }
     let client_upgrade = hyper::upgrade::on(&mut req);
-    let mut out = Response::new(Body::empty());
-    *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = out.headers_mut();
-    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(
-        header::SEC_WEBSOCKET_ACCEPT,
-        HeaderValue::from_str(&derive_accept_key(key.as_bytes()))
-            .map_err(|e| ApiError::internal(e.to_string()))?,
-    );
-    if !protocol.is_empty() {
-        h.insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(protocol),
-        );
-    }
     let body = logs.into_body();
     tokio::spawn(async move {
         let client = match client_upgrade.await {

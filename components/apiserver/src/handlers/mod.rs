@@ -27,6 +27,7 @@ pub mod stored;
 pub mod subresources;
 pub mod table;
 pub mod watch;
+pub(crate) mod websocket_accept;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -22,7 +22,6 @@ use futures::{SinkExt, StreamExt};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -186,27 +185,13 @@ fn websocket_accept(
     kubelet: &HeaderMap,
     out: &mut HeaderMap,
 ) -> Result<(), ApiError> {
-    let key = request
-        .get(header::SEC_WEBSOCKET_KEY)
-        .ok_or_else(|| ApiError::bad_request("missing Sec-WebSocket-Key"))?;
-    let accept = derive_accept_key(key.as_bytes());
-    out.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    out.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    out.insert(
-        header::SEC_WEBSOCKET_ACCEPT,
-        HeaderValue::from_str(&accept).map_err(|e| ApiError::internal(e.to_string()))?,
-    );
     let chosen = kubelet
         .get("x-stream-protocol-version")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    if let Some(p) = chosen {
-        let v = HeaderValue::from_str(&format!("{TUNNEL_PREFIX}{p}"))
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        out.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
-    }
-    Ok(())
+    let protocol = chosen.map(|p| format!("{TUNNEL_PREFIX}{p}"));
+    super::websocket_accept::accept_headers(request, protocol.as_deref(), out)
 }
 
 /// Copies SPDY bytes between the client's WebSocket (each binary message a piece of the stream)

@@ -19,13 +19,12 @@ use std::net::SocketAddr;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use http_body_util::BodyExt;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
@@ -69,20 +68,9 @@ pub fn wants_translation(headers: &HeaderMap) -> bool {
 
 /// The 101 answer to the client's handshake, choosing `v5.channel.k8s.io`.
 fn accept(request: &HeaderMap) -> Result<Response, ApiError> {
-    let key = request
-        .get(header::SEC_WEBSOCKET_KEY)
-        .ok_or_else(|| ApiError::bad_request("missing Sec-WebSocket-Key"))?;
     let mut out = Response::new(Body::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = out.headers_mut();
-    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(
-        header::SEC_WEBSOCKET_ACCEPT,
-        HeaderValue::from_str(&derive_accept_key(key.as_bytes()))
-            .map_err(|e| ApiError::internal(e.to_string()))?,
-    );
-    h.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(V5));
+    crate::handlers::websocket_accept::accept_headers(request, Some(V5), out.headers_mut())?;
     Ok(out)
 }
 

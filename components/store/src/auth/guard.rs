@@ -1,6 +1,8 @@
 //! The permission each etcd request needs (etcd's authApplierV3 / checkTxnAuth): reads need
 //! READ on their range, writes WRITE on theirs (and READ when they ask for the previous
-//! value), a txn everything its compares and both branches touch.
+//! value), a txn everything its compares and both branches touch. Checked against one snapshot of
+//! the auth state (`AuthStore::state`), so a txn's ops are judged by the same rules and the lock
+//! is taken once per request, not once per op.
 
 use etcd_client::proto::{
     PbDeleteRequest, PbPutRequest, PbRangeRequest, PbTxnOpRequest, PbTxnRequest,
@@ -8,9 +10,9 @@ use etcd_client::proto::{
 
 use crate::auth::error::AuthError;
 use crate::auth::perm::Access;
-use crate::auth::AuthStore;
+use crate::auth::state::AuthState;
 
-impl AuthStore {
+impl AuthState {
     pub fn check_range(&self, user: &str, r: &PbRangeRequest) -> Result<(), AuthError> {
         self.check(user, Access::Read, &r.key, &r.range_end)
     }

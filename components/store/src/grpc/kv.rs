@@ -184,7 +184,7 @@ impl PbKvService for KvService {
         let user = self.ctx.auth.caller(&request)?;
         let r = request.into_inner();
         check_range(&r)?;
-        self.ctx.auth.check_range(&user, &r)?;
+        self.ctx.auth.state().check_range(&user, &r)?;
         if !r.serializable {
             self.ctx.linearizable().await?;
         }
@@ -214,7 +214,7 @@ impl PbKvService for KvService {
         let user = self.ctx.auth.caller(&request)?;
         let r = request.into_inner();
         check_put(&r)?;
-        self.ctx.auth.check_put(&user, &r)?;
+        self.ctx.auth.state().check_put(&user, &r)?;
         let Res::Put(mut resp) = self.ctx.write(Op::Put(r)).await? else {
             return Err(unexpected());
         };
@@ -229,7 +229,7 @@ impl PbKvService for KvService {
         let user = self.ctx.auth.caller(&request)?;
         let r = request.into_inner();
         check_delete(&r)?;
-        self.ctx.auth.check_delete(&user, &r)?;
+        self.ctx.auth.state().check_delete(&user, &r)?;
         let Res::DeleteRange(mut resp) = self.ctx.write(Op::DeleteRange(r)).await? else {
             return Err(unexpected());
         };
@@ -241,7 +241,7 @@ impl PbKvService for KvService {
         let user = self.ctx.auth.caller(&request)?;
         let r = request.into_inner();
         check_txn(&r)?;
-        self.ctx.auth.check_txn(&user, &r)?;
+        self.ctx.auth.state().check_txn(&user, &r)?;
         let (writes, serializable) = txn_shape(&r);
         let mut resp = if writes {
             let Res::Txn(resp) = self.ctx.write(Op::Txn(r)).await? else {

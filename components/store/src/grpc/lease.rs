@@ -66,9 +66,11 @@ impl PbLeaseService for LeaseService {
         if self.ctx.auth.state().enabled {
             // etcd's checkLeasePuts: revoking deletes the lease's keys.
             let keys = self.ctx.mvcc.lease_keys(r.id).map_err(mvcc_status)?;
-            self.ctx
-                .auth
-                .check_lease_keys(&user, crate::auth::perm::Access::Write, &keys)?;
+            self.ctx.auth.state().check_lease_keys(
+                &user,
+                crate::auth::perm::Access::Write,
+                &keys,
+            )?;
         }
         let Res::LeaseRevoke(mut resp) = self.ctx.write(Op::LeaseRevoke(r)).await? else {
             return Err(unexpected());
@@ -127,9 +129,11 @@ impl PbLeaseService for LeaseService {
         if self.ctx.auth.state().enabled {
             // etcd's checkLeaseTimeToLive: the keys it names need READ.
             let keys = self.ctx.mvcc.lease_keys(r.id).map_err(mvcc_status)?;
-            self.ctx
-                .auth
-                .check_lease_keys(&user, crate::auth::perm::Access::Read, &keys)?;
+            self.ctx.auth.state().check_lease_keys(
+                &user,
+                crate::auth::perm::Access::Read,
+                &keys,
+            )?;
         }
         let header = Some(self.ctx.header(self.ctx.mvcc.revision()));
         let remaining = match leader_call(&self.ctx, LeaderOp::LeaseTimeToLive(r.id)).await? {
