@@ -29,6 +29,9 @@ const PROTOS: &[&str] = &[
     include_str!("../proto/intstr.proto"),
 ];
 
+/// `<message> <field>` of the scalar fields that are Go pointers upstream (see proto/README.md).
+const NULLABLE_SCALARS: &str = include_str!("../proto/nullable_scalars.txt");
+
 /// The envelope's magic prefix: "k8s" and a zero byte.
 const MAGIC: &[u8] = b"k8s\0";
 
@@ -119,6 +122,21 @@ fn schema() -> &'static Schema {
             parse(&mut s, text);
         }
         s
+    })
+}
+
+/// Message name to its pointer-typed scalar fields.
+fn nullable_scalars() -> &'static HashMap<&'static str, Vec<&'static str>> {
+    static NULLABLE: OnceLock<HashMap<&'static str, Vec<&'static str>>> = OnceLock::new();
+    NULLABLE.get_or_init(|| {
+        let mut out: HashMap<&str, Vec<&str>> = HashMap::new();
+        for line in NULLABLE_SCALARS.lines() {
+            if let Some((message, field)) = line.split_once(' ').filter(|_| !line.starts_with('#'))
+            {
+                out.entry(message).or_default().push(field.trim());
+            }
+        }
+        out
     })
 }
 
@@ -328,7 +346,10 @@ pub fn message(ty: &str, buf: &[u8]) -> Result<Value, ProtoError> {
         // authentication/authorization/certificates ExtraValue is a plain []string in JSON.
         return Ok(obj.remove("items").unwrap_or_else(|| json!([])));
     }
-    obj.retain(|_, v| !is_zero(v));
+    // A pointer field is on the wire only when it was set, so its zero is an explicit value
+    // (`attachRequired: false`), kept as the JSON path would keep it.
+    let nullable = nullable_scalars().get(ty);
+    obj.retain(|k, v| !is_zero(v) || nullable.is_some_and(|f| f.contains(&k.as_str())));
     Ok(Value::Object(obj))
 }
 
@@ -458,6 +479,41 @@ mod tests {
         let opts = [tag(1, 0), 7]; // gracePeriodSeconds: 7
         let v = decode_body(&envelope("v1", "DeleteOptions", &opts)).unwrap();
         assert_eq!(v["gracePeriodSeconds"], 7);
+    }
+
+    #[test]
+    fn explicit_zeros_of_pointer_fields_are_kept() {
+        // CSIDriver{metadata{name: "d", namespace: "", generation: 0},
+        //           spec{attachRequired: false, podInfoOnMount: true}}: the two metadata zeros
+        // are Go value fields (always written), attachRequired is a *bool written because set.
+        let mut meta = bytes_field(1, b"d");
+        meta.extend(bytes_field(3, b""));
+        meta.extend([tag(7, 0), 0]);
+        let spec = [tag(1, 0), 0, tag(2, 0), 1];
+        let mut driver = bytes_field(1, &meta);
+        driver.extend(bytes_field(2, &spec));
+        let v = decode_body(&envelope("storage.k8s.io/v1", "CSIDriver", &driver)).unwrap();
+        assert_eq!(v["metadata"], json!({"name": "d"}));
+        assert_eq!(
+            v["spec"],
+            json!({"attachRequired": false, "podInfoOnMount": true})
+        );
+        // `kubectl delete --grace-period=0`: DeleteOptions.gracePeriodSeconds is an *int64.
+        let opts = [tag(1, 0), 0];
+        let v = decode_body(&envelope("v1", "DeleteOptions", &opts)).unwrap();
+        assert_eq!(v["gracePeriodSeconds"], 0);
+    }
+
+    #[test]
+    fn nullable_list_names_fields_the_schema_has() {
+        for line in NULLABLE_SCALARS.lines().filter(|l| !l.starts_with('#')) {
+            let (message, field) = line.split_once(' ').unwrap();
+            let declared = schema().get(message).is_some_and(|defs| {
+                defs.values()
+                    .any(|f| f.name == field && !f.ty.contains('.'))
+            });
+            assert!(declared, "{line} is not a scalar field of the schema");
+        }
     }
 
     #[test]

@@ -285,17 +285,23 @@ impl Binder {
         self.execute(steps, claim, Some(volume)).await
     }
 
-    fn event(
+    /// Awaited, not spawned: the recorder aggregates a repeated event by patching the one it
+    /// created, and two concurrent records of the same event would both create one (the
+    /// duplicate ExternalProvisioning event a claim used to get).
+    async fn event(
         &self,
         reference: k8s_openapi::api::core::v1::ObjectReference,
         type_: &'static str,
         reason: &'static str,
         message: String,
     ) {
-        let recorder = self.recorder.clone();
-        tokio::spawn(async move {
-            let _ = recorder.record(&reference, type_, reason, &message).await;
-        });
+        if let Err(error) = self
+            .recorder
+            .record(&reference, type_, reason, &message)
+            .await
+        {
+            tracing::warn!(%error, reason, "recording an event failed");
+        }
     }
 
     /// The steps in order; each write starts from the newest copy this sync has of its object.
@@ -394,7 +400,7 @@ impl Binder {
                         On::Volume => volume.as_ref().map(object_reference),
                     };
                     if let Some(r) = reference {
-                        self.event(r, type_, reason, message);
+                        self.event(r, type_, reason, message).await;
                     }
                 }
                 Step::SyncClaim { namespace, name } => {

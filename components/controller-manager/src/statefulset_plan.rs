@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
@@ -74,6 +75,28 @@ pub fn partition(set: &StatefulSet) -> i32 {
         .unwrap_or(0)
 }
 
+/// getStatefulSetMaxUnavailable: rollingUpdate.maxUnavailable (default 1) against the desired
+/// replicas, a percentage rounded down, and never below 1 (a small percentage would otherwise
+/// stall the update). The API rejects anything else, so a malformed value counts as the default.
+pub fn max_unavailable(set: &StatefulSet) -> i32 {
+    let value = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.max_unavailable.as_ref());
+    let n = match value {
+        None => 1,
+        Some(IntOrString::Int(n)) => *n,
+        Some(IntOrString::String(s)) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<i64>().ok())
+            .map(|p| (p * i64::from(replicas(set).max(0)) / 100) as i32)
+            .unwrap_or(1),
+    };
+    n.max(1)
+}
+
 /// `<parent>-<ordinal>` split at the last dash, as upstream's statefulPodRegex.
 pub fn parent_and_ordinal(name: &str) -> Option<(&str, i32)> {
     let (parent, ordinal) = name.rsplit_once('-')?;
@@ -128,6 +151,11 @@ fn running_and_ready(pod: &Pod) -> bool {
 
 fn running_and_available(pod: &Pod, min_ready: i32, now: Timestamp) -> bool {
     phase(pod) == "Running" && is_available(pod, min_ready, now)
+}
+
+/// isUnavailable: not running and available for minReadySeconds, or on its way out.
+fn is_unavailable(pod: &Pod, min_ready: i32, now: Timestamp) -> bool {
+    !running_and_available(pod, min_ready, now) || is_terminating(pod)
 }
 
 fn is_healthy(pod: &Pod) -> bool {
@@ -621,11 +649,22 @@ pub fn plan(
     if blocked || is_on_delete(set) {
         return plan;
     }
-    // RollingUpdate: the highest replica index at or above the partition that is not at the
-    // update revision is deleted (and recreated at it by a later sync); unhealthy pods wait.
+    // RollingUpdate as upstream's updateStatefulSetAfterInvariantEstablished, the path taken with
+    // the MaxUnavailableStatefulSet gate on: kiln honours rollingUpdate.maxUnavailable (its default
+    // of 1 is the one-at-a-time update of the gate-off path). Every replica that is unavailable
+    // (terminating, not yet created or not available) uses up the budget; what is left goes to
+    // the highest indexes at or above the partition that are not at the update revision, deleted
+    // now and recreated at it by later syncs.
+    let unavailable = replicas
+        .iter()
+        .filter(|p| is_unavailable(p, min_ready, now))
+        .count() as i32;
+    let mut budget = max_unavailable(set) - unavailable;
     let update_min = partition(set).max(0) as usize;
-    for target in (update_min..replicas.len()).rev() {
-        let p = &replicas[target];
+    for p in replicas.iter().skip(update_min).rev() {
+        if budget <= 0 {
+            break;
+        }
         if pod_revision(p) != rev.update && !is_terminating(p) {
             plan.steps.push(Step::Delete {
                 pod: p.metadata.name.clone().unwrap_or_default(),
@@ -633,10 +672,7 @@ pub fn plan(
             });
             let current = plan.status.current_replicas.unwrap_or(0);
             plan.status.current_replicas = Some(current - 1);
-            break;
-        }
-        if !is_healthy(p) {
-            break;
+            budget -= 1;
         }
     }
     plan

@@ -319,3 +319,77 @@ fn lost_identity_labels_are_restored() {
         matches!(&steps[0], Step::Relabel { pod, labels } if pod == "web-0" && labels[POD_NAME_LABEL] == "web-0")
     );
 }
+
+fn terminating(p: &Arc<Pod>) -> Arc<Pod> {
+    let mut p = (**p).clone();
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::now(),
+    ));
+    Arc::new(p)
+}
+
+fn rolling(max_unavailable: serde_json::Value, partition: i32, policy: &str) -> StatefulSet {
+    set(
+        5,
+        json!({"podManagementPolicy": policy, "updateStrategy": {"type": "RollingUpdate",
+            "rollingUpdate": {"partition": partition, "maxUnavailable": max_unavailable}}}),
+    )
+}
+
+#[test]
+fn max_unavailable_scales_rounds_down_and_is_at_least_one() {
+    assert_eq!(max_unavailable(&set(5, json!({}))), 1);
+    assert_eq!(max_unavailable(&rolling(json!(2), 0, "Parallel")), 2);
+    assert_eq!(max_unavailable(&rolling(json!("50%"), 0, "Parallel")), 2);
+    assert_eq!(max_unavailable(&rolling(json!("100%"), 0, "Parallel")), 5);
+    assert_eq!(max_unavailable(&rolling(json!("10%"), 0, "Parallel")), 1);
+}
+
+#[test]
+fn max_unavailable_replaces_that_many_pods_at_a_time_from_the_highest_ordinal() {
+    let now = Timestamp::now();
+    let old: Vec<Arc<Pod>> = (0..5)
+        .map(|i| pod(&format!("web-{i}"), "web-old", "Running", true))
+        .collect();
+    let new = |i: i32| pod(&format!("web-{i}"), "web-new", "Running", true);
+    let names = |p: &Plan| -> Vec<String> { deletes(p).into_iter().map(|(n, _)| n).collect() };
+
+    // OrderedReady, maxUnavailable 2, partition 1: the two highest ordinals go together.
+    let ordered = rolling(json!(2), 1, "OrderedReady");
+    let p = plan(&ordered, &old, &revs(), 0, now);
+    assert_eq!(names(&p), ["web-4", "web-3"]);
+    assert!(deletes(&p).iter().all(|(_, why)| *why == DeleteWhy::Update));
+    assert_eq!(p.status.current_replicas, Some(3));
+
+    let s = rolling(json!(2), 1, "Parallel");
+    assert_eq!(names(&plan(&s, &old, &revs(), 0, now)), ["web-4", "web-3"]);
+    // Both still terminating: the budget is spent, nothing more goes.
+    let mut pods = old.clone();
+    pods[4] = terminating(&old[4]);
+    pods[3] = terminating(&old[3]);
+    assert!(deletes(&plan(&s, &pods, &revs(), 0, now)).is_empty());
+    // web-4 back at the new revision and ready, web-3 still going: one more may go.
+    pods[4] = new(4);
+    assert_eq!(names(&plan(&s, &pods, &revs(), 0, now)), ["web-2"]);
+    // web-3 back but not ready yet, web-2 terminating: two unavailable, wait.
+    pods[3] = pod("web-3", "web-new", "Running", false);
+    pods[2] = terminating(&old[2]);
+    assert!(deletes(&plan(&s, &pods, &revs(), 0, now)).is_empty());
+    // Both updated: only web-1 is left above the partition; web-0 is never touched.
+    pods[3] = new(3);
+    pods[2] = new(2);
+    assert_eq!(names(&plan(&s, &pods, &revs(), 0, now)), ["web-1"]);
+    pods[1] = new(1);
+    assert!(deletes(&plan(&s, &pods, &revs(), 0, now)).is_empty());
+
+    // An unavailable pod below the partition also uses the budget.
+    let mut pods = old.clone();
+    pods[0] = pod("web-0", "web-old", "Running", false);
+    assert_eq!(names(&plan(&s, &pods, &revs(), 0, now)), ["web-4"]);
+    // A percentage: 40% of 5 is 2.
+    let pct = rolling(json!("40%"), 0, "Parallel");
+    assert_eq!(
+        names(&plan(&pct, &old, &revs(), 0, now)),
+        ["web-4", "web-3"]
+    );
+}

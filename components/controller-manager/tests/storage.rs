@@ -310,4 +310,37 @@ async fn claims_bind_release_stay_protected_and_follow_their_pods() {
         })
     })
     .await;
+    // Every sync records the event again (the annotation write above already caused one more;
+    // a label change causes another): the repeats aggregate into one Event whose count grows,
+    // never a second Event object.
+    pvcs.patch(
+        "later",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": {"resync": "1"}}})),
+    )
+    .await
+    .unwrap();
+    let provisioning = || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some("later")
+                    && e.reason.as_deref() == Some("ExternalProvisioning")
+            })
+            .collect::<Vec<_>>()
+    };
+    eventually("the ExternalProvisioning event repeated", || async {
+        let all = provisioning().await;
+        (all.iter().map(|e| e.count.unwrap_or(1)).sum::<i32>() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        provisioning().await.len(),
+        1,
+        "a repeated ExternalProvisioning event is aggregated into one Event"
+    );
 }

@@ -67,10 +67,26 @@ pub async fn bind(client: kube::Client, pod: &Pod, node: &str) -> Result<(), Pod
     })
 }
 
+/// PodScheduled=False reasons (upstream's handleSchedulingFailure): Unschedulable when the nodes
+/// rejected the pod, SchedulerError when a step failed (a PreBind such as the volume binding, the
+/// binding itself, a plugin error).
+pub const UNSCHEDULABLE: &str = "Unschedulable";
+pub const SCHEDULER_ERROR: &str = "SchedulerError";
+
 /// The pod's conditions with PodScheduled=False/Unschedulable and this message, or None when the
 /// pod already says exactly that (no write needed).
 pub fn unschedulable_conditions(
     pod: &Pod,
+    message: &str,
+    now: Timestamp,
+) -> Option<Vec<PodCondition>> {
+    not_scheduled_conditions(pod, UNSCHEDULABLE, message, now)
+}
+
+/// [`unschedulable_conditions`] with another reason ([`SCHEDULER_ERROR`]).
+pub fn not_scheduled_conditions(
+    pod: &Pod,
+    reason: &str,
     message: &str,
     now: Timestamp,
 ) -> Option<Vec<PodCondition>> {
@@ -82,7 +98,7 @@ pub fn unschedulable_conditions(
     let wanted = PodCondition {
         type_: "PodScheduled".into(),
         status: "False".into(),
-        reason: Some("Unschedulable".into()),
+        reason: Some(reason.into()),
         message: Some(message.to_string()),
         last_transition_time: Some(Time(now)),
         ..Default::default()
@@ -123,7 +139,18 @@ pub fn unschedulable_patch(
     nominated: Option<&str>,
     now: Timestamp,
 ) -> Option<serde_json::Value> {
-    let conditions = unschedulable_conditions(pod, message, now);
+    not_scheduled_patch(pod, UNSCHEDULABLE, message, nominated, now)
+}
+
+/// [`unschedulable_patch`] with another reason ([`SCHEDULER_ERROR`]).
+pub fn not_scheduled_patch(
+    pod: &Pod,
+    reason: &str,
+    message: &str,
+    nominated: Option<&str>,
+    now: Timestamp,
+) -> Option<serde_json::Value> {
+    let conditions = not_scheduled_conditions(pod, reason, message, now);
     let current = pod
         .status
         .as_ref()
@@ -151,7 +178,18 @@ pub async fn mark_unschedulable(
     message: &str,
     nominated: Option<&str>,
 ) -> Result<(), PodWriteError> {
-    let Some(patch) = unschedulable_patch(pod, message, nominated, Timestamp::now()) else {
+    mark_not_scheduled(client, pod, UNSCHEDULABLE, message, nominated).await
+}
+
+/// Writes PodScheduled=False with `reason` ([`not_scheduled_patch`]).
+pub async fn mark_not_scheduled(
+    client: kube::Client,
+    pod: &Pod,
+    reason: &str,
+    message: &str,
+    nominated: Option<&str>,
+) -> Result<(), PodWriteError> {
+    let Some(patch) = not_scheduled_patch(pod, reason, message, nominated, Timestamp::now()) else {
         return Ok(());
     };
     let (namespace, name) = names(pod);
@@ -211,6 +249,34 @@ mod tests {
         assert!(
             unschedulable_conditions(&pod, "no nodes available to schedule pods", now).is_some()
         );
+    }
+
+    #[test]
+    fn a_failed_volume_binding_is_a_scheduler_error() {
+        let before = Timestamp::from_second(1_767_225_600).unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {"nominatedNodeName": "host1", "conditions": [{"type": "PodScheduled",
+                "status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let message = "running PreBind plugin \"VolumeBinding\": binding volumes: timed out";
+        let patch = not_scheduled_patch(&pod, SCHEDULER_ERROR, message, Some(""), Timestamp::now())
+            .unwrap();
+        let c = &patch["status"]["conditions"][0];
+        assert_eq!(
+            (&c["type"], &c["status"], &c["reason"], &c["message"]),
+            (
+                &json!("PodScheduled"),
+                &json!("False"),
+                &json!("SchedulerError"),
+                &json!(message)
+            )
+        );
+        // Still False: the transition time stays; the nomination is cleared.
+        assert_eq!(c["lastTransitionTime"], json!(Time(before)));
+        assert_eq!(patch["status"]["nominatedNodeName"], json!(null));
     }
 
     #[test]

@@ -628,6 +628,33 @@ impl SchedulingLoop {
         });
     }
 
+    /// A binding cycle that failed (the volume binding's PreBind, or the binding itself), as
+    /// upstream's handleSchedulingFailure with an error status: the FailedScheduling event, then
+    /// PodScheduled=False/SchedulerError with the same message, and the nomination cleared.
+    fn report_scheduler_error(&self, pod: Arc<Pod>, message: String) {
+        let client = self.client.clone();
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(e) = recorder
+                .record(
+                    &object_reference(pod.as_ref()),
+                    WARNING,
+                    "FailedScheduling",
+                    &message,
+                )
+                .await
+            {
+                tracing::warn!(error = %e, "writing the FailedScheduling event failed");
+            }
+            let reason = pod_status::SCHEDULER_ERROR;
+            if let Err(e) =
+                pod_status::mark_not_scheduled(client, &pod, reason, &message, Some("")).await
+            {
+                tracing::warn!(error = %e, "updating the pod condition failed");
+            }
+        });
+    }
+
     fn record_failed_scheduling(&self, pod: Arc<Pod>, message: String) {
         let recorder = self.recorder.clone();
         tokio::spawn(async move {
@@ -662,7 +689,7 @@ impl SchedulingLoop {
                             BindFailure::Volumes(_) => e.to_string(),
                             BindFailure::Pod(_) => format!("Binding rejected: {e}"),
                         };
-                        self.record_failed_scheduling(pod, message);
+                        self.report_scheduler_error(pod, message);
                     }
                 }
             }

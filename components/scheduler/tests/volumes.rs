@@ -284,6 +284,17 @@ async fn wait_for_first_consumer_claims_get_a_node_before_the_pod_is_bound() {
             .filter(|m| m == want)
     })
     .await;
+    // ...and the pod says so: PodScheduled=False/SchedulerError with the same message.
+    eventually("PodScheduled=False/SchedulerError", || async {
+        let pod = pods.get("provisioned").await.ok()?;
+        pod.status?.conditions?.into_iter().find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("SchedulerError")
+                && c.message.as_deref() == Some(want)
+        })
+    })
+    .await;
     let selected = eventually("selected-node set again", || async {
         claims
             .get("scratch")

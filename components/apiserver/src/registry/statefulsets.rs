@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::apps::{go_map, selector_matches, set_default, CONTAINERS_COL, IMAGES_COL};
 use super::columns::{self as c, col};
 use super::defaults::{pod_spec_defaults, pod_spec_validation};
+use super::policy::validation::{go_int_or_string, int_or_percent, percent};
 use super::strategy::{typed, ResourceSpec, ScaleSpec};
 use crate::status::Cause;
 
@@ -26,8 +27,8 @@ const MUTABLE: &[&str] = &[
 
 const NONNEGATIVE: &str = "must be greater than or equal to 0";
 
-/// SetDefaults_StatefulSet of apps/v1 (MaxUnavailableStatefulSet is alpha and off in 1.32, so
-/// rollingUpdate gets only its partition).
+/// SetDefaults_StatefulSet of apps/v1 as with the MaxUnavailableStatefulSet gate on (kiln's
+/// controller honours rollingUpdate.maxUnavailable, so its default of 1 is filled in too).
 pub fn statefulset_defaults(obj: &mut Value) {
     let spec = &mut obj["spec"];
     set_default(spec, "podManagementPolicy", json!("OrderedReady"));
@@ -41,6 +42,11 @@ pub fn statefulset_defaults(obj: &mut Value) {
             &mut spec["updateStrategy"]["rollingUpdate"],
             "partition",
             json!(0),
+        );
+        set_default(
+            &mut spec["updateStrategy"]["rollingUpdate"],
+            "maxUnavailable",
+            json!(1),
         );
     }
     set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
@@ -62,6 +68,27 @@ fn policy_type(causes: &mut Vec<Cause>, value: &Value, field: &str) {
     let v = value.as_str().unwrap_or("");
     if !matches!(v, "Retain" | "Delete") {
         causes.push(Cause::not_supported(field, v, &["Retain", "Delete"]));
+    }
+}
+
+/// validateRollingUpdateStatefulSet's maxUnavailable rules: a non-negative int or a percent of at
+/// most 100%, and not 0 (as an int, a percent, or a string Go's IntValue reads as 0).
+fn max_unavailable(causes: &mut Vec<Cause>, value: &Value) {
+    const FIELD: &str = "spec.updateStrategy.rollingUpdate.maxUnavailable";
+    if value.is_null() {
+        return;
+    }
+    causes.extend(int_or_percent(value, FIELD));
+    let zero = match value {
+        Value::String(s) => percent(s).unwrap_or_else(|| s.parse().unwrap_or(0)) == 0,
+        other => other.as_i64() == Some(0),
+    };
+    if zero {
+        causes.push(Cause::invalid_raw(
+            FIELD,
+            &go_int_or_string(value),
+            "cannot be 0",
+        ));
     }
 }
 
@@ -91,11 +118,14 @@ pub fn statefulset_validation(obj: &Value) -> Vec<Cause> {
                 ));
             }
         }
-        "RollingUpdate" => nonnegative(
-            &mut causes,
-            &strategy["rollingUpdate"]["partition"],
-            "spec.updateStrategy.rollingUpdate.partition",
-        ),
+        "RollingUpdate" => {
+            nonnegative(
+                &mut causes,
+                &strategy["rollingUpdate"]["partition"],
+                "spec.updateStrategy.rollingUpdate.partition",
+            );
+            max_unavailable(&mut causes, &strategy["rollingUpdate"]["maxUnavailable"]);
+        }
         _ => causes.push(Cause::invalid_raw(
             "spec.updateStrategy",
             &strategy.to_string(),

@@ -17,7 +17,7 @@ fn statefulset_defaults_match_upstream() {
     assert_eq!(spec["podManagementPolicy"], "OrderedReady");
     assert_eq!(
         spec["updateStrategy"],
-        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1}})
     );
     assert_eq!(
         spec["persistentVolumeClaimRetentionPolicy"],
@@ -172,4 +172,44 @@ fn controller_revision_data_is_required_and_immutable() {
         controllerrevision_update_validation(&cr, &changed)[0].field,
         "data"
     );
+}
+
+#[test]
+fn max_unavailable_is_a_positive_int_or_percent_up_to_100() {
+    let field = "spec.updateStrategy.rollingUpdate.maxUnavailable";
+    let check = |value: Value| -> Vec<String> {
+        let mut s = sts();
+        s["spec"]["updateStrategy"] =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": value}});
+        statefulset_defaults(&mut s);
+        statefulset_validation(&s)
+            .into_iter()
+            .map(|c| {
+                assert_eq!(c.field, field);
+                c.message
+            })
+            .collect()
+    };
+    assert!(check(json!(2)).is_empty());
+    assert!(check(json!("50%")).is_empty());
+    assert_eq!(
+        check(json!(0)),
+        ["Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: cannot be 0"]
+    );
+    assert_eq!(
+        check(json!("0%")),
+        ["Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"0%\"}: cannot be 0"]
+    );
+    assert_eq!(
+        check(json!(-1)),
+        ["Invalid value: -1: must be greater than or equal to 0"]
+    );
+    assert_eq!(
+        check(json!("150%")),
+        ["Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%"]
+    );
+    let bad = check(json!("abc"));
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(bad[0].contains("a valid percent string must be"));
+    assert!(bad[1].ends_with("cannot be 0"));
 }
