@@ -178,7 +178,9 @@ fn cluster_dns_service_env_and_in_cluster_clients() {
         "--timeout=120s",
     ]);
     c.kubectl(&["apply", "-f", &fixture("dns-clients.yaml")]);
-    for p in ["db-0", "db-1", "client-a", "client-b", "nolinks", "kubectl"] {
+    for p in [
+        "db-0", "db-1", "client-a", "client-b", "nolinks", "hostnet", "nodedns", "kubectl",
+    ] {
         c.kubectl(&[
             "-n",
             NS,
@@ -210,6 +212,29 @@ fn cluster_dns_service_env_and_in_cluster_clients() {
         "{resolv}"
     );
     assert!(resolv.contains("options ndots:5"), "{resolv}");
+    // ClusterFirstWithHostNet: a host-network pod on the cluster DNS all the same, resolving the
+    // namespace's short names; Default: the node's own resolver, no cluster search path.
+    let resolv = d.exec("hostnet", &["cat", "/etc/resolv.conf"]).unwrap();
+    assert!(resolv.contains("nameserver 10.96.0.10"), "{resolv}");
+    assert!(
+        resolv.contains(&format!("search {NS}.svc.{ZONE} svc.{ZONE} {ZONE}")),
+        "{resolv}"
+    );
+    let searched = d
+        .exec("hostnet", &["dig", "+short", "+search", "web"])
+        .unwrap();
+    assert_eq!(lines(&searched), [web_ip.as_str()]);
+    let resolv = d.exec("nodedns", &["cat", "/etc/resolv.conf"]).unwrap();
+    let node = c.lab.ssh_ok("host3", "cat /etc/resolv.conf");
+    let servers = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.trim_start().starts_with("nameserver"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert!(!servers(&node).is_empty(), "{node}");
+    assert_eq!(servers(&resolv), servers(&node), "{resolv}");
+    assert!(!resolv.contains(&format!("svc.{ZONE}")), "{resolv}");
 
     // Every record kind, from pods on two nodes.
     for pod in ["client-a", "client-b"] {
@@ -307,6 +332,11 @@ fn cluster_dns_service_env_and_in_cluster_clients() {
                 == [db0.as_str(), &format!("db-0.{db}"), "db-0"]),
         "{hosts}"
     );
+    // setHostnameAsFQDN: the kernel's host name is the FQDN.
+    let kernel = d
+        .exec("db-0", &["cat", "/proc/sys/kernel/hostname"])
+        .unwrap();
+    assert_eq!(kernel.trim(), format!("db-0.{db}"));
     c.kubectl(&["apply", "-f", &fixture("dns-clients.yaml")]);
     c.kubectl(&[
         "-n",
@@ -316,6 +346,20 @@ fn cluster_dns_service_env_and_in_cluster_clients() {
         "pod/db-1",
         "--timeout=120s",
     ]);
+    // ... and back when it is there again.
+    let both = {
+        let mut v = vec![db0.clone(), d.pod_ip("db-1")];
+        v.sort();
+        v
+    };
+    c.wait("the headless answer with db-1 again", 30, || {
+        let got = d.dig("client-a", "A", &db);
+        if got == both {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    });
     let hosts = d.exec("db-1", &["cat", "/etc/hosts"]).unwrap();
     assert!(hosts.contains("# Entries added by HostAliases."), "{hosts}");
     assert!(

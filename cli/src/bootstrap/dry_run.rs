@@ -151,6 +151,7 @@ mod tests {
             "diff -u --label /etc/kiln/x --label /etc/kiln/x.kiln /etc/kiln/x -",
             "test -s /etc/kiln/kubelet.conf",
             "test -d /run/systemd/system",
+            "test -f /run/systemd/resolve/resolv.conf",
             "test -d /var/lib/kiln/store",
             "test -f /etc/systemd/system/kiln-kubelet.service",
             "[ -e /etc/rc.local ] && ! grep -q '^# managed by kiln' /etc/rc.local",

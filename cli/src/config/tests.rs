@@ -90,6 +90,7 @@ fn full_parses_every_field() {
         c.spec.networking.dns.upstream,
         ["192.0.2.53", "192.0.2.54:5353"]
     );
+    assert_eq!(c.spec.networking.dns.ttl, Some(30));
     let backup = c.spec.store.backup.as_ref().unwrap();
     assert_eq!(
         (backup.schedule.as_str(), backup.retention),
@@ -196,6 +197,7 @@ fn cluster_dns_outside_the_service_range_and_bad_dns_settings_are_located() {
     let expected = [
         "bad-cluster-dns-range.yaml:12: networking.clusterDNS: 10.200.0.10 is outside serviceCIDR 10.96.0.0/12",
         "bad-cluster-dns-range.yaml:15: networking.dns.upstream[1]: invalid resolver 'resolver.example': expected an IP address or IP:port",
+        "bad-cluster-dns-range.yaml:16: networking.dns.ttl: 7200 is more than 3600 seconds",
     ];
     for e in expected {
         assert!(lines.iter().any(|l| l == e), "missing {e:?} in {lines:#?}");

@@ -199,6 +199,9 @@ pub struct Dns {
     /// /etc/resolv.conf.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream: Vec<String>,
+    /// TTL in seconds of the cluster zone's records (kiln-dns `--ttl`, CoreDNS's `ttl`); unset: 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u32>,
 }
 
 impl Dns {
@@ -399,6 +402,11 @@ pub struct Registry {
     pub mirror: String,
     #[serde(default)]
     pub insecure: bool,
+    /// Upstream registries (`docker.io`, `registry.k8s.io`, …) whose pulls try `mirror` first, under the
+    /// same repository path (`busybox` → `<mirror>/library/busybox`), the upstream staying the fallback:
+    /// containerd's certs.d hosts.toml mirrors, for air-gapped hosts and pull-through caches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirror_of: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

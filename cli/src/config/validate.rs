@@ -96,6 +96,16 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
                 format!("invalid mirror '{}': {why}", r.mirror),
             ));
         }
+        // Each names a certs.d directory on every host: a registry host name, optionally with a port.
+        for (i, up) in r.mirror_of.iter().enumerate() {
+            let host = split_host_port(up).map_or(up.as_str(), |(h, _)| h);
+            if let Err(why) = check_address(host) {
+                out.push(problem(
+                    format!("spec.registry.mirrorOf[{i}]"),
+                    format!("invalid registry '{up}': {why}"),
+                ));
+            }
+        }
     }
     if c.spec.images.pause.trim().is_empty() {
         out.push(problem("spec.images.pause", "must name an image"));
@@ -419,7 +429,17 @@ fn cluster_dns(c: &ClusterConfig, out: &mut Vec<Problem>) {
             ));
         }
     }
+    // CoreDNS's bounds for its kubernetes plugin's ttl: a longer one keeps clients on deleted Services
+    if let Some(ttl) = net.dns.ttl.filter(|t| *t > MAX_DNS_TTL) {
+        out.push(problem(
+            "spec.networking.dns.ttl",
+            format!("{ttl} is more than {MAX_DNS_TTL} seconds"),
+        ));
+    }
 }
+
+/// The longest TTL kiln-dns takes (its `--ttl` limit).
+const MAX_DNS_TTL: u32 = 3600;
 
 /// Splits `host:port` (or `[v6]:port`); the port is required.
 pub fn split_host_port(s: &str) -> Result<(&str, u16), String> {

@@ -5,7 +5,8 @@
 //! record of the asked type is NOERROR with no answers and the zone's SOA in the authority section
 //! (NODATA); a name that does not exist is NXDOMAIN with the SOA. Empty non-terminals (`svc.<zone>`,
 //! `<ns>.svc.<zone>` of a namespace with Services, `_<proto>.<service>…`) exist. A headless Service
-//! without ready endpoints is NXDOMAIN, as the spec says.
+//! without ready endpoints is NXDOMAIN, as the spec says. Until the index has its first full lists,
+//! a name it lacks is SERVFAIL instead of NXDOMAIN (CoreDNS's kubernetes plugin does the same).
 
 use std::net::IpAddr;
 
@@ -140,8 +141,14 @@ fn in_zone(index: &Index, q: &Query, mut resp: Message) -> Outcome {
                 return Outcome::Answer(resp);
             }
             Lookup::NxDomain => {
-                // RFC 6604: after a CNAME the rcode is the last name's
-                resp.metadata.response_code = ResponseCode::NXDomain;
+                // RFC 6604: after a CNAME the rcode is the last name's. Before the first lists
+                // are in, "not in the index" does not mean "does not exist": SERVFAIL, which
+                // clients retry (elsewhere) instead of caching.
+                resp.metadata.response_code = if index.synced() {
+                    ResponseCode::NXDomain
+                } else {
+                    ResponseCode::ServFail
+                };
                 resp.authorities.push(soa(index));
                 return Outcome::Answer(resp);
             }

@@ -180,6 +180,54 @@ fn nxdomain_for_names_that_do_not_exist() {
 }
 
 #[test]
+fn servfail_not_nxdomain_before_the_first_lists() {
+    // CoreDNS's kubernetes plugin: a name error before its informers synced is SERVFAIL (with the
+    // SOA), so no client caches "kubernetes.default does not exist" from a starting instance.
+    let mut idx = Index::awaiting_sync(ZoneSettings::default());
+    assert!(!idx.synced());
+    let m = ask(&idx, "kubernetes.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+    assert!(m.answers.is_empty());
+    assert_eq!(m.authorities[0].record_type(), RecordType::SOA);
+    // what the index holds already answers, and existing names without the type stay NODATA
+    idx.upsert_service(cluster_ip(
+        "default",
+        "kubernetes",
+        &["10.96.0.1"],
+        vec![port("https", "tcp", 443)],
+    ));
+    let m = ask(&idx, "kubernetes.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(
+        lines(&m.answers),
+        ["kubernetes.default.svc.cluster.local. A 10.96.0.1"]
+    );
+    assert_nodata(&ask(
+        &idx,
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::AAAA,
+    ));
+    assert_eq!(
+        ask(&idx, "dns-version.cluster.local.", RecordType::TXT)
+            .metadata
+            .response_code,
+        ResponseCode::NoError
+    );
+    let m = ask(&idx, "missing.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+    // after the first lists: NXDOMAIN as the spec says
+    idx.mark_synced();
+    assert_nxdomain(&ask(
+        &idx,
+        "missing.default.svc.cluster.local.",
+        RecordType::A,
+    ));
+    assert!(
+        Index::new(ZoneSettings::default()).synced(),
+        "a built index is complete"
+    );
+}
+
+#[test]
 fn headless_answers_with_ready_endpoints() {
     let idx = fixture();
     let m = ask(&idx, "pg.db.svc.cluster.local.", RecordType::A);

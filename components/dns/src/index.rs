@@ -72,6 +72,8 @@ pub struct Index {
     ptr: HashMap<IpAddr, Vec<(ServiceKey, Name)>>,
     records: usize,
     serial: u32,
+    /// Whether the first lists of Services and EndpointSlices are in (see [`Index::awaiting_sync`]).
+    synced: bool,
 }
 
 /// The derived hostname of an endpoint without one: its IP with dashes (`10-244-1-5`; IPv6 in full,
@@ -95,12 +97,34 @@ fn push_unique<T: PartialEq + Clone>(list: &mut Vec<T>, item: &T) {
 }
 
 impl Index {
+    /// An index that is complete as built (what it holds is all there is): tests, the fuzz target.
     pub fn new(settings: ZoneSettings) -> Self {
         Index {
             settings,
             serial: 1,
+            synced: true,
             ..Default::default()
         }
+    }
+
+    /// An empty index still waiting for the watches' first lists: until [`Index::mark_synced`], a
+    /// name it does not hold may exist all the same, so it is answered SERVFAIL, not NXDOMAIN (as
+    /// CoreDNS's kubernetes plugin does before its informers have synced) — a client must not cache a
+    /// negative answer for `kubernetes.default` because this instance started a moment ago.
+    pub fn awaiting_sync(settings: ZoneSettings) -> Self {
+        Index {
+            synced: false,
+            ..Index::new(settings)
+        }
+    }
+
+    /// The first full lists are in: absent names are NXDOMAIN from now on (also across relists).
+    pub fn mark_synced(&mut self) {
+        self.synced = true;
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced
     }
 
     pub fn settings(&self) -> &ZoneSettings {

@@ -41,6 +41,16 @@ impl Resolver {
 
     /// The reply to one packet, or None when it is dropped.
     pub async fn handle(&self, bytes: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        match self.answer_now(bytes, transport) {
+            Step::Done(reply) => reply,
+            Step::Network(p) => self.answer_from_network(*p).await,
+        }
+    }
+
+    /// Everything that needs no network: the index, and forwarded names fresh in the cache. The UDP
+    /// loop answers these on the thread that read the packet (no task per packet: a hand-off
+    /// between threads costs more than the answer itself); only [`Step::Network`] gets a task.
+    pub fn answer_now(&self, bytes: &[u8], transport: Transport) -> Step {
         let start = Instant::now();
         let reply = {
             let index = self.index.read().unwrap_or_else(|e| e.into_inner());
@@ -50,50 +60,37 @@ impl Resolver {
             Reply::Send(s) => s,
             Reply::Drop => {
                 self.health.metrics.dropped();
-                return None;
+                return Step::Done(None);
             }
-            Reply::Forward(p) => self.complete(*p).await,
+            Reply::Forward(p) => {
+                let cached = needed_query(&p).and_then(|q| {
+                    let hit = self.lock_cache().get(&CacheKey::of(&q), Instant::now());
+                    // a miss is counted once, by `upstream`, which looks again
+                    hit.inspect(|_| self.health.metrics.cache_lookup(true))
+                });
+                match cached {
+                    Some(c) => assemble(*p, Some(c)),
+                    None => return Step::Network(Box::new(Network { pending: *p, start })),
+                }
+            }
         };
+        Step::Done(self.sent(sent, transport, start))
+    }
+
+    /// The rest of a [`Step::Network`]: the upstreams (through the cache), then the reply.
+    pub async fn answer_from_network(&self, n: Network) -> Option<Vec<u8>> {
+        let up = match needed_query(&n.pending) {
+            Some(q) => self.upstream(&q).await,
+            None => None,
+        };
+        let transport = n.pending.transport;
+        self.sent(assemble(n.pending, up), transport, n.start)
+    }
+
+    fn sent(&self, sent: Sent, transport: Transport, start: Instant) -> Option<Vec<u8>> {
         let m = &self.health.metrics;
         m.request(transport, sent.qtype, sent.rcode, start.elapsed());
         (!sent.bytes.is_empty()).then_some(sent.bytes)
-    }
-
-    async fn complete(&self, p: Pending) -> Sent {
-        let Some(q) = p.request.queries.first() else {
-            let mut resp = response_to(&p.request);
-            resp.metadata.response_code = ResponseCode::FormErr;
-            return finish(&p.request, &resp, p.transport);
-        };
-        let resp = match p.chase.clone() {
-            None => {
-                let mut resp = response_to(&p.request);
-                match self.upstream(q).await {
-                    Some(c) => {
-                        resp.metadata.response_code = c.rcode;
-                        resp.answers = c.answers;
-                        resp.authorities = c.authorities;
-                        resp.additionals = c.additionals;
-                    }
-                    None => resp.metadata.response_code = ResponseCode::ServFail,
-                }
-                resp
-            }
-            Some((mut resp, target)) => {
-                let mut tq = Query::query(target, q.query_type());
-                tq.set_query_class(q.query_class());
-                // on failure the CNAME alone is still a correct answer; the client may chase it
-                if let Some(c) = self.upstream(&tq).await {
-                    resp.answers.extend(c.answers);
-                    if matches!(c.rcode, ResponseCode::NoError | ResponseCode::NXDomain) {
-                        resp.metadata.response_code = c.rcode;
-                        resp.authorities = c.authorities;
-                    }
-                }
-                resp
-            }
-        };
-        finish(&p.request, &resp, p.transport)
     }
 
     /// The upstream answer for `q`, from the cache when fresh; None when every upstream failed.
@@ -122,6 +119,73 @@ impl Resolver {
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// What [`Resolver::answer_now`] could not finish: a name to ask the upstreams.
+#[derive(Debug)]
+pub struct Network {
+    pending: Pending,
+    start: Instant,
+}
+
+/// [`Resolver::answer_now`]'s outcome.
+#[derive(Debug)]
+pub enum Step {
+    /// The reply (None: nothing is sent).
+    Done(Option<Vec<u8>>),
+    /// Boxed: a request is much bigger than a reply.
+    Network(Box<Network>),
+}
+
+/// The question a forwarded request needs the upstreams for: the request's own, or for an
+/// ExternalName the CNAME target (same type and class). None for a request without a question.
+fn needed_query(p: &Pending) -> Option<Query> {
+    let q = p.request.queries.first()?;
+    Some(match &p.chase {
+        None => q.clone(),
+        Some((_, target)) => {
+            let mut tq = Query::query(target.clone(), q.query_type());
+            tq.set_query_class(q.query_class());
+            tq
+        }
+    })
+}
+
+/// The reply to a forwarded request, given the upstreams' answer to [`needed_query`] (None: every
+/// upstream failed).
+fn assemble(p: Pending, up: Option<Cached>) -> Sent {
+    if p.request.queries.is_empty() {
+        let mut resp = response_to(&p.request);
+        resp.metadata.response_code = ResponseCode::FormErr;
+        return finish(&p.request, &resp, p.transport);
+    }
+    let resp = match p.chase {
+        None => {
+            let mut resp = response_to(&p.request);
+            match up {
+                Some(c) => {
+                    resp.metadata.response_code = c.rcode;
+                    resp.answers = c.answers;
+                    resp.authorities = c.authorities;
+                    resp.additionals = c.additionals;
+                }
+                None => resp.metadata.response_code = ResponseCode::ServFail,
+            }
+            resp
+        }
+        Some((mut resp, _)) => {
+            // on failure the CNAME alone is still a correct answer; the client may chase it
+            if let Some(c) = up {
+                resp.answers.extend(c.answers);
+                if matches!(c.rcode, ResponseCode::NoError | ResponseCode::NXDomain) {
+                    resp.metadata.response_code = c.rcode;
+                    resp.authorities = c.authorities;
+                }
+            }
+            resp
+        }
+    };
+    finish(&p.request, &resp, p.transport)
 }
 
 fn cached(m: Message) -> Cached {

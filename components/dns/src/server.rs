@@ -1,7 +1,9 @@
 //! The network loops, thin: datagrams and length-prefixed TCP messages in, [`Resolver::handle`]
-//! out. Bounded: at most [`MAX_IN_FLIGHT`] UDP requests and [`MAX_TCP_CONNECTIONS`] connections at
-//! once (beyond that, packets are dropped and connections closed, rather than memory growing).
+//! out. Bounded: at most [`MAX_IN_FLIGHT`] forwarded UDP requests and [`MAX_TCP_CONNECTIONS`]
+//! connections at once (beyond that, packets are dropped and connections closed, rather than memory
+//! growing); the rest is answered by the receive loops themselves.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
 use tokio::time::timeout;
 
-use crate::resolver::Resolver;
+use crate::resolver::{Resolver, Step};
 use crate::wire::Transport;
 
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -21,8 +23,27 @@ pub const TCP_IDLE: Duration = Duration::from_secs(10);
 /// Pause after a failing accept/recv, so a persistent error (e.g. no file descriptors) cannot spin.
 const ERROR_PAUSE: Duration = Duration::from_millis(20);
 
+/// One receive loop per runtime worker on the shared socket. A loop answers what needs no network
+/// itself, on the thread that read the packet, as unbound's threads do: a task per packet cost more
+/// (a spawn, a copy and a cross-thread wake-up per query) than the answer. Requests that must ask
+/// the upstreams get a task each, at most [`MAX_IN_FLIGHT`] at once.
 pub async fn serve_udp(socket: Arc<UdpSocket>, resolver: Arc<Resolver>) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let loops = tokio::runtime::Handle::current()
+        .metrics()
+        .num_workers()
+        .max(1);
+    for _ in 1..loops {
+        tokio::spawn(receive_loop(
+            socket.clone(),
+            resolver.clone(),
+            permits.clone(),
+        ));
+    }
+    receive_loop(socket, resolver, permits).await;
+}
+
+async fn receive_loop(socket: Arc<UdpSocket>, resolver: Arc<Resolver>, permits: Arc<Semaphore>) {
     // a datagram larger than this is cut, fails to parse and gets FORMERR: fine for a DNS server
     let mut buf = vec![0u8; usize::from(u16::MAX)];
     loop {
@@ -34,20 +55,29 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, resolver: Arc<Resolver>) {
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, "too many requests in flight; dropping");
-            continue;
-        };
-        let packet = buf[..n].to_vec();
-        let (socket, resolver) = (socket.clone(), resolver.clone());
-        tokio::spawn(async move {
-            if let Some(reply) = resolver.handle(&packet, Transport::Udp).await {
-                if let Err(e) = socket.send_to(&reply, peer).await {
-                    tracing::debug!(%peer, error = %e, "udp send failed");
-                }
+        match resolver.answer_now(&buf[..n], Transport::Udp) {
+            Step::Done(Some(reply)) => send(&socket, &reply, peer).await,
+            Step::Done(None) => {}
+            Step::Network(net) => {
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    tracing::debug!(%peer, "too many forwarded requests in flight; dropping");
+                    continue;
+                };
+                let (socket, resolver) = (socket.clone(), resolver.clone());
+                tokio::spawn(async move {
+                    if let Some(reply) = resolver.answer_from_network(*net).await {
+                        send(&socket, &reply, peer).await;
+                    }
+                    drop(permit);
+                });
             }
-            drop(permit);
-        });
+        }
+    }
+}
+
+async fn send(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
+    if let Err(e) = socket.send_to(reply, peer).await {
+        tracing::debug!(%peer, error = %e, "udp send failed");
     }
 }
 

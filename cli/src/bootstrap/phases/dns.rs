@@ -32,6 +32,9 @@ pub(crate) fn dns_context(ctx: &Context, host: &str) -> tera::Context {
     c.insert("cluster_dns", &net.cluster_dns_ip().to_string());
     c.insert("cluster_domain", &net.cluster_domain);
     c.insert("upstream", &net.dns.upstream);
+    if let Some(ttl) = net.dns.ttl {
+        c.insert("ttl", &ttl);
+    }
     crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
     c
 }
@@ -253,5 +256,44 @@ mod tests {
             "{cmd:?}"
         );
         assert!(!cmd.iter().any(|a| a.starts_with("--upstream")), "{cmd:?}");
+        assert!(!cmd.iter().any(|a| a.starts_with("--ttl")), "{cmd:?}");
+        // Ready only after kiln-dns's first lists (/ready), as kubeadm's CoreDNS; alive by /health.
+        let c0 = &spec.containers[0];
+        let ready = c0
+            .readiness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref());
+        let ready = ready.expect("a readiness probe");
+        assert_eq!(
+            (ready.host.as_deref(), ready.path.as_deref(), &ready.port),
+            (
+                Some(ip.as_str()),
+                Some("/ready"),
+                &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(9153)
+            )
+        );
+        let live = c0.liveness_probe.as_ref().and_then(|p| p.http_get.as_ref());
+        assert_eq!(live.and_then(|h| h.path.as_deref()), Some("/health"));
+    }
+
+    #[test]
+    fn pods_get_systemd_resolveds_real_resolvers_as_kubeadm_sets_them() {
+        use crate::bootstrap::phases::push::resolv_conf_flag;
+        assert_eq!(
+            resolv_conf_flag(true),
+            " --resolv-conf=/run/systemd/resolve/resolv.conf"
+        );
+        assert_eq!(resolv_conf_flag(false), "");
+    }
+
+    #[test]
+    fn the_zone_ttl_comes_from_cluster_yaml() {
+        let (_d, mut c) = ctx();
+        c.cluster.config.spec.networking.dns.ttl = Some(30);
+        let text =
+            crate::bootstrap::render::render("kiln-dns.yaml", &dns_context(&c, "host2")).unwrap();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_norway::from_str(&text).unwrap();
+        let cmd = pod.spec.unwrap().containers[0].command.clone().unwrap();
+        assert!(cmd.contains(&"--ttl=30".to_string()), "{cmd:?}");
     }
 }

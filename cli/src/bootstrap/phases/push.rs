@@ -495,6 +495,21 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
     ))
 }
 
+/// systemd-resolved's list of the real upstream resolvers (its /etc/resolv.conf names only its
+/// loopback stub, 127.0.0.53, which a pod's network namespace cannot reach).
+pub const SYSTEMD_RESOLVED_CONF: &str = "/run/systemd/resolve/resolv.conf";
+
+/// The kubelet's `--resolv-conf` where systemd-resolved runs, as kubeadm sets it: `dnsPolicy: Default`
+/// pods (and the host's search path of ClusterFirst ones) then get the real resolvers. kiln-dns itself
+/// runs on the host network and keeps the host's /etc/resolv.conf.
+pub fn resolv_conf_flag(systemd_resolved: bool) -> String {
+    if systemd_resolved {
+        format!(" --resolv-conf={SYSTEMD_RESOLVED_CONF}")
+    } else {
+        String::new()
+    }
+}
+
 /// A joining worker without credentials gets `bootstrap-kubelet.conf`: the cluster CA (the API server
 /// is verified from the first connection) and this run's bootstrap token. Returns whether it was written.
 async fn write_bootstrap_kubeconfig(ctx: &Context, host: &str) -> Result<bool, BootstrapError> {
@@ -531,7 +546,12 @@ async fn write_bootstrap_kubeconfig(ctx: &Context, host: &str) -> Result<bool, B
 pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let t = ctx.transport(host).await?;
     let mut c = tera::Context::new();
-    c.insert("kubelet_command", &kubelet_command(ctx, host)?);
+    let resolved = t
+        .probe(&format!("test -f {SYSTEMD_RESOLVED_CONF}"), None)
+        .await?
+        .success();
+    let command = kubelet_command(ctx, host)? + &resolv_conf_flag(resolved);
+    c.insert("kubelet_command", &command);
     let bootstrapping =
         !ctx.host(host).is_controller() && write_bootstrap_kubeconfig(ctx, host).await?;
     let systemd = t

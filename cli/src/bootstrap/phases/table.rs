@@ -319,6 +319,34 @@ mod tests {
         }
     }
 
+    /// Cluster DNS answers from every node: whatever playbook starts a host's kubelet (init, join,
+    /// join --control-plane) has put the kiln-dns static pod on that host first.
+    #[test]
+    fn every_host_that_starts_a_kubelet_gets_kiln_dns_first() {
+        let covers = |dns: Selector, kubelet: Selector| dns == kubelet || dns == Selector::All;
+        let mut starting = vec![];
+        for pb in every_playbook() {
+            for (i, spec) in pb.phases.iter().enumerate() {
+                if spec.name != "kubelet-start" {
+                    continue;
+                }
+                starting.push(pb.name.clone());
+                let before = &pb.phases[..i];
+                assert!(
+                    before
+                        .iter()
+                        .any(|p| p.name == "dns" && covers(p.hosts, spec.hosts)),
+                    "playbook {}: kubelet-start on {:?} without the dns phase before it",
+                    pb.name,
+                    spec.hosts
+                );
+            }
+        }
+        starting.sort();
+        starting.dedup();
+        assert_eq!(starting, ["init", "join", "join-control-plane"]);
+    }
+
     /// A dry run only names these; a change here changes what `--dry-run` touches.
     #[test]
     fn the_api_phases_are_exactly_these() {
