@@ -20,6 +20,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../templates/registry-hosts.toml"),
     ),
     (
+        "registry-mirror-hosts.toml",
+        include_str!("../../../templates/registry-mirror-hosts.toml"),
+    ),
+    (
         "kiln-scheduler.yaml",
         include_str!("../../../templates/kiln-scheduler.yaml"),
     ),

@@ -1,15 +1,20 @@
 //! The conformance harness on a 3-host lab cluster, as CI runs it: `kiln init`, then every entry of
 //! passing.txt through `kiln-conformance --only-passing` (an entry that passed on main and fails now
 //! fails this test; the full list is scored by hand into docs/conformance.md). The JUnit file and the score page land in $CARGO_TARGET_DIR/conformance/.
+//! Then, on the same cluster, the Python client's own e2e suite (tests/python-e2e, `python_e2e/mod.rs`),
+//! gated on tests/python-e2e/passing.txt.
 
 use std::path::PathBuf;
 
 use kiln_tests::{bin, run, Cluster, TestLab};
 
+mod python_e2e;
+
 #[test]
 #[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn the_conformance_list_on_a_three_host_lab() {
     let lab = TestLab::up_with_images("t-conf", 3, true, &["dnsutils", "agnhost"]);
+    python_e2e::mirror_docker_io(&lab);
     let c = Cluster::on(lab, "");
     c.kiln(&["init", "--wait-timeout", "150"]);
 
@@ -47,4 +52,7 @@ fn the_conformance_list_on_a_three_host_lab() {
     assert!(std::fs::read_to_string(&junit)
         .unwrap()
         .contains("<testsuite"));
+
+    // The Python client's own e2e suite on the same cluster (tests/python-e2e/README.md).
+    python_e2e::run_suite(&c, &out);
 }

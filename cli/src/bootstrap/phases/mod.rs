@@ -11,6 +11,7 @@ pub(crate) mod member_client;
 mod pki;
 pub(crate) mod preflight;
 pub(crate) mod push;
+mod registry_mirrors;
 pub(super) mod runtime;
 pub(crate) mod storage;
 pub(crate) mod store_start;

@@ -69,6 +69,7 @@ pub(super) async fn container_runtime(
         r.insert("scheme", if reg.insecure { "http" } else { "https" });
         let remote = format!("/etc/containerd/certs.d/{}/hosts.toml", reg.mirror);
         files.push(staged(ctx, host, "registry-hosts.toml", &r, remote, 0o644)?);
+        files.extend(super::registry_mirrors::mirror_files(ctx, host, reg)?);
     }
     let changed = install_files(ctx, host, &files).await?;
     // Pods need forwarding, and bridged pod traffic must pass the nat hooks (NOTES: per network namespace).

@@ -17,8 +17,9 @@ pub struct WatchList {
 }
 
 pub(crate) fn flag(v: &str) -> bool {
-    // strconv.ParseBool's true spellings, as the query decoder accepts them.
-    matches!(v, "true" | "1" | "t" | "T" | "TRUE" | "True")
+    // Upstream's query decoder (Convert_Slice_string_To_bool): a present parameter is true unless it is
+    // "0" or "false" in any case. Clients rely on it: the Python client sends `watch=True`.
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 /// Validates the options of a list (`watch` false) or a watch; Ok carries the watch-list request.
@@ -164,5 +165,15 @@ mod tests {
         )
         .unwrap()
         .contains(r#"resourceVersionMatch "exact" is forbidden for resourceVersion "0""#));
+    }
+
+    #[test]
+    fn a_present_flag_is_true_unless_zero_or_false() {
+        for v in ["true", "True", "1", "t", "yes", ""] {
+            assert!(flag(v), "{v:?}");
+        }
+        for v in ["false", "False", "FALSE", "0"] {
+            assert!(!flag(v), "{v:?}");
+        }
     }
 }

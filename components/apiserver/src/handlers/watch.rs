@@ -101,7 +101,7 @@ pub async fn watch(
     };
     let bookmarks = query
         .get("allowWatchBookmarks")
-        .is_some_and(|v| v == "true");
+        .is_some_and(|v| super::list_options::flag(v));
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

@@ -130,8 +130,11 @@ async fn input<S>(
     while let Some(msg) = ws_rx.next().await {
         let data = match msg {
             Ok(Message::Binary(b)) => b,
+            // Upstream's wsstream reads every data frame as bytes, whatever its opcode, and clients
+            // rely on it: the Python client writes stdin (`\0` + the text) as a text frame.
+            Ok(Message::Text(t)) => t.into(),
             Ok(Message::Close(_)) | Err(_) => break,
-            // Pings are answered by the WebSocket layer; text is not part of v5.
+            // Pings are answered by the WebSocket layer.
             Ok(_) => continue,
         };
         let Some((&channel, rest)) = data.split_first() else {
@@ -424,5 +427,39 @@ mod tests {
         assert_eq!(status["message"], "container c is not running");
         drop(client);
         assert_eq!(server.await.unwrap(), 400);
+    }
+
+    /// The Python client writes stdin as text frames: read as bytes, like upstream.
+    #[tokio::test]
+    async fn stdin_in_text_frames() {
+        let (client_io, server_io) = tokio::io::duplex(1 << 16);
+        let (kubelet_io, runtime_io) = tokio::io::duplex(1 << 16);
+        let opts = Options {
+            stdin: true,
+            stdout: true,
+            stderr: false,
+            tty: false,
+        };
+        tokio::spawn(async move {
+            let ws = WebSocketStream::from_raw_socket(server_io, Role::Server, None).await;
+            run_with(ws, opts, async move { Ok(kubelet_io) }).await
+        });
+        let mut client = WebSocketStream::from_raw_socket(client_io, Role::Client, None).await;
+        let mut runtime = FakeRuntime { io: runtime_io };
+        assert_eq!(
+            client.next().await.unwrap().unwrap(),
+            Message::Binary(vec![1].into())
+        );
+        for id in [1, 3, 5] {
+            assert_eq!(runtime.next().await, Seen::Control(1));
+            runtime.reply(id).await;
+        }
+        client
+            .send(Message::Text("\0echo hi\n".into()))
+            .await
+            .unwrap();
+        // Dropped text would leave the runtime waiting: bound it, so the test fails instead of hanging.
+        let seen = tokio::time::timeout(std::time::Duration::from_secs(5), runtime.next()).await;
+        assert_eq!(seen.ok(), Some(Seen::Data(3, 0, b"echo hi\n".to_vec())));
     }
 }
