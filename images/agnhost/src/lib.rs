@@ -18,6 +18,7 @@ pub mod netexec;
 pub mod openidmetadata;
 pub mod pause;
 pub mod porter;
+pub mod sample_apiserver;
 pub mod serve_hostname;
 pub mod server;
 pub mod test_webserver;

@@ -2,8 +2,8 @@ use clap::{Parser, Subcommand};
 
 use kiln_agnhost::{
     connect, crd_conversion_webhook, dns, entrypoint_tester, grpc_health_checking, guestbook,
-    liveness, logs_generator, mounttest, netexec, pause, porter, serve_hostname, test_webserver,
-    webhook,
+    liveness, logs_generator, mounttest, netexec, pause, porter, sample_apiserver, serve_hostname,
+    test_webserver, webhook,
 };
 
 /// Subcommands of the Kubernetes e2e test image, as upstream agnhost names and runs them.
@@ -62,6 +62,9 @@ enum Command {
     Pause(pause::PauseArgs),
     /// Serves requested data on ports specified in environment variables.
     Porter(porter::PorterArgs),
+    /// Launch a wardle API server (k8s.io/sample-apiserver's API, for the Aggregator test)
+    #[command(name = "sample-apiserver")]
+    SampleApiserver(sample_apiserver::SampleApiserverArgs),
     /// Serves the hostname.
     #[command(name = "serve-hostname")]
     ServeHostname(serve_hostname::ServeHostnameArgs),
@@ -126,6 +129,7 @@ async fn serve(command: Command) -> i32 {
         Command::Netexec(a) => netexec::run(a).await.map_err(|e| e.to_string()),
         Command::Pause(a) => Ok(pause::run(a).await),
         Command::Porter(a) => Ok(porter::run(a).await),
+        Command::SampleApiserver(a) => sample_apiserver::run(a).await,
         Command::ServeHostname(a) => serve_hostname::run(a).await.map_err(|e| e.to_string()),
         Command::TestServiceAccountIssuerDiscovery(a) => {
             Ok(kiln_agnhost::openidmetadata::run(a).await)

@@ -4,10 +4,6 @@
 
 /// (part of the codename, reason)
 pub const REASONS: &[(&str, &str)] = &[
-    (
-        "Aggregator",
-        "the aggregation layer is served; no case runs the sample API server yet (issue #24)",
-    ),
     ("[sig-apps] Job ", "Jobs are not served (issue #23)"),
     (
         "[sig-apps] StatefulSet",

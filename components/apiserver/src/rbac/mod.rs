@@ -2,6 +2,7 @@
 //! (a kubelet reaches only its own node and what its pods use), then RBAC over the stored roles and
 //! bindings. Everything not allowed is denied.
 
+pub mod aggregation_roles;
 pub mod bootstrap;
 pub mod node;
 pub mod rules;
@@ -148,22 +149,33 @@ pub async fn ensure_bootstrap_policy(store: &Store) -> Result<(), RbacError> {
     let objects = bootstrap::cluster_roles()
         .into_iter()
         .chain(storage_roles::cluster_roles())
-        .map(|o| (&CLUSTER_ROLES, o))
+        .chain(aggregation_roles::cluster_roles())
+        .map(|o| (&CLUSTER_ROLES, None, o))
         .chain(
             bootstrap::cluster_role_bindings()
                 .into_iter()
                 .chain(storage_roles::cluster_role_bindings())
-                .map(|o| (&CLUSTER_ROLE_BINDINGS, o)),
+                .map(|o| (&CLUSTER_ROLE_BINDINGS, None, o)),
+        )
+        .chain(
+            aggregation_roles::namespaced_roles()
+                .into_iter()
+                .map(|o| (&ROLES, Some(aggregation_roles::KUBE_SYSTEM), o)),
+        )
+        .chain(
+            aggregation_roles::namespaced_role_bindings()
+                .into_iter()
+                .map(|o| (&ROLE_BINDINGS, Some(aggregation_roles::KUBE_SYSTEM), o)),
         );
-    for (spec, obj) in objects {
+    for (spec, ns, obj) in objects {
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let obj = prepare_create(spec, None, obj, FieldValidation::Strict).map_err(|e| {
+        let obj = prepare_create(spec, ns, obj, FieldValidation::Strict).map_err(|e| {
             RbacError::Bootstrap {
                 name: name.clone(),
                 message: e.message,
             }
         })?;
-        let key = spec.key(None, &name);
+        let key = spec.key(ns, &name);
         let content = ["rules", "roleRef", "subjects"];
         match store.get(&key).await? {
             None => match store.create(&key, to_stored(&obj)).await {

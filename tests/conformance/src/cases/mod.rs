@@ -10,6 +10,7 @@ use crate::error::CaseResult;
 mod admission_policy;
 mod admission_webhooks;
 mod aggregated_discovery;
+mod aggregator;
 mod api_chunking_watch;
 mod api_machinery;
 mod api_ops;
@@ -53,6 +54,7 @@ mod replication;
 mod resource_quota;
 mod runtime;
 mod runtime_class;
+mod sample_apiserver;
 mod scheduling;
 mod secret_volumes;
 mod service_latency;
@@ -104,6 +106,7 @@ pub fn all() -> Vec<&'static Case> {
         admission_policy::CASES,
         admission_webhooks::CASES,
         aggregated_discovery::CASES,
+        aggregator::CASES,
         api_chunking_watch::CASES,
         api_machinery::CASES,
         architecture::CASES,

@@ -92,7 +92,7 @@ fn cert_error(e: rcgen::Error) -> CaseError {
 }
 
 /// setupServerCert: a CA and a serving certificate for `<service>.<namespace>.svc`.
-fn server_cert(service: &str, ns: &str) -> CaseResult<(String, String, String)> {
+pub(super) fn server_cert(service: &str, ns: &str) -> CaseResult<(String, String, String)> {
     let ca_key = KeyPair::generate().map_err(cert_error)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(cert_error)?;
     ca.distinguished_name
