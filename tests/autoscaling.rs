@@ -246,4 +246,129 @@ fn resource_metrics_and_horizontal_autoscaling() {
         stderr.contains("podmetrics.metrics.k8s.io \"default/nosuch\" not found"),
         "{stderr}"
     );
+    in_place_resize(&c);
+}
+
+/// The container's cgroup value of `v1` (cgroup v1 file) or `v2` (cgroup v2 file), read on its host.
+fn cgroup_value(c: &Cluster, host: &str, container_id: &str, v1: &str, v2: &str) -> String {
+    let id = container_id.trim_start_matches("containerd://");
+    c.lab
+        .ssh_ok(
+            host,
+            &format!(
+                "for d in $(find /sys/fs/cgroup -type d -name {id}); do cat $d/{v1} $d/{v2} 2>/dev/null; done; true"
+            ),
+        )
+        .trim()
+        .to_string()
+}
+
+/// `pods/resize` end to end (issue #30): the real kubectl raises a running pod's cpu and memory
+/// limits; the kubelet applies them through CRI UpdateContainerResources — the container's cgroup
+/// on host2 changes, the container is not restarted (resizePolicy NotRequired) — and reports the
+/// new resources in its status. A resize larger than the node stays PodResizePending/Infeasible.
+fn in_place_resize(c: &Cluster) {
+    apply(
+        c,
+        &format!(
+            "apiVersion: v1
+kind: Pod
+metadata:
+  name: resized
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: {BUSYBOX}
+    command: [sh, -c, 'sleep 100000']
+    resizePolicy:
+    - {{resourceName: cpu, restartPolicy: NotRequired}}
+    - {{resourceName: memory, restartPolicy: NotRequired}}
+    resources:
+      requests: {{cpu: 20m, memory: 16Mi}}
+      limits: {{cpu: 50m, memory: 32Mi}}
+"
+        ),
+    );
+    c.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/resized",
+        "--timeout=120s",
+    ]);
+    let field =
+        |path: &str| c.kubectl(&["get", "pod", "resized", "-o", &format!("jsonpath={path}")]);
+    let host = field("{.spec.nodeName}");
+    let id = field("{.status.containerStatuses[0].containerID}");
+    let memory = || cgroup_value(c, &host, &id, "memory.limit_in_bytes", "memory.max");
+    // cpu.max is "<quota> <period>" on cgroup v2.
+    let quota = || {
+        let v = cgroup_value(c, &host, &id, "cpu.cfs_quota_us", "cpu.max");
+        v.split_whitespace().next().unwrap_or_default().to_string()
+    };
+    assert_eq!(memory(), "33554432");
+    assert_eq!(quota(), "5000");
+    assert_eq!(
+        field("{.status.containerStatuses[0].resources.limits.memory}"),
+        "32Mi"
+    );
+
+    c.kubectl(&[
+        "patch",
+        "pod",
+        "resized",
+        "--subresource",
+        "resize",
+        "--patch",
+        r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"100m","memory":"64Mi"}}}]}}"#,
+    ]);
+    c.wait(
+        "the resize applied to the container's cgroup",
+        90,
+        || match (memory(), quota()) {
+            (m, q) if m == "67108864" && q == "10000" => Ok(()),
+            (m, q) => Err(format!("memory {m}, cpu quota {q}")),
+        },
+    );
+    c.wait("the new resources in the pod's status", 60, || {
+        let shown = field("{.status.containerStatuses[0].resources.limits}");
+        if shown.contains("\"memory\":\"64Mi\"") && shown.contains("\"cpu\":\"100m\"") {
+            Ok(())
+        } else {
+            Err(shown)
+        }
+    });
+    assert_eq!(field("{.status.containerStatuses[0].restartCount}"), "0");
+    assert_eq!(field("{.status.containerStatuses[0].containerID}"), id);
+    assert_eq!(
+        field("{.status.containerStatuses[0].allocatedResources.memory}"),
+        "16Mi"
+    );
+
+    // More than the node has: not admitted, the container keeps what it has.
+    c.kubectl(&[
+        "patch",
+        "pod",
+        "resized",
+        "--subresource",
+        "resize",
+        "--patch",
+        r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"1000Gi"},"limits":{"memory":"2000Gi"}}}]}}"#,
+    ]);
+    let pending = c.wait("PodResizePending", 60, || {
+        let reason = field("{.status.conditions[?(@.type==\"PodResizePending\")].reason}");
+        if reason == "Infeasible" {
+            Ok(field(
+                "{.status.conditions[?(@.type==\"PodResizePending\")].message}",
+            ))
+        } else {
+            Err(format!("reason {reason:?}"))
+        }
+    });
+    assert!(
+        pending.starts_with("Node didn't have enough capacity: memory, requested: "),
+        "{pending}"
+    );
+    assert_eq!(memory(), "67108864");
+    c.kubectl(&["delete", "pod", "resized", "--wait=false"]);
 }

@@ -526,3 +526,190 @@ async fn kubectl_delete_namespace_deletes_its_content() {
         assert!(got.kvs().is_empty(), "{prefix} left behind");
     }
 }
+
+/// `pods/resize` (InPlacePodVerticalScaling): the real kubectl's `patch --subresource resize`
+/// changes a container's resources and nothing else, with upstream's validation texts; the main
+/// resource still refuses the change, and RBAC names the subresource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_patch_subresource_resize() {
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "r"},
+        "spec": {"containers": [{"name": "c", "image": "registry.local/app:1",
+            "resources": {"requests": {"cpu": "100m", "memory": "32Mi"},
+                          "limits": {"cpu": "200m", "memory": "64Mi"}}}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &p).await.unwrap();
+
+    // Discovery lists it with upstream's verbs.
+    let v1: Value =
+        serde_json::from_str(&c.kubectl_ok(&["get", "--raw", "/api/v1"]).await).unwrap();
+    let resize = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "pods/resize")
+        .expect("pods/resize in discovery")
+        .clone();
+    assert_eq!(resize["kind"], "Pod");
+    assert_eq!(resize["verbs"], json!(["get", "patch", "update"]));
+
+    let patch = |body: &'static str| {
+        let c = &c;
+        async move {
+            c.kubectl(
+                &c.admin_kubeconfig,
+                &[
+                    "patch",
+                    "pod",
+                    "r",
+                    "--subresource",
+                    "resize",
+                    "--patch",
+                    body,
+                ],
+            )
+            .await
+        }
+    };
+    // A raise goes through; the image in the same patch is dropped, as upstream's strategy does.
+    let (ok, out, err) = patch(
+        r#"{"spec":{"containers":[{"name":"c","image":"other:2","resources":{"limits":{"cpu":"400m","memory":"128Mi"}}}]}}"#,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let got = get_json(&c, &["get", "pod", "r"]).await;
+    let ctr = &got["spec"]["containers"][0];
+    assert_eq!(
+        ctr["resources"]["limits"],
+        json!({"cpu": "400m", "memory": "128Mi"})
+    );
+    assert_eq!(
+        ctr["resources"]["requests"],
+        json!({"cpu": "100m", "memory": "32Mi"})
+    );
+    assert_eq!(ctr["image"], "registry.local/app:1");
+    assert_eq!(got["status"]["qosClass"], "Burstable");
+    let read = get_json(&c, &["get", "pod", "r", "--subresource", "resize"]).await;
+    assert_eq!(
+        read["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        "128Mi"
+    );
+
+    // Upstream's refusals.
+    let (ok, _, err) =
+        patch(r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":"96Mi"}}}]}}"#)
+            .await;
+    assert!(!ok);
+    assert!(
+        err.contains("spec.containers[0].resources.limits[memory]: Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer"),
+        "{err}"
+    );
+    let (ok, _, err) = patch(
+        r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"400m","memory":"128Mi"}}}]}}"#,
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("Pod QOS Class may not change as a result of resizing"),
+        "{err}"
+    );
+    let (ok, _, err) =
+        patch(r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":null}}}]}}"#)
+            .await;
+    assert!(!ok);
+    assert!(
+        err.contains("spec.containers[0].resources.limits[cpu]: Forbidden: resource limits cannot be removed"),
+        "{err}"
+    );
+    // With RestartContainer for memory, the limit may go down.
+    let (ok, out, err) = patch(
+        r#"{"spec":{"containers":[{"name":"c","resizePolicy":[{"resourceName":"memory","restartPolicy":"RestartContainer"}],"resources":{"limits":{"memory":"96Mi"}}}]}}"#,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+
+    // The main resource does not take resources.
+    let (ok, _, err) = c
+        .kubectl(
+            &c.admin_kubeconfig,
+            &[
+                "patch",
+                "pod",
+                "r",
+                "--patch",
+                r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"500m"}}}]}}"#,
+            ],
+        )
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("pod updates may not change fields other than"),
+        "{err}"
+    );
+
+    // RBAC: patching pods is not patching pods/resize.
+    let eve = c.kubeconfig_for("eve", &[]);
+    c.kubectl_ok(&[
+        "create",
+        "role",
+        "pod-patch",
+        "--verb=get,patch",
+        "--resource=pods",
+    ])
+    .await;
+    c.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "eve-patch",
+        "--role=pod-patch",
+        "--user=eve",
+    ])
+    .await;
+    let body = r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"300m"}}}]}}"#;
+    let args = [
+        "patch",
+        "pod",
+        "r",
+        "--subresource",
+        "resize",
+        "--patch",
+        body,
+    ];
+    let (ok, _, err) = c.kubectl(&eve, &args).await;
+    // (kubectl reads the subresource before it patches it.)
+    assert!(
+        !ok && err.contains("resource \"pods/resize\" in API group \"\""),
+        "{err}"
+    );
+    c.kubectl_ok(&[
+        "create",
+        "role",
+        "pod-resize",
+        "--verb=get,patch",
+        "--resource=pods/resize",
+    ])
+    .await;
+    c.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "eve-resize",
+        "--role=pod-resize",
+        "--user=eve",
+    ])
+    .await;
+    let (ok, out, err) = c.kubectl(&eve, &args).await;
+    assert!(ok, "{out}{err}");
+    let got = pods.get("r").await.unwrap();
+    let limits = got.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .limits
+        .unwrap();
+    assert_eq!(limits["cpu"].0, "300m");
+    assert_eq!(limits["memory"].0, "96Mi");
+}

@@ -416,4 +416,8 @@ impl Runtime for AdmissionGate {
     fn status_changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         self.inner.status_changes()
     }
+
+    fn take_final_status(&self, uid: &str) -> Option<PodStatus> {
+        self.inner.take_final_status(uid)
+    }
 }

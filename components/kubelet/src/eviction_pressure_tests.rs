@@ -135,6 +135,7 @@ fn status_with(container: &str, id: &str) -> PodStatus {
         init_containers: vec![],
         ephemeral_containers: vec![],
         pod_ip: None,
+        resize: Default::default(),
     }
 }
 

@@ -419,6 +419,7 @@ fn running(uid: &str) -> PodStatus {
         init_containers: vec![],
         ephemeral_containers: vec![],
         pod_ip: None,
+        resize: Default::default(),
     }
 }
 

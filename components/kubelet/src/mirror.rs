@@ -76,7 +76,7 @@ fn time(t: std::time::SystemTime) -> Time {
     Time(to_timestamp(t))
 }
 
-fn terminated(t: &Terminated) -> ContainerStateTerminated {
+pub(crate) fn terminated(t: &Terminated) -> ContainerStateTerminated {
     ContainerStateTerminated {
         exit_code: t.exit_code,
         signal: t.signal,
@@ -179,7 +179,7 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
     let statuses = api_container_statuses(&rt.containers);
     let init_statuses = api_container_statuses(&rt.init_containers);
     let ephemeral_statuses = api_container_statuses(&rt.ephemeral_containers);
-    ApiPodStatus {
+    let mut status = ApiPodStatus {
         phase: Some(pod_phase.into()),
         conditions: Some(vec![
             cond("PodScheduled", true, &started),
@@ -203,7 +203,9 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
         pod_ips: pod_ip.map(|ip| vec![PodIP { ip: ip.into() }]),
         start_time: Some(started),
         ..Default::default()
-    }
+    };
+    crate::pod_resize::report(&rt.resize, &mut status);
+    status
 }
 
 fn api_container_statuses(cs: &[crate::runtime::ContainerStatus]) -> Vec<ApiContainerStatus> {
@@ -414,6 +416,7 @@ mod tests {
                 })
                 .collect(),
             pod_ip: None,
+            resize: Default::default(),
         }
     }
 

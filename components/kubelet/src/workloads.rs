@@ -92,6 +92,8 @@ pub struct Shown {
     annotations: BTreeMap<String, String>,
     /// Ephemeral containers (added by `kubectl debug` while the pod runs), by name.
     ephemeral: Vec<String>,
+    /// The containers' resources as JSON (an in-place resize, `pods/resize`).
+    resources: String,
 }
 
 impl Shown {
@@ -105,6 +107,8 @@ impl Shown {
                 .flat_map(|s| s.ephemeral_containers.iter().flatten())
                 .map(|c| c.name.clone())
                 .collect(),
+            resources: serde_json::to_string(&crate::pod_resize::container_resources(p))
+                .unwrap_or_default(),
         }
     }
 }
@@ -230,6 +234,18 @@ fn api_disagrees(p: &Pod, computed: &ApiPodStatus) -> bool {
 /// container had already exited 0), not ready, each container terminated — one still running when
 /// it was killed reports upstream's exit code 137, one that never started ContainerStatusUnknown.
 pub fn terminal_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
+    terminal_status_after(p, None, node_ip)
+}
+
+/// [`terminal_status`] with the runtime's last word on the pod's containers
+/// ([`Runtime::take_final_status`]): one the runtime saw exit when it was stopped reports that exit
+/// (0/Completed for one that ended cleanly on SIGTERM), as upstream's kubelet, which inspects each
+/// container before removing it.
+pub fn terminal_status_after(
+    p: &Pod,
+    last: Option<&[crate::runtime::ContainerStatus]>,
+    node_ip: &str,
+) -> ApiPodStatus {
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -237,9 +253,19 @@ pub fn terminal_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
     let mut all_ok = true;
     for c in status.container_statuses.iter_mut().flatten() {
         let state = c.state.clone().unwrap_or_default();
-        let terminated = match (state.terminated, state.running) {
-            (Some(t), _) => t,
-            (None, Some(r)) => ContainerStateTerminated {
+        let exited = last
+            .and_then(|l| l.iter().find(|r| r.name == c.name))
+            .and_then(|r| match &r.state {
+                crate::runtime::ContainerState::Terminated(t) => Some(t),
+                _ => None,
+            });
+        let terminated = match (exited, state.terminated, state.running) {
+            (Some(t), _, _) => ContainerStateTerminated {
+                container_id: c.container_id.clone(),
+                ..crate::mirror::terminated(t)
+            },
+            (None, Some(t), _) => t,
+            (None, None, Some(r)) => ContainerStateTerminated {
                 exit_code: 137,
                 reason: Some("Error".into()),
                 started_at: r.started_at,
@@ -247,7 +273,7 @@ pub fn terminal_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
                 container_id: c.container_id.clone(),
                 ..Default::default()
             },
-            (None, None) => ContainerStateTerminated {
+            (None, None, None) => ContainerStateTerminated {
                 exit_code: 137,
                 reason: Some("ContainerStatusUnknown".into()),
                 message: Some(
@@ -322,6 +348,8 @@ const KUBELET_CONDITIONS: &[&str] = &[
     "ContainersReady",
     "Ready",
     "PodReadyToStartContainers",
+    crate::pod_resize::PENDING,
+    crate::pod_resize::IN_PROGRESS,
 ];
 
 /// The kubelet posts the whole status, so it carries over the conditions others wrote — an
@@ -363,6 +391,9 @@ pub struct WorkloadPods {
     /// The runtime has adopted what an earlier run left ([`Runtime::adopt`]); nothing starts before.
     adopted: bool,
     adopt_error: Option<String>,
+    /// Stopped pods' last runtime status ([`Runtime::take_final_status`]), kept until their final
+    /// status is posted (a failed post is retried with the same exits).
+    last: HashMap<String, crate::runtime::PodStatus>,
 }
 
 impl WorkloadPods {
@@ -382,6 +413,7 @@ impl WorkloadPods {
             listed: false,
             adopted: false,
             adopt_error: None,
+            last: HashMap::new(),
         }
     }
 
@@ -514,8 +546,12 @@ impl WorkloadPods {
                     // The pod's last word before it goes: a terminal phase (upstream's kubelet
                     // never deletes a pod it has not reported Failed or Succeeded), which a
                     // Job's replacement policy and pod failure policy wait for.
+                    if let Some(last) = self.runtime.take_final_status(&uid) {
+                        self.last.insert(uid.clone(), last);
+                    }
                     if let Some(p) = self.pods.get(&uid).filter(|p| !terminal(p)) {
-                        let status = terminal_status(p, &self.node_ip);
+                        let last = self.last.get(&uid).map(|l| l.containers.as_slice());
+                        let status = terminal_status_after(p, last, &self.node_ip);
                         if let Err(e) = crate::status_manager::post_status(client, p, &status).await
                         {
                             tracing::warn!(error = %e, "posting the final status of a deleted pod");
@@ -527,6 +563,7 @@ impl WorkloadPods {
                     } else {
                         tracing::info!(pod = %format!("{namespace}/{name}"), "pod terminated and removed");
                         self.posted.remove(&uid);
+                        self.last.remove(&uid);
                         self.status.forget(&uid);
                         self.refused.remove(&uid);
                     }

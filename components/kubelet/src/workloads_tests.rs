@@ -361,3 +361,47 @@ fn a_pod_past_its_deadline_ends_failed_with_upstreams_reason() {
         Some("Pod was active on the node longer than the specified deadline")
     );
 }
+
+#[test]
+fn a_deleted_pod_reports_the_exits_the_runtime_saw_at_the_kill() {
+    use crate::runtime::{ContainerState as Rt, ContainerStatus as RtStatus};
+    let p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"containers": []},
+        "status": {"phase": "Running", "containerStatuses": [
+            {"name": "a", "image": "", "imageID": "", "ready": true, "restartCount": 0,
+             "containerID": "containerd://c1",
+             "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]},
+    }))
+    .unwrap();
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_225_660);
+    let last = [RtStatus {
+        name: "a".into(),
+        image: String::new(),
+        container_id: String::new(),
+        restart_count: 0,
+        state: Rt::Terminated(crate::runtime::Terminated {
+            exit_code: 0,
+            signal: None,
+            reason: "Completed".into(),
+            message: None,
+            started_at: None,
+            finished_at: at,
+        }),
+        last_termination: None,
+        ready: false,
+        restarting: false,
+        started: false,
+        restartable: false,
+    }];
+    // Exited 0 on SIGTERM: 0/Completed, and the pod Succeeded, as upstream reports it.
+    let s = terminal_status_after(&p, Some(&last), "10.0.0.2");
+    assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+    let cs = s.container_statuses.unwrap();
+    let a = cs[0].state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!((a.exit_code, a.reason.as_deref()), (0, Some("Completed")));
+    assert_eq!(a.container_id.as_deref(), Some("containerd://c1"));
+    // Without the runtime's word the kill is all that is known: 137.
+    let s = terminal_status_after(&p, None, "10.0.0.2");
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+}

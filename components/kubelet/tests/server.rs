@@ -73,6 +73,7 @@ fn node_pod(name: &str, uid: &str, runtime: PodRuntime, c: ContainerStatus) -> N
             init_containers: vec![],
             ephemeral_containers: vec![],
             pod_ip: Some("10.244.0.5".into()),
+            resize: Default::default(),
         }),
         runtime,
     }

@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod openapi_schemas;
 pub mod openapi_v2_proto;
 pub mod path;
+pub mod pod_resize;
 pub mod portforward;
 pub mod proxy;
 pub mod resource_proxy;
@@ -229,7 +230,7 @@ pub(crate) fn upstream_verb(
     has_name: bool,
     query: &HashMap<String, String>,
 ) -> &'static str {
-    let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let watch = query.get("watch").is_some_and(|v| list_options::flag(v));
     match *method {
         Method::GET | Method::HEAD if watch => "watch",
         Method::GET | Method::HEAD if has_name => "get",
@@ -481,6 +482,7 @@ async fn serve_resource(
                 "ephemeralcontainers" => {
                     ephemeral_containers::serve(&state, &target, verb, headers, &query, &body).await
                 }
+                "resize" => pod_resize::serve(&state, &target, verb, headers, &query, &body).await,
                 _ => Err(ApiError::path_not_found()),
             };
         }

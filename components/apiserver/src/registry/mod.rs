@@ -19,6 +19,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod metrics_api;
 pub mod networking;
+pub mod pod_resize;
 pub mod policy;
 pub mod priority_classes;
 pub mod quotas;

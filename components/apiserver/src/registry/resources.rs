@@ -220,6 +220,7 @@ const PODS_SPEC: ResourceSpec = ResourceSpec {
         Action { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
         Action { name: "portforward", group: "", version: "v1", kind: "PodPortForwardOptions", verbs: &["create", "get"] },
         Action { name: "ephemeralcontainers", group: "", version: "v1", kind: "Pod", verbs: &["get", "patch", "update"] },
+        Action { name: "resize", group: "", version: "v1", kind: "Pod", verbs: &["get", "patch", "update"] },
         Action { name: "proxy", group: "", version: "v1", kind: "PodProxyOptions", verbs: PROXY_VERBS },
     ],
     ..ResourceSpec::BASE
@@ -231,6 +232,13 @@ pub static PODS: ResourceSpec = PODS_SPEC;
 /// be added there, and only there (a main update may not change them, as upstream).
 pub static PODS_EPHEMERAL_CONTAINERS: ResourceSpec = ResourceSpec {
     validate_update: super::ephemeral_containers::pod_update_validation,
+    ..PODS_SPEC
+};
+
+/// Pods as `pods/<name>/resize` writes them: the update rule lets container resources change
+/// there, and only there (a main update may not change them, as upstream).
+pub static PODS_RESIZE: ResourceSpec = ResourceSpec {
+    validate_update: super::pod_resize::pod_update_validation,
     ..PODS_SPEC
 };
 

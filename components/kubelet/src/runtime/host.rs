@@ -264,6 +264,7 @@ impl Runtime for HostRuntime {
             init_containers: Vec::new(),
             ephemeral_containers: Vec::new(),
             pod_ip: None,
+            resize: Default::default(),
         })
     }
 

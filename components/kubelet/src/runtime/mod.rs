@@ -93,6 +93,8 @@ pub struct PodStatus {
     pub ephemeral_containers: Vec<ContainerStatus>,
     /// The sandbox's IP; None for hostNetwork pods (their IP is the node's).
     pub pod_ip: Option<String>,
+    /// In-place resize: the resources containers run with, a resize not admitted or not applied.
+    pub resize: crate::pod_resize::ResizeStatus,
 }
 
 /// Stop grace when the pod does not say (Kubernetes' default terminationGracePeriodSeconds).
@@ -128,6 +130,11 @@ pub trait Runtime: Send + Sync {
     /// Notified whenever a pod's status changes, so that the kubelet reports it at once instead of on
     /// its next periodic pass (the difference between "Running" now and up to a second later).
     fn status_changes(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
+    /// The status a stopped pod ended with (its containers' real exits, read before they were
+    /// removed), handed over once for the pod's last report; None when the runtime kept none.
+    fn take_final_status(&self, _uid: &str) -> Option<PodStatus> {
         None
     }
 }

@@ -71,6 +71,7 @@ impl Runtime for RunningRuntime {
                 uid,
                 started_at: now,
                 pod_ip: Some(POD_IP.into()),
+                resize: Default::default(),
                 init_containers: Vec::new(),
                 ephemeral_containers: Vec::new(),
                 containers,

@@ -155,6 +155,18 @@ pub trait CriApi: Send + Sync {
             }),
         }
     }
+    /// UpdateContainerResources: a running container's new cgroup settings (an in-place resize).
+    async fn update_container_resources(
+        &self,
+        _id: &str,
+        _resources: &cri::LinuxContainerResources,
+    ) -> Result<(), CriError> {
+        Err(CriError::Call {
+            op: "UpdateContainerResources",
+            code: tonic::Code::Unimplemented,
+            message: "this runtime does not resize containers".into(),
+        })
+    }
     /// The user `image`'s config names (ImageStatus `uid` / `username`); an image without one, or
     /// one the runtime does not have, reports neither (upstream then assumes root).
     async fn image_user(&self, _image: &str) -> Result<ImageUser, CriError> {

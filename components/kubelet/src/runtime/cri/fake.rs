@@ -28,6 +28,9 @@ pub struct FakeState {
     pub registry_auth: HashMap<String, (String, String)>,
     /// What ImageStatus reports as each image's user (none: the image has no user).
     pub image_users: HashMap<String, super::api::ImageUser>,
+    /// How a running container named so exits when stopped (its SIGTERM handler's code); others are
+    /// killed, 137/Error.
+    pub stop_exit_codes: HashMap<String, i32>,
     next_id: u32,
 }
 
@@ -295,14 +298,36 @@ impl CriApi for FakeCri {
         self.up("StopContainer")?;
         self.log(format!("StopContainer {id} timeout={timeout_secs}"));
         let mut st = self.st();
+        let st = &mut *st;
         let c = st
             .containers
             .get_mut(id)
             .ok_or_else(|| not_found("StopContainer", id))?;
         if c.state == CriState::Running {
             c.state = CriState::Exited;
-            c.exit_code = 137;
-            c.reason = "Error".into();
+            c.exit_code = st.stop_exit_codes.get(&c.name).copied().unwrap_or(137);
+            c.reason = if c.exit_code == 0 {
+                "Completed"
+            } else {
+                "Error"
+            }
+            .into();
+        }
+        Ok(())
+    }
+
+    async fn update_container_resources(
+        &self,
+        id: &str,
+        r: &cri::LinuxContainerResources,
+    ) -> Result<(), CriError> {
+        self.up("UpdateContainerResources")?;
+        self.log(format!(
+            "UpdateContainerResources {id} shares={} quota={} memory={}",
+            r.cpu_shares, r.cpu_quota, r.memory_limit_in_bytes
+        ));
+        if !self.st().containers.contains_key(id) {
+            return Err(not_found("UpdateContainerResources", id));
         }
         Ok(())
     }

@@ -382,6 +382,25 @@ impl CriApi for GrpcCri {
         Ok(())
     }
 
+    async fn update_container_resources(
+        &self,
+        id: &str,
+        resources: &cri::LinuxContainerResources,
+    ) -> Result<(), CriError> {
+        self.rt()
+            .update_container_resources(request(
+                cri::UpdateContainerResourcesRequest {
+                    container_id: id.to_string(),
+                    linux: Some(resources.clone()),
+                    ..Default::default()
+                },
+                CALL_TIMEOUT,
+            ))
+            .await
+            .map_err(|e| CriError::call("UpdateContainerResources", e))?;
+        Ok(())
+    }
+
     async fn remove_container(&self, id: &str) -> Result<(), CriError> {
         self.rt()
             .remove_container(request(

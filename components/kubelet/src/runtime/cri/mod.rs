@@ -47,6 +47,9 @@ struct CriPod {
     update: watch::Sender<Pod>,
     task: JoinHandle<Result<(), worker::WorkerError>>,
     grace: Duration,
+    /// An in-place resize not admitted yet, with the pod that asks for it (a Deferred one is
+    /// retried when another pod leaves).
+    resize: Option<(crate::pod_resize::Pending, Pod)>,
 }
 
 pub struct CriRuntime {
@@ -65,6 +68,9 @@ pub struct CriRuntime {
     changed: Arc<Notify>,
     /// True once [`Runtime::adopt`] succeeded: what an earlier run left is adopted or removed.
     adopted: watch::Sender<bool>,
+    /// The last status of each stopped pod (its containers' real exits), until the kubelet takes it
+    /// for the pod's final report ([`Runtime::take_final_status`]).
+    finals: Mutex<HashMap<String, PodStatus>>,
 }
 
 impl CriRuntime {
@@ -80,6 +86,7 @@ impl CriRuntime {
             recorder: Mutex::new(Arc::new(NoopRecorder)),
             changed: Arc::new(Notify::new()),
             adopted: watch::Sender::new(false),
+            finals: Mutex::new(HashMap::new()),
         }
     }
 
@@ -219,6 +226,7 @@ impl CriRuntime {
                 update,
                 task,
                 grace,
+                resize: None,
             },
         );
         Ok(())
@@ -233,6 +241,60 @@ impl CriRuntime {
                 (p.pod.clone(), st)
             })
             .collect()
+    }
+
+    /// upstream's resize admission: `pod` as the worker of `uid` is to get it — with the resources
+    /// asked for when they fit the node beside the other pods, else with those it runs with and the
+    /// resize recorded as pending (PodResizePending).
+    fn admit_resize(
+        &self,
+        pods: &mut HashMap<String, CriPod>,
+        uid: &str,
+        pod: &Pod,
+    ) -> Result<Pod, RuntimeError> {
+        let others: Vec<Pod> = pods
+            .iter()
+            .filter(|(u, _)| u.as_str() != uid)
+            .map(|(_, p)| p.pod.clone())
+            .collect();
+        let running = pods
+            .get_mut(uid)
+            .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
+        let others: Vec<&Pod> = others.iter().collect();
+        let decision = crate::pod_resize::admit(&running.pod, pod, &self.cfg.allocatable, &others);
+        Ok(match decision {
+            crate::pod_resize::Decision::Unchanged => {
+                running.resize = None;
+                pod.clone()
+            }
+            crate::pod_resize::Decision::Admit => {
+                tracing::info!(pod = ?pod.metadata.name, "in-place resize admitted");
+                running.resize = None;
+                running.pod = crate::pod_resize::with_resources_of(&running.pod, pod);
+                pod.clone()
+            }
+            crate::pod_resize::Decision::Pending(p) => {
+                tracing::info!(pod = ?pod.metadata.name, reason = p.reason, message = %p.message, "in-place resize pending");
+                running.resize = Some((p, pod.clone()));
+                crate::pod_resize::with_resources_of(pod, &running.pod)
+            }
+        })
+    }
+
+    /// Another pod left: Deferred resizes may fit now.
+    fn retry_deferred_resizes(&self) {
+        let waiting: Vec<Pod> = self
+            .pods()
+            .values()
+            .filter_map(|p| p.resize.as_ref())
+            .filter(|(p, _)| p.reason == crate::pod_resize::DEFERRED)
+            .map(|(_, pod)| pod.clone())
+            .collect();
+        for pod in waiting {
+            if let Err(e) = self.update_pod(&pod) {
+                tracing::debug!(error = %e, "retrying a deferred resize");
+            }
+        }
     }
 
     fn not_ready(&self, message: String) -> RuntimeError {
@@ -265,7 +327,10 @@ async fn pod_loop(
     loop {
         let requested = *stop.borrow();
         if let Some(grace) = requested {
-            return w.kill(grace).await;
+            let killed = w.kill(grace).await;
+            // The containers' exits as the kill left them: the pod's final status.
+            *status.lock().unwrap_or_else(|p| p.into_inner()) = w.status();
+            return killed;
         }
         if std::mem::take(&mut updated) {
             let pod = updates.borrow_and_update().clone();
@@ -351,10 +416,19 @@ impl Runtime for CriRuntime {
             .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
         let grace = grace.unwrap_or(pod.grace);
         let _ = pod.stop.send(Some(grace));
+        self.retry_deferred_resizes();
         // The task finishes its current sync, then kills; bound the wait anyway.
         let bound = grace + Duration::from_secs(120);
         let mut task = pod.task;
-        match tokio::time::timeout(bound, &mut task).await {
+        let finished = tokio::time::timeout(bound, &mut task).await;
+        if matches!(finished, Ok(Ok(_))) {
+            let last = pod.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            self.finals
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(uid.to_string(), last);
+        }
+        match finished {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(e))) => Err(self.not_ready(e.to_string())),
             Ok(Err(e)) => Err(self.not_ready(format!("pod task: {e}"))),
@@ -368,6 +442,7 @@ impl Runtime for CriRuntime {
     fn update_pod(&self, pod: &Pod) -> Result<(), RuntimeError> {
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let mut pods = self.pods();
+        let pod = &self.admit_resize(&mut pods, uid, pod)?;
         let running = pods
             .get_mut(uid)
             .ok_or_else(|| RuntimeError::NotFound(uid.into()))?;
@@ -382,13 +457,22 @@ impl Runtime for CriRuntime {
     }
 
     fn pod_status(&self, uid: &str) -> Option<PodStatus> {
-        self.pods()
-            .get(uid)
-            .map(|p| p.status.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        self.pods().get(uid).map(|p| {
+            let mut st = p.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            st.resize.pending = p.resize.as_ref().map(|(pending, _)| pending.clone());
+            st
+        })
     }
 
     fn status_changes(&self) -> Option<Arc<Notify>> {
         Some(self.changed.clone())
+    }
+
+    fn take_final_status(&self, uid: &str) -> Option<PodStatus> {
+        self.finals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(uid)
     }
 
     fn pod_uids(&self) -> Vec<String> {

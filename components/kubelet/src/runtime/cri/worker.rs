@@ -206,6 +206,8 @@ pub struct PodWorker {
     obj: ObjectRef,
     /// Ephemeral containers (`kubectl debug`), started once each ([`ephemeral`]).
     ephemeral: ephemeral::Ephemeral,
+    /// Why the last in-place resize could not be applied ([`resize`]).
+    resize_error: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -292,6 +294,7 @@ impl PodWorker {
             recorder: Arc::new(NoopRecorder),
             obj: ObjectRef::pod(pod),
             ephemeral: Default::default(),
+            resize_error: None,
         };
         w.add_ephemeral(pod);
         Ok(w)
@@ -371,6 +374,7 @@ impl PodWorker {
                 })
                 .collect(),
             ephemeral_containers: self.ephemeral_statuses(),
+            resize: self.resize_status(),
         }
     }
 
@@ -524,6 +528,8 @@ impl PodWorker {
     pub async fn update_pod(&mut self, pod: &Pod) {
         // Ephemeral containers only ever get added; the next sync starts them.
         self.add_ephemeral(pod);
+        // Admitted in-place resizes (the runtime hands over allocated resources only).
+        self.resize(pod).await;
         let (labels, annotations) = (&pod.metadata.labels, &pod.metadata.annotations);
         if self.pod.metadata.labels == *labels && self.pod.metadata.annotations == *annotations {
             return;
@@ -638,25 +644,15 @@ impl PodWorker {
                         finished_at: SystemTime::now(),
                     }
                 }
-                Ok(st) => Terminated {
-                    // Read once, when the exit is first seen: only then is it used.
-                    message: if self.ctrs[i].exit_handled {
+                // The message is read once, when the exit is first seen: only then is it used.
+                Ok(st) => kill_status::terminated(
+                    &st,
+                    if self.ctrs[i].exit_handled {
                         None
                     } else {
                         self.exit_message(i, &st)
                     },
-                    exit_code: st.exit_code,
-                    signal: None,
-                    reason: if !st.reason.is_empty() {
-                        st.reason
-                    } else if st.exit_code == 0 {
-                        "Completed".into()
-                    } else {
-                        "Error".into()
-                    },
-                    started_at: from_nanos(st.started_at),
-                    finished_at: from_nanos(st.finished_at).unwrap_or_else(SystemTime::now),
-                },
+                ),
                 Err(e) if e.is_not_found() => Terminated {
                     exit_code: 137,
                     signal: None,
@@ -1141,6 +1137,7 @@ impl PodWorker {
                 errors.push(e.to_string());
             }
         }
+        self.record_final_states(&running).await;
         let cri = self.cri.clone();
         if let Some(sb) = &self.sandbox_id {
             if let Err(e) = cri.stop_pod_sandbox(sb).await {
@@ -1306,11 +1303,21 @@ mod worker_security;
 #[path = "pod_cgroup.rs"]
 mod pod_cgroup;
 
+#[path = "resize.rs"]
+mod resize;
+
+#[cfg(test)]
+#[path = "resize_tests.rs"]
+mod resize_tests;
+
 #[path = "init_sync.rs"]
 mod init_sync;
 
 #[path = "termination.rs"]
 mod termination;
+
+#[path = "kill_status.rs"]
+mod kill_status;
 
 #[path = "initial_delay.rs"]
 mod initial_delay;

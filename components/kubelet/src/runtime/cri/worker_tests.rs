@@ -1037,3 +1037,28 @@ async fn the_pod_cgroup_is_made_with_its_limits_before_the_sandbox_and_removed_w
     w.kill(Duration::from_secs(1)).await.unwrap();
     assert_eq!(cgroups.ops().last(), Some(&Op::Remove(path)));
 }
+
+#[tokio::test]
+async fn a_killed_container_reports_its_real_exit() {
+    // Two containers: `main` exits 0 on SIGTERM, `side` has to be killed.
+    let p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+        "spec": {"containers": [{"name": "main", "image": IMG}, {"name": "side", "image": IMG}]}
+    }))
+    .unwrap();
+    let (mut w, fake) = worker(&p);
+    w.sync(Instant::now()).await;
+    assert!(matches!(state(&w), ContainerState::Running { .. }));
+    fake.st().stop_exit_codes.insert("main".into(), 0);
+    w.kill(Duration::from_secs(4)).await.unwrap();
+    // The exits were read before the containers were removed.
+    assert!(fake.st().containers.is_empty());
+    let st = w.status();
+    let exit = |i: usize| match &st.containers[i].state {
+        ContainerState::Terminated(t) => (t.exit_code, t.reason.clone()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(exit(0), (0, "Completed".to_string()));
+    assert_eq!(exit(1), (137, "Error".to_string()));
+    assert!(!st.containers[0].restarting && !st.containers[0].ready);
+}

@@ -246,6 +246,7 @@ pub(crate) mod tests {
                 init_containers: vec![],
                 ephemeral_containers: vec![],
                 pod_ip: None,
+                resize: Default::default(),
             }),
             runtime: PodRuntime::Cri,
         }
