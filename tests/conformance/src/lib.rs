@@ -10,6 +10,7 @@ pub mod ctx;
 pub mod error;
 pub mod gate;
 pub mod list;
+pub mod python_e2e;
 pub mod reasons;
 pub mod report;
 pub mod runner;

@@ -134,10 +134,13 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.report {
         let kiln_commit = std::env::var("KILN_COMMIT").unwrap_or_else(|_| "(unknown)".into());
-        write(
-            path,
-            &report::markdown(&outcomes, kiln_conformance::list::COMMIT, &kiln_commit),
-        )?;
+        let mut page = report::markdown(&outcomes, kiln_conformance::list::COMMIT, &kiln_commit);
+        // The page's Python client e2e section comes from `kiln-python-e2e`: keep it.
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(py) = kiln_conformance::python_e2e::existing_section(&old) {
+            page = kiln_conformance::python_e2e::splice(&page, py);
+        }
+        write(path, &page)?;
     }
     let Some(passing) = passing else {
         return Ok(ExitCode::SUCCESS);
