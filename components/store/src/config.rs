@@ -105,11 +105,12 @@ pub struct Config {
     /// CPU time is metered, such as under a cgroup CPU quota: the time spent awake counts.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
     pub keep_awake: bool,
-    /// Auth token type, as etcd's flag: `simple` (random tokens kept by the members). etcd's
-    /// `jwt,...` is not supported.
+    /// Auth token type, as etcd's flag: `simple` (random tokens kept by the members) or
+    /// `jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256|PS256|ES256|HS256|EdDSA|…,ttl=5m`
+    /// (signed tokens any member with the public key verifies; ES512 is not supported).
     #[arg(long, default_value = "simple")]
     pub auth_token: String,
-    /// Seconds a simple token stays valid after its last use.
+    /// Seconds a simple token stays valid after its last use (JWT tokens take `ttl=`).
     #[arg(long, default_value_t = 300)]
     pub auth_token_ttl: u64,
     /// bcrypt cost of user passwords (etcd's default 10).
@@ -135,8 +136,8 @@ pub enum ConfigError {
     Tls(String),
     #[error("--auto-compaction-retention {0:?} is not a number or duration")]
     Retention(String),
-    #[error("--auth-token {0:?}: kiln-store supports simple tokens only")]
-    AuthToken(String),
+    #[error("--auth-token {0:?}: {1}")]
+    AuthToken(String, crate::auth::provider::TokenOptsError),
     #[error("--bcrypt-cost {0}: must be between 4 and 31")]
     BcryptCost(u32),
 }
@@ -273,6 +274,12 @@ impl Config {
         Ok(members)
     }
 
+    /// `--auth-token` parsed (JWT key files read), as the server starts with it.
+    pub fn token_opts(&self) -> Result<crate::auth::provider::TokenOpts, ConfigError> {
+        crate::auth::provider::TokenOpts::parse(&self.auth_token)
+            .map_err(|e| ConfigError::AuthToken(self.auth_token.clone(), e))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let client = self.client_listen_urls()?;
         self.metrics_listen_urls()?;
@@ -317,9 +324,7 @@ impl Config {
                 "--peer-client-cert-auth needs --peer-trusted-ca-file".into(),
             ));
         }
-        if self.auth_token.split(',').next() != Some("simple") {
-            return Err(ConfigError::AuthToken(self.auth_token.clone()));
-        }
+        self.token_opts()?;
         if !(4..=31).contains(&self.bcrypt_cost) {
             return Err(ConfigError::BcryptCost(self.bcrypt_cost));
         }

@@ -262,9 +262,14 @@ pub async fn start(config: Config) -> Result<StoreHandle, ServerError> {
         snapshot_count: config.snapshot_count,
     };
     let waiters = Arc::new(Waiters::new());
-    let auth = Arc::new(crate::auth::AuthStore::open(
-        mvcc.db(),
+    let tokens = crate::auth::provider::TokenProvider::new(
+        &config.token_opts()?,
         Duration::from_secs(config.auth_token_ttl),
+    )
+    .map_err(|e| ConfigError::AuthToken(config.auth_token.clone(), e))?;
+    let auth = Arc::new(crate::auth::AuthStore::open_with(
+        mvcc.db(),
+        tokens,
         config.bcrypt_cost,
     )?);
     // Peers may call in as soon as Raft runs: serve the peer port first thing after.

@@ -1,7 +1,9 @@
 //! etcd's auth, compared with the real etcd 3.4: the same etcdctl session (users, roles, prefix
 //! permissions, auth enable/disable, wrong passwords, a no-password user) against etcd and against
 //! a 3-member kiln-store must print the same; simple tokens expire after --auth-token-ttl on both;
-//! auth state survives a member restart.
+//! auth state survives a member restart; JWT tokens (`--auth-token jwt,…`) are signed, verified
+//! by a member holding only the public key, refused once the auth store moved on or they
+//! expired, like etcd's.
 
 mod common;
 
@@ -154,8 +156,9 @@ async fn run_session(endpoints: String) -> Vec<String> {
     .unwrap()
 }
 
-/// A real etcd 3.4 with the given token TTL, its client address, and its process.
-async fn start_etcd(dir: &std::path::Path) -> (std::net::SocketAddr, KillOnDrop) {
+/// A real etcd 3.4 with the given --auth-token (simple ones live TTL), its client address, and
+/// its process.
+async fn start_etcd(dir: &std::path::Path, auth_token: &str) -> (std::net::SocketAddr, KillOnDrop) {
     let client_port = common::free_port();
     let peer = format!("http://127.0.0.1:{}", common::free_port());
     let client_url = format!("http://127.0.0.1:{client_port}");
@@ -169,7 +172,7 @@ async fn start_etcd(dir: &std::path::Path) -> (std::net::SocketAddr, KillOnDrop)
                 &format!("--listen-peer-urls={peer}"),
                 &format!("--initial-advertise-peer-urls={peer}"),
                 &format!("--initial-cluster=auth={peer}"),
-                "--auth-token=simple",
+                &format!("--auth-token={auth_token}"),
                 &format!("--auth-token-ttl={TTL}"),
             ])
             .stdout(Stdio::null())
@@ -213,7 +216,7 @@ async fn etcdctl_auth_session_matches_etcd_and_survives_a_restart() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (etcd_addr, _etcd) = start_etcd(dir.path()).await;
+    let (etcd_addr, _etcd) = start_etcd(dir.path(), "simple").await;
     let expected = run_session(etcd_addr.to_string()).await;
 
     let mut cluster = kiln_cluster();
@@ -346,7 +349,7 @@ async fn simple_tokens_expire_after_their_ttl_like_etcds() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (etcd_addr, _etcd) = start_etcd(dir.path()).await;
+    let (etcd_addr, _etcd) = start_etcd(dir.path(), "simple").await;
     let expected = token_transcript(etcd_addr).await;
     eprintln!("etcd: {expected:#?}");
     assert!(expected.last().unwrap().contains("invalid auth token"));
@@ -358,4 +361,244 @@ async fn simple_tokens_expire_after_their_ttl_like_etcds() {
     let got = token_transcript(store.client_addr()).await;
     assert_eq!(got, expected);
     store.shutdown().await;
+}
+
+/// An RSA key pair from openssl (PKCS#8 private key, SPKI public key), as etcd's docs make them.
+fn rsa_keys(dir: &std::path::Path) -> (String, String) {
+    let key = dir.join("jwt.key");
+    let public = dir.join("jwt.pub");
+    for args in [
+        vec!["genrsa", "-out", key.to_str().unwrap(), "2048"],
+        vec![
+            "rsa",
+            "-in",
+            key.to_str().unwrap(),
+            "-pubout",
+            "-out",
+            public.to_str().unwrap(),
+        ],
+    ] {
+        let out = Command::new("openssl").args(&args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    }
+    (key.display().to_string(), public.display().to_string())
+}
+
+/// One unary etcd call with an explicit token (clients hide theirs).
+async fn call<Req, Resp>(
+    addr: std::net::SocketAddr,
+    path: &'static str,
+    req: Req,
+    token: Option<&str>,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut request = tonic::Request::new(req);
+    if let Some(t) = token {
+        request
+            .metadata_mut()
+            .insert("token", t.parse().expect("ASCII token"));
+    }
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
+    grpc.unary(request, path, codec)
+        .await
+        .map(|r| r.into_inner())
+}
+
+async fn authenticate(addr: std::net::SocketAddr) -> Result<String, tonic::Status> {
+    let req = etcd_client::proto::PbAuthenticateRequest {
+        name: "alice".into(),
+        password: "alicepw".into(),
+    };
+    call::<_, etcd_client::proto::PbAuthenticateResponse>(
+        addr,
+        "/etcdserverpb.Auth/Authenticate",
+        req,
+        None,
+    )
+    .await
+    .map(|r| r.token)
+}
+
+async fn get(addr: std::net::SocketAddr, token: &str, key: &str) -> String {
+    let req = etcd_client::proto::PbRangeRequest {
+        key: key.as_bytes().to_vec(),
+        ..Default::default()
+    };
+    match call::<_, etcd_client::proto::PbRangeResponse>(
+        addr,
+        "/etcdserverpb.KV/Range",
+        req,
+        Some(token),
+    )
+    .await
+    {
+        Ok(r) => format!("get {key}: {} kvs", r.kvs.len()),
+        Err(s) => format!("get {key}: {:?} {}", s.code(), s.message()),
+    }
+}
+
+/// A JWT's header and claims, less `exp` (a time).
+fn claims(token: &str) -> String {
+    use base64::Engine;
+    let part = |i: usize| -> serde_json::Value {
+        let raw = token.split('.').nth(i).expect("a JWT has three parts");
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(raw)
+            .expect("base64url");
+        serde_json::from_slice(&json).expect("JSON")
+    };
+    let (header, body) = (part(0), part(1));
+    assert!(body["exp"].as_u64().is_some(), "no exp: {body}");
+    format!(
+        "alg={} username={} revision={}",
+        header["alg"], body["username"], body["revision"]
+    )
+}
+
+/// The JWT token's life: signed by `sign`, checked by `verify` (another member on kiln-store,
+/// one with the public key only), stale once the auth store changes, dead after its ttl.
+async fn jwt_transcript(
+    sign: std::net::SocketAddr,
+    verify: std::net::SocketAddr,
+    ttl: Duration,
+) -> Vec<String> {
+    let ep = sign.to_string();
+    let setup: &[&[&str]] = &[
+        &["user", "add", "root:rootpw", "--interactive=false"],
+        &["user", "grant-role", "root", "root"],
+        &["role", "add", "reader"],
+        &[
+            "role",
+            "grant-permission",
+            "reader",
+            "--prefix=true",
+            "read",
+            "/pub/",
+        ],
+        &["user", "add", "alice:alicepw", "--interactive=false"],
+        &["user", "grant-role", "alice", "reader"],
+        &["put", "/pub/a", "1"],
+        &["auth", "enable"],
+        &["--user=root:rootpw", "get", "/pub/a"],
+    ];
+    let e = ep.clone();
+    tokio::task::spawn_blocking(move || {
+        for step in setup {
+            let out = etcdctl(&e, &[], step, None);
+            assert!(out.status.success(), "{step:?}: {out:?}");
+        }
+    })
+    .await
+    .unwrap();
+    let mut t = Vec::new();
+    let token = authenticate(sign).await.expect("alice signs in");
+    t.push(format!("token: {}", claims(&token)));
+    // The verifying member may apply the last auth change a moment after the signing one.
+    let mut seen = get(verify, &token, "/pub/a").await;
+    for _ in 0..20 {
+        if seen.ends_with("1 kvs") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = get(verify, &token, "/pub/a").await;
+    }
+    t.push(format!("elsewhere: {seen}"));
+    t.push(get(verify, "not.a.token", "/pub/a").await);
+    t.push(get(sign, &token, "/other").await);
+    let e = ep.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        etcdctl(
+            &e,
+            &[],
+            &[
+                "--user=root:rootpw",
+                "role",
+                "grant-permission",
+                "reader",
+                "read",
+                "/x",
+            ],
+            None,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    t.push(format!(
+        "after an auth change: {}",
+        get(sign, &token, "/pub/a").await
+    ));
+    let fresh = authenticate(sign).await.expect("alice signs in again");
+    t.push(format!("fresh token: {}", claims(&fresh)));
+    t.push(get(sign, &fresh, "/pub/a").await);
+    tokio::time::sleep(ttl + Duration::from_millis(1500)).await;
+    t.push(format!(
+        "after the ttl: {}",
+        get(sign, &fresh, "/pub/a").await
+    ));
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_tokens_match_etcds_and_verify_on_a_public_key_only_member() {
+    if !have_etcd() {
+        eprintln!("skipping: etcd/etcdctl not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = rsa_keys(dir.path());
+    let ttl = Duration::from_secs(2);
+    let flag = format!("jwt,pub-key={public},priv-key={key},sign-method=RS256,ttl=2s");
+    let (etcd_addr, etcd) = start_etcd(dir.path(), &flag).await;
+    let expected = jwt_transcript(etcd_addr, etcd_addr, ttl).await;
+    drop(etcd);
+    eprintln!("etcd: {expected:#?}");
+    assert!(expected[1].ends_with("1 kvs"), "{expected:?}");
+    assert!(expected
+        .iter()
+        .any(|l| l.contains("revision of auth store is old")));
+
+    let mut cluster = Cluster::new(3, |c| {
+        c.auth_token = flag.clone();
+        c.bcrypt_cost = 4;
+    });
+    // The last member verifies with the public key alone.
+    cluster.members[2].config.auth_token = format!("jwt,pub-key={public},sign-method=RS256,ttl=2s");
+    cluster.start_all().await;
+    cluster.leader().await;
+    let addr = |i: usize| cluster.members[i].handle().client_addr();
+    let got = jwt_transcript(addr(0), addr(2), ttl).await;
+    assert_eq!(got, expected);
+    // It cannot sign: etcd's ErrVerifyOnly, unmapped, so code Unknown with the bare text.
+    let refused = authenticate(addr(2)).await.unwrap_err();
+    assert_eq!(
+        (refused.code(), refused.message()),
+        (
+            tonic::Code::Unknown,
+            "auth: token signing attempted with verify-only key"
+        )
+    );
+    cluster.shutdown().await;
+
+    // A key that does not parse stops the member at start, naming the flag.
+    let mut config = common::config(&dir.path().join("bad"));
+    config.auth_token = format!("jwt,priv-key={public},sign-method=RS256");
+    let err = kiln_store::start(config).await.err().expect("refused");
+    assert!(
+        err.to_string().contains("auth: invalid priv-key for RS256"),
+        "{err}"
+    );
 }

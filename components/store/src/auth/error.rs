@@ -41,6 +41,9 @@ pub enum AuthError {
     /// etcd 3.4 has no gRPC mapping for this one: clients get the bare text with code Unknown.
     #[error("auth: authentication failed, password was given for no password user")]
     NoPasswordUser,
+    /// A member started with a JWT public key only (etcd's ErrVerifyOnly, also unmapped).
+    #[error("auth: token signing attempted with verify-only key")]
+    VerifyOnly,
 }
 
 impl AuthError {
@@ -54,7 +57,7 @@ impl AuthError {
             RootUserNotExist | RootRoleNotExist | UserAlreadyExist | UserNotFound
             | RoleAlreadyExist | RoleNotFound | RoleNotGranted | PermissionNotGranted
             | AuthNotEnabled => Code::FailedPrecondition,
-            NoPasswordUser => Code::Unknown,
+            NoPasswordUser | VerifyOnly => Code::Unknown,
         }
     }
 }

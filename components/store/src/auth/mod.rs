@@ -3,13 +3,16 @@
 //!
 //! Changes are Raft commands ([`command`]) applied by every member to one JSON record in the
 //! state machine's metadata ([`state`]); passwords are bcrypt-hashed by the member that takes
-//! the request, before proposing. Callers are named by a simple token (`token` metadata, from
-//! Authenticate) or, without one, by the CN of their verified client certificate.
+//! the request, before proposing. Callers are named by a token (`token` metadata, from
+//! Authenticate: simple or JWT, [`provider`]) or, without one, by the CN of their verified client
+//! certificate.
 
 pub mod command;
 pub mod error;
 pub mod guard;
+pub mod jwt;
 pub mod perm;
+pub mod provider;
 pub mod state;
 pub mod token;
 
@@ -24,8 +27,8 @@ use crate::raft::types::{store_request::Op, store_response, StoreRequest, StoreR
 use command::{auth_command::Cmd, AuthApplied, AuthCommand};
 use error::AuthError;
 use perm::Access;
+use provider::TokenProvider;
 use state::{AuthState, META_AUTH};
-use token::SimpleTokens;
 
 /// etcd's bcrypt cost default (--bcrypt-cost).
 pub const DEFAULT_BCRYPT_COST: u32 = 10;
@@ -74,15 +77,26 @@ pub fn apply(
 /// A member's view of the auth store: the applied state, its tokens and how it hashes.
 pub struct AuthStore {
     state: RwLock<Arc<AuthState>>,
-    tokens: SimpleTokens,
+    tokens: TokenProvider,
     bcrypt_cost: u32,
 }
 
 impl AuthStore {
+    /// With simple tokens that live `token_ttl` past their last use.
     pub fn open(db: &DB, token_ttl: Duration, bcrypt_cost: u32) -> Result<Self, AuthStoreError> {
+        let tokens = TokenProvider::Simple(token::SimpleTokens::new(token_ttl));
+        Self::open_with(db, tokens, bcrypt_cost)
+    }
+
+    /// With the tokens `--auth-token` names.
+    pub fn open_with(
+        db: &DB,
+        tokens: TokenProvider,
+        bcrypt_cost: u32,
+    ) -> Result<Self, AuthStoreError> {
         Ok(Self {
             state: RwLock::new(Arc::new(load(db)?)),
-            tokens: SimpleTokens::new(token_ttl),
+            tokens,
             bcrypt_cost,
         })
     }
@@ -95,7 +109,7 @@ impl AuthStore {
         self.bcrypt_cost
     }
 
-    pub fn tokens(&self) -> &SimpleTokens {
+    pub fn tokens(&self) -> &TokenProvider {
         &self.tokens
     }
 
@@ -150,19 +164,47 @@ impl AuthStore {
     /// Who makes `request`: the user of its token, else the CN of its verified client
     /// certificate, else nobody (""). Always "" while auth is disabled (nothing is checked).
     pub fn caller<T>(&self, request: &Request<T>) -> Result<String, AuthError> {
-        if !self.state().enabled {
-            return Ok(String::new());
+        Ok(self.caller_at(&self.state(), request)?.0)
+    }
+
+    /// The caller of a request on keys (KV, lease keys, watch): as [`Self::caller`], but a
+    /// token issued before the auth store last changed is refused (etcd's isOpPermitted; only
+    /// JWT tokens can be old: simple ones are dropped when their user changes). Management
+    /// calls take [`Self::caller`]: etcd's IsAdminPermitted does not look at the revision.
+    pub fn key_caller<T>(&self, request: &Request<T>) -> Result<String, AuthError> {
+        // One snapshot for both: a simple token's revision is the snapshot's own.
+        let state = self.state();
+        let (user, revision) = self.caller_at(&state, request)?;
+        if revision < state.revision {
+            return Err(AuthError::AuthOldRevision);
+        }
+        Ok(user)
+    }
+
+    /// The caller and the auth revision its credentials stand for (`state`'s own for a
+    /// simple token or a certificate).
+    fn caller_at<T>(
+        &self,
+        state: &AuthState,
+        request: &Request<T>,
+    ) -> Result<(String, u64), AuthError> {
+        if !state.enabled {
+            return Ok((String::new(), state.revision));
         }
         for name in TOKEN_METADATA {
             if let Some(value) = request.metadata().get(name) {
                 let token = value.to_str().map_err(|_| AuthError::InvalidAuthToken)?;
-                return self.tokens.user(token).ok_or(AuthError::InvalidAuthToken);
+                return self
+                    .tokens
+                    .info(token, state.revision)
+                    .ok_or(AuthError::InvalidAuthToken);
             }
         }
-        Ok(request
+        let cn = request
             .peer_certs()
             .and_then(|certs| certs.first().and_then(|c| common_name(c.as_ref())))
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok((cn, state.revision))
     }
 
     /// etcd's isOpPermitted for the caller of a request.

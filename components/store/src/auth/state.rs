@@ -110,7 +110,9 @@ impl AuthState {
     }
 
     /// Applies one replicated command. Every change bumps the revision; a command that
-    /// changes nothing (enable twice, a role granted again) does not, as in etcd.
+    /// changes nothing (enable twice, a role granted again) does not, as in etcd. Nor does
+    /// enabling auth (etcd's AuthEnable keeps the revision; AuthDisable bumps it): the
+    /// revision is in every JWT token's claims, so clients see the same numbers as etcd's.
     pub fn apply(&mut self, cmd: &Cmd) -> Result<AuthApplied, AuthError> {
         let changed = match cmd {
             Cmd::Enable(_) => {
@@ -122,7 +124,7 @@ impl AuthState {
                         return Err(AuthError::RootRoleNotExist);
                     }
                     self.enabled = true;
-                    true
+                    false
                 }
             }
             Cmd::Disable(_) => {
@@ -299,8 +301,16 @@ mod tests {
         s.apply(&grant).unwrap();
         // Granted again: nothing changes, no new revision.
         assert_eq!(s.apply(&grant).unwrap().auth_revision, 3);
-        assert_eq!(s.apply(&enable).unwrap().auth_revision, 4);
+        // Enabling keeps the revision, as etcd's AuthEnable does; disabling bumps it.
+        assert_eq!(s.apply(&enable).unwrap().auth_revision, 3);
         assert!(s.enabled);
+        assert_eq!(
+            s.apply(&Cmd::Disable(Default::default()))
+                .unwrap()
+                .auth_revision,
+            4
+        );
+        assert_eq!(s.apply(&enable).unwrap().auth_revision, 4);
         assert_eq!(s.apply(&user_add(ROOT)), Err(AuthError::UserAlreadyExist));
         assert_eq!(s.apply(&user_add("")), Err(AuthError::UserEmpty));
         assert_eq!(

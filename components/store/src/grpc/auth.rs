@@ -29,7 +29,6 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::command::{auth_command::Cmd, AuthApplied, AuthCommand, Authenticate};
 use crate::auth::error::AuthError;
-use crate::auth::token::SimpleTokens;
 use crate::grpc::StoreContext;
 use crate::raft::types::{store_request::Op, store_response::Result as Res};
 
@@ -266,15 +265,20 @@ async fn authenticate(
     let applied = propose(
         &c,
         Cmd::Authenticate(Authenticate {
-            name: r.name,
-            token: SimpleTokens::generate(),
+            name: r.name.clone(),
+            token: c.auth.tokens().command_token(),
             checked_revision: state.revision,
         }),
     )
     .await?;
+    // Signed (JWT) at the auth revision the command applied at, as etcd's apply does.
+    let token = c
+        .auth
+        .tokens()
+        .issue(applied.token, &r.name, applied.auth_revision)?;
     Ok(Response::new(PbAuthenticateResponse {
         header: header(&c),
-        token: applied.token,
+        token,
     }))
 }
 

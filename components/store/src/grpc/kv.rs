@@ -181,7 +181,7 @@ impl PbKvService for KvService {
         &self,
         request: Request<PbRangeRequest>,
     ) -> Result<Response<PbRangeResponse>, Status> {
-        let user = self.ctx.auth.caller(&request)?;
+        let user = self.ctx.auth.key_caller(&request)?;
         let r = request.into_inner();
         check_range(&r)?;
         self.ctx.auth.state().check_range(&user, &r)?;
@@ -211,7 +211,7 @@ impl PbKvService for KvService {
     }
 
     async fn put(&self, request: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {
-        let user = self.ctx.auth.caller(&request)?;
+        let user = self.ctx.auth.key_caller(&request)?;
         let r = request.into_inner();
         check_put(&r)?;
         self.ctx.auth.state().check_put(&user, &r)?;
@@ -226,7 +226,7 @@ impl PbKvService for KvService {
         &self,
         request: Request<PbDeleteRequest>,
     ) -> Result<Response<PbDeleteResponse>, Status> {
-        let user = self.ctx.auth.caller(&request)?;
+        let user = self.ctx.auth.key_caller(&request)?;
         let r = request.into_inner();
         check_delete(&r)?;
         self.ctx.auth.state().check_delete(&user, &r)?;
@@ -238,7 +238,7 @@ impl PbKvService for KvService {
     }
 
     async fn txn(&self, request: Request<PbTxnRequest>) -> Result<Response<PbTxnResponse>, Status> {
-        let user = self.ctx.auth.caller(&request)?;
+        let user = self.ctx.auth.key_caller(&request)?;
         let r = request.into_inner();
         check_txn(&r)?;
         self.ctx.auth.state().check_txn(&user, &r)?;

@@ -61,7 +61,7 @@ impl PbLeaseService for LeaseService {
         &self,
         request: Request<PbLeaseRevokeRequest>,
     ) -> Result<Response<PbLeaseRevokeResponse>, Status> {
-        let user = self.ctx.auth.caller(&request)?;
+        let user = self.ctx.auth.key_caller(&request)?;
         let r = request.into_inner();
         if self.ctx.auth.state().enabled {
             // etcd's checkLeasePuts: revoking deletes the lease's keys.
@@ -124,7 +124,7 @@ impl PbLeaseService for LeaseService {
         &self,
         request: Request<PbLeaseTimeToLiveRequest>,
     ) -> Result<Response<PbLeaseTimeToLiveResponse>, Status> {
-        let user = self.ctx.auth.caller(&request)?;
+        let user = self.ctx.auth.key_caller(&request)?;
         let r = request.into_inner();
         if self.ctx.auth.state().enabled {
             // etcd's checkLeaseTimeToLive: the keys it names need READ.

@@ -403,7 +403,7 @@ impl PbWatchService for WatchService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         // Who the stream's token or certificate names; an invalid token names nobody, whose
         // watches are then refused like etcd's (isWatchPermitted).
-        let user = self.ctx.auth.caller(&request).unwrap_or_default();
+        let user = self.ctx.auth.key_caller(&request).unwrap_or_default();
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(256);
         let task = StreamTask {
