@@ -1,6 +1,6 @@
 //! Growing and shrinking a cluster on real lab hosts: `kiln join --host` adds a worker that obtains its
 //! own client certificate (TLS bootstrap with a just-in-time token, approved and signed by the
-//! controller-manager), a re-run changes nothing, and `kiln reset --host` drains the worker, deletes its
+//! controller-manager) and brings cluster DNS with it, a re-run changes nothing, and `kiln reset --host` drains the worker, deletes its
 //! Node and cleans the host while the rest of the cluster keeps running.
 
 use kiln_tests::{bin, ok, run, TestLab};
@@ -125,6 +125,30 @@ fn join_one_worker_by_tls_bootstrap_then_remove_it() {
         "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
     ]);
     assert_eq!(ready, "True");
+    // Cluster DNS came with the join (issue #22): host3's kiln-dns is Ready, so an endpoint of kube-dns.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let dns = kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            "k8s-app=kube-dns",
+            "--field-selector",
+            "spec.nodeName=host3",
+            "-o",
+            "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        if dns == "True" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no Ready kube-dns pod on the joined host3: {dns:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
     assert_eq!(
         lab.ssh_ok(
             "host3",

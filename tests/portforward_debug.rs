@@ -4,7 +4,8 @@
 //! pod's container: it runs once, sees the target's processes (`ps`), reports its status and is
 //! never restarted. Issue #30 on the same pod: kubectl 1.32's exec over WebSocket v5 (translated
 //! to SPDY by the API server) with stdin to EOF, a non-zero exit code, a TTY and its size, and
-//! `kubectl cp` both ways; kubectl 1.27's SPDY exec still works and is not translated.
+//! `kubectl cp` both ways; kube-rs's exec reads the output that follows its stdin close (v5's CLOSE);
+//! kubectl 1.27's SPDY exec still works and is not translated.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -12,6 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kiln_tests::{run, stdout, Cluster, TestLab};
+
+#[path = "portforward_debug/kube_rs_exec.rs"]
+mod kube_rs_exec;
 
 const AGNHOST: &str = "10.250.0.1:5000/kiln/agnhost:1";
 const BUSYBOX: &str = "10.250.0.1:5000/kiln/busybox:1";
@@ -206,6 +210,17 @@ fn exec_over_websockets(c: &Cluster) {
         translated_sessions(c),
         after,
         "SPDY requests are not translated"
+    );
+
+    // kube-rs: v5 negotiated, so the output after its stdin close arrives, and the session was translated.
+    let before_rs = translated_sessions(c);
+    let seen = kube_rs_exec::exec_after_stdin_close(&c.lab.netns(), &c.admin, "web")
+        .unwrap_or_else(|e| panic!("kube-rs exec: {e:#}"));
+    assert_eq!(seen.stdout, "after-close\n", "{seen:?}");
+    assert_eq!(seen.status.as_deref(), Some("Success"), "{seen:?}");
+    assert!(
+        translated_sessions(c) > before_rs,
+        "kube-rs's exec did not go through the v5 translator"
     );
 }
 

@@ -149,6 +149,8 @@ mod tests {
             // kiln-dns
             "cluster_dns",
             "cluster_domain",
+            // containerd's certs.d hosts.toml of a registry mirror
+            "server",
         ] {
             c.insert(k, "x");
         }

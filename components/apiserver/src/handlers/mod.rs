@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod openapi_schemas;
 pub mod openapi_v2_proto;
 pub mod path;
+pub mod pod_part;
 pub mod pod_resize;
 pub mod portforward;
 pub mod proxy;

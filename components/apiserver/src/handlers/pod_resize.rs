@@ -9,10 +9,9 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::crud::serve_part;
-use super::{ok_json, AppState, Target};
+use super::pod_part::serve_pod_part;
+use super::{AppState, Target};
 use crate::registry::defaults::pod_spec_defaults;
-use crate::registry::lifecycle::UpdateScope;
 use crate::registry::pod_resize::with_resize;
 use crate::registry::resources::PODS_RESIZE;
 use crate::status::ApiError;
@@ -35,26 +34,17 @@ pub async fn serve(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    // The pod kind with the update rule that lets container resources change.
-    let target = &Target {
-        spec: &PODS_RESIZE,
-        namespace: target.namespace.clone(),
-        name: target.name.clone(),
-        status: false,
-        requester: target.requester.clone(),
-    };
-    let obj = serve_part(
+    serve_pod_part(
         state,
         target,
+        &PODS_RESIZE,
         verb,
         headers,
         query,
         body,
-        UpdateScope::Main,
-        |old, incoming| Ok(resized(old, incoming)),
+        resized,
     )
-    .await?;
-    Ok(ok_json(&obj))
+    .await
 }
 
 #[cfg(test)]
