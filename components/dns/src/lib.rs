@@ -13,7 +13,6 @@ pub mod config;
 mod fake_upstream;
 pub mod forward;
 pub mod health;
-mod heap;
 pub mod index;
 pub mod metrics;
 pub mod model;

@@ -240,7 +240,6 @@ async fn watch<K: Indexed>(api: Api<K>, index: SharedIndex, health: Arc<Health>)
         std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
     let mut listing: Vec<K::Info> = Vec::new();
     let mut last_error: Option<String> = None;
-    let mut listed = false;
     let info = |obj: &K| {
         obj.info()
             .map_err(|e| tracing::debug!(kind, name = ?obj.meta().name, reason = %e, "no records"))
@@ -267,7 +266,6 @@ async fn watch<K: Indexed>(api: Api<K>, index: SharedIndex, health: Arc<Health>)
             Event::InitApply(obj) => listing.extend(info(&obj)),
             Event::InitDone => {
                 K::replace(&mut idx, std::mem::take(&mut listing));
-                listed = true;
                 health.synced(K::WHAT);
                 // both watches mark under the index lock, so the second one sees the first's mark
                 if health.ready() {
@@ -282,10 +280,5 @@ async fn watch<K: Indexed>(api: Api<K>, index: SharedIndex, health: Arc<Health>)
             Event::Delete(obj) => K::remove(&mut idx, &obj),
         }
         health.metrics.set_index(idx.stats());
-        drop(idx);
-        if std::mem::take(&mut listed) {
-            // outside the index lock: queries go on meanwhile
-            crate::heap::release_free_heap();
-        }
     }
 }
