@@ -4,6 +4,7 @@
 //! WithImpersonation filter does. kiln's users carry no uid or extra, so those are authorized but
 //! not carried further.
 
+use percent_encoding::percent_decode_str;
 use std::future::Future;
 
 use axum::http::HeaderMap;
@@ -70,26 +71,10 @@ impl Authorize for crate::rbac::Authorizer {
 
 /// Upstream unescapes `%XX` in extra keys (header names cannot carry every character).
 fn unescape(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
+    percent_decode_str(key)
+        .decode_utf8()
+        .map(|k| k.into_owned())
+        .unwrap_or_else(|_| key.to_string())
 }
 
 /// The impersonation the headers ask for; `None` without any impersonation header.

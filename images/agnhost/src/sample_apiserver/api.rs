@@ -5,6 +5,7 @@
 //! deletecollection — answering as the generic apiserver does.
 
 use http::{Method, StatusCode};
+use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 
 use super::authz::Attributes;
@@ -96,31 +97,11 @@ pub fn query_param(query: Option<&str>, key: &str) -> Option<String> {
     })
 }
 
+/// A query value: `+` is a space, `%XX` a byte (Go's url.ParseQuery).
 fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = b
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(x)) => {
-                out.push(x);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(&s.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The authorizer's view of a request; a method the target does not take is a 405.

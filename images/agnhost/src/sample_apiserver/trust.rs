@@ -5,6 +5,7 @@
 //! headers say; one that verifies against `client-ca-file` is the user its CN (and O, as groups)
 //! names. Anything else is anonymous. Headers are believed only from the front proxy.
 
+use percent_encoding::percent_decode_str;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -130,26 +131,9 @@ fn subject(der: &[u8]) -> (String, Vec<String>) {
 
 /// `%2F` in an extra header's key is `/` (url.PathUnescape), and keys are lower case.
 fn unescape_key(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).to_ascii_lowercase()
+    percent_decode_str(key)
+        .decode_utf8_lossy()
+        .to_ascii_lowercase()
 }
 
 impl RequestHeader {
