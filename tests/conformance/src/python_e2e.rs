@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
+pub use crate::gate::Verdict;
+
 /// The section's heading; `splice` finds the section by it.
 pub const HEADING: &str = "## Python client e2e";
 
@@ -214,27 +216,11 @@ pub fn summary(outcomes: &[Outcome]) -> String {
 
 /// The ids in a passing file (`#` comments and blank lines ignored).
 pub fn parse_passing(text: &str) -> BTreeSet<String> {
-    text.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
+    crate::gate::ids(text).map(|(_, l)| l.to_string()).collect()
 }
 
-#[derive(Debug, Default, PartialEq)]
-pub struct Verdict {
-    /// Listed in passing.txt and not passed — or not run at all (a renamed or lost test must not pass
-    /// the gate by vanishing).
-    pub regressed: Vec<String>,
-    pub newly_passing: Vec<String>,
-}
-
-impl Verdict {
-    pub fn ok(&self) -> bool {
-        self.regressed.is_empty()
-    }
-}
-
+/// Unlike the conformance gate, a listed test that did not run fails too (a renamed or lost test must
+/// not pass the gate by vanishing).
 pub fn judge(passing: &BTreeSet<String>, outcomes: &[Outcome]) -> Verdict {
     let mut v = Verdict::default();
     for id in passing {
