@@ -9,6 +9,9 @@
 //!   image pushed with credentials; a pod without a pull secret stays in ErrImagePull / ImagePullBackOff,
 //!   one with a `kubernetes.io/dockerconfigjson` secret runs, so does one whose ServiceAccount lists the
 //!   secret (admission copies it into the pod), and a missing secret is warned about.
+//! - QoS: `status.qosClass` of a Guaranteed, a Burstable and a BestEffort pod, their pod cgroups'
+//!   values as upstream writes them, and the Guaranteed one OOMKilled past its memory limit,
+//!   restarted, with `Reason: OOMKilled` and `Exit Code: 137` in `kubectl describe`.
 //!
 //! The lab is `t-security`, or `$KILN_TEST_LAB` when set.
 
@@ -253,6 +256,7 @@ fn security_contexts_and_private_registry_pulls_on_containerd() {
     let c = Cluster::on(lab, "");
     c.kiln(&["init", "--wait-timeout", "150"]);
     security_contexts(&c);
+    qos_and_oom(&c);
     let _registry = start_private_registry(&c.lab);
     push_private_image(&c.lab);
     trust_private_registry(&c.lab);
@@ -392,6 +396,129 @@ fn security_contexts(c: &Cluster) {
         "nonroot-ok",
         "no-profile",
     ] {
+        c.kubectl(&["delete", "pod", p, "--wait=false"]);
+    }
+}
+
+/// QoS classes through the whole cluster: the API server sets `status.qosClass`, the kubelet on
+/// host2 puts each pod's cgroup under its class with upstream's values (Guaranteed at the top of
+/// kubepods with the pod's limits, Burstable with shares from its request, BestEffort with 2
+/// shares), and a container past its memory limit is OOMKilled, restarted, and `kubectl describe`
+/// says so as upstream's does.
+fn qos_and_oom(c: &Cluster) {
+    let resources = |r: &str| format!("    resources:\n{r}");
+    apply(
+        c,
+        &pod(
+            "guaranteed",
+            BUSYBOX,
+            "",
+            &resources("      limits: {memory: 32Mi, cpu: 200m}\n"),
+        )
+        // Past its limit: tail buffers a line that never ends.
+        .replace(
+            "cat /proc/1/status; sleep 3600",
+            "sleep 2; exec tail /dev/zero",
+        ),
+    );
+    apply(
+        c,
+        &pod(
+            "burstable",
+            BUSYBOX,
+            "",
+            &resources("      requests: {cpu: 50m}\n"),
+        ),
+    );
+    apply(c, &pod("besteffort", BUSYBOX, "", ""));
+    for (p, class) in [
+        ("guaranteed", "Guaranteed"),
+        ("burstable", "Burstable"),
+        ("besteffort", "BestEffort"),
+    ] {
+        assert_eq!(
+            jsonpath(c, &format!("pod/{p}"), "{.status.qosClass}"),
+            class
+        );
+    }
+    wait_running(c, "burstable");
+    wait_running(c, "besteffort");
+    let describe = c.wait("guaranteed OOMKilled and restarted", 180, || {
+        let d = c.kubectl(&["describe", "pod", "guaranteed"]);
+        // kubectl aligns the values with spaces: compare with single spaces.
+        let flat = d.split_whitespace().collect::<Vec<_>>().join(" ");
+        if flat.contains("Last State: Terminated Reason: OOMKilled Exit Code: 137")
+            && !flat.contains("Restart Count: 0")
+        {
+            Ok(d)
+        } else {
+            Err(d)
+        }
+    });
+    assert!(describe.contains("QoS Class:"), "{describe}");
+    assert_eq!(
+        jsonpath(
+            c,
+            "pod/guaranteed",
+            "{.status.containerStatuses[0].lastState.terminated.reason}/{.status.containerStatuses[0].lastState.terminated.exitCode}"
+        ),
+        "OOMKilled/137"
+    );
+    // cgroupfs: kubepods/[class/]pod<uid> under each v1 controller, or in the v2 tree.
+    let cgroup = |p: &str, class: &str, v1: &str, v2: &str| {
+        let uid = jsonpath(c, &format!("pod/{p}"), "{.metadata.uid}");
+        let dir = format!("kubepods/{class}pod{uid}");
+        c.lab
+            .ssh_ok(
+                &jsonpath(c, &format!("pod/{p}"), "{.spec.nodeName}"),
+                &match v1.split_once('/') {
+                    // v1: /sys/fs/cgroup/<controller>/kubepods/…/<file>.
+                    Some((controller, file)) => {
+                        format!("cat /sys/fs/cgroup/{controller}/{dir}/{file}")
+                    }
+                    None => format!("cat /sys/fs/cgroup/{dir}/{v2}"),
+                },
+            )
+            .trim()
+            .to_string()
+    };
+    let v2 = c
+        .lab
+        .ssh_ok(
+            "host2",
+            "test -f /sys/fs/cgroup/cgroup.controllers && echo v2; true",
+        )
+        .trim()
+        == "v2";
+    if v2 {
+        assert_eq!(cgroup("guaranteed", "", "", "memory.max"), "33554432");
+        assert_eq!(cgroup("guaranteed", "", "", "cpu.max"), "20000 100000");
+    } else {
+        assert_eq!(
+            cgroup("guaranteed", "", "memory/memory.limit_in_bytes", ""),
+            "33554432"
+        );
+        assert_eq!(
+            cgroup("guaranteed", "", "cpu/cpu.cfs_quota_us", ""),
+            "20000"
+        );
+        assert_eq!(cgroup("guaranteed", "", "cpu/cpu.shares", ""), "204");
+        // 50m: 50 × 1024 / 1000 shares; no limit, no quota.
+        assert_eq!(
+            cgroup("burstable", "burstable/", "cpu/cpu.shares", ""),
+            "51"
+        );
+        assert_eq!(
+            cgroup("burstable", "burstable/", "cpu/cpu.cfs_quota_us", ""),
+            "-1"
+        );
+        assert_eq!(
+            cgroup("besteffort", "besteffort/", "cpu/cpu.shares", ""),
+            "2"
+        );
+    }
+
+    for p in ["guaranteed", "burstable", "besteffort"] {
         c.kubectl(&["delete", "pod", p, "--wait=false"]);
     }
 }

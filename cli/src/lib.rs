@@ -1,5 +1,6 @@
 //! kiln: the cluster bootstrapper. The binary in `main.rs` only calls [`commands::main`].
 
+pub mod apply;
 pub mod bootstrap;
 pub mod certs;
 pub mod commands;

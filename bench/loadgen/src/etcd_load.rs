@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, GetOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions};
 
 use crate::stats::{summarize, Summary};
 
@@ -39,10 +39,14 @@ pub struct Workload {
     pub value_size: usize,
     pub key_space: usize,
     pub key_prefix: String,
+    /// (name, password): every connection authenticates once and sends its token with each
+    /// request, so the server checks the user's permissions on every op (etcd's `benchmark --user`).
+    pub user: Option<(String, String)>,
 }
 
-async fn connect(endpoint: &str) -> Result<Client, LoadError> {
-    Client::connect([endpoint], None)
+async fn connect(endpoint: &str, user: Option<&(String, String)>) -> Result<Client, LoadError> {
+    let options = user.map(|(name, password)| ConnectOptions::new().with_user(name, password));
+    Client::connect([endpoint], options)
         .await
         .map_err(|source| LoadError::Connect {
             endpoint: endpoint.to_string(),
@@ -65,7 +69,7 @@ pub async fn run(w: &Workload) -> Result<Summary, LoadError> {
     let conns = w.conns.clamp(1, w.clients.max(1));
     let mut pool = Vec::with_capacity(conns);
     for _ in 0..conns {
-        pool.push(connect(&w.endpoint).await?);
+        pool.push(connect(&w.endpoint, w.user.as_ref()).await?);
     }
     let issued = Arc::new(AtomicUsize::new(0));
     let value = vec![b'x'; w.value_size];

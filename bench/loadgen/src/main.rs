@@ -40,6 +40,9 @@ enum Cmd {
         /// Write each pod's milestones (unix ms) here as JSON lines.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// Pods with limits and PodSecurity's restricted securityContext (bench/security.sh).
+        #[arg(long)]
+        restricted: bool,
     },
     /// COUNT Jobs of one short pod each against the same COUNT pods created directly.
     Jobs {
@@ -148,6 +151,16 @@ struct EtcdArgs {
     key_space: usize,
     #[arg(long, default_value = "/bench/")]
     key_prefix: String,
+    /// NAME:PASSWORD of a user to authenticate as, for a server with auth enabled (etcd's
+    /// `benchmark --user`).
+    #[arg(long, value_parser = parse_user)]
+    user: Option<(String, String)>,
+}
+
+fn parse_user(s: &str) -> Result<(String, String), String> {
+    s.split_once(':')
+        .map(|(name, password)| (name.to_string(), password.to_string()))
+        .ok_or_else(|| format!("{s:?}: expected NAME:PASSWORD"))
 }
 
 fn workload(op: Op, a: EtcdArgs) -> Workload {
@@ -160,6 +173,7 @@ fn workload(op: Op, a: EtcdArgs) -> Workload {
         value_size: a.value_size,
         key_space: a.key_space,
         key_prefix: a.key_prefix,
+        user: a.user,
     }
 }
 
@@ -198,6 +212,7 @@ async fn main() {
             rate,
             sequential,
             trace,
+            restricted,
         } => {
             match kiln_bench::pod_start::run(
                 &kubeconfig,
@@ -206,6 +221,7 @@ async fn main() {
                 rate,
                 sequential,
                 trace.as_deref(),
+                restricted,
             )
             .await
             {

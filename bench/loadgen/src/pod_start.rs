@@ -69,6 +69,7 @@ pub async fn run(
     rate: f64,
     sequential: bool,
     trace: Option<&std::path::Path>,
+    restricted: bool,
 ) -> Result<PodStartReport, PodStartError> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .map_err(|e| PodStartError::Kubeconfig(kubeconfig.into(), e.to_string()))?;
@@ -104,6 +105,7 @@ pub async fn run(
         rate,
         sequential.then_some(running_rx),
         created_tx,
+        restricted,
     ));
     let mut created: HashMap<String, Instant> = HashMap::new();
     let mut bound: HashMap<String, Instant> = HashMap::new();
@@ -204,6 +206,7 @@ async fn create_pods(
     rate: f64,
     mut sequential: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
     created: tokio::sync::mpsc::UnboundedSender<(String, Instant)>,
+    restricted: bool,
 ) -> Result<(), kube::Error> {
     let t0 = Instant::now();
     for i in 0..count {
@@ -217,18 +220,39 @@ async fn create_pods(
             tokio::time::sleep_until(due.into()).await;
         }
         let name = format!("start-{i:03}");
-        let pod: Pod = serde_json::from_value(json!({
+        let mut pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {"bench": "pod-start"}},
             "spec": {"terminationGracePeriodSeconds": 0,
                 "containers": [{"name": "c", "image": image, "command": ["sleep", "3600"],
                     "imagePullPolicy": "IfNotPresent"}]}
-        }))
-        .expect("pod JSON");
+        });
+        if restricted {
+            restrict(&mut pod);
+        }
+        let pod: Pod = serde_json::from_value(pod).expect("pod JSON");
         let _ = created.send((name, Instant::now()));
         pods.create(&PostParams::default(), &pod).await?;
     }
     Ok(())
+}
+
+/// What PodSecurity's `restricted` level asks of a pod (non-root, no privilege escalation, every
+/// capability dropped, RuntimeDefault seccomp), plus a read-only root and limits equal to requests
+/// (Guaranteed): the kubelet then writes a pod cgroup with CPU quota and memory limit, and the runtime a
+/// seccomp filter and an empty capability set.
+fn restrict(pod: &mut serde_json::Value) {
+    pod["spec"]["securityContext"] = json!({
+        "runAsNonRoot": true, "runAsUser": 65534, "runAsGroup": 65534,
+        "seccompProfile": {"type": "RuntimeDefault"}
+    });
+    // 10m: 100 of them fit the 2 CPUs of a lab worker.
+    let limits = json!({"cpu": "10m", "memory": "32Mi"});
+    pod["spec"]["containers"][0]["resources"] = json!({"requests": limits, "limits": limits});
+    pod["spec"]["containers"][0]["securityContext"] = json!({
+        "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]}
+    });
 }
 
 /// Deletes the benchmark's pods and waits until they are gone, so that one run's teardown does not

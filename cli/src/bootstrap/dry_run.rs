@@ -79,6 +79,11 @@ impl Plan {
         out
     }
 
+    /// What was found, per host (`kiln apply` reads the file changes from it).
+    pub fn lines(&self) -> BTreeMap<String, Vec<String>> {
+        self.items.lock().expect("plan").clone()
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!(self.items.lock().expect("plan").clone())
     }

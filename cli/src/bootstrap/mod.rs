@@ -48,6 +48,17 @@ pub async fn run(ctx: &Context, playbook: &Playbook) -> Result<(), BootstrapErro
         let phase = phases::table::find(&spec.name)?;
         let hosts = ctx.select(&spec.hosts)?;
         tracing::debug!(phase = phase.name, runs_on = ?phase.runs_on(), hosts = ?spec.hosts, "{}", phase.summary);
+        // A phase of the store this cluster does not have (kiln-store's members with an external
+        // etcd, or the reverse) is reported skipped, with why, where it would have run.
+        let external = ctx.cluster.config.spec.store.external.is_some();
+        if let Some(why) = phase.store.skip_reason(external) {
+            for h in &hosts {
+                let skipped = phases::Outcome::Skipped(why.into());
+                let who = h.as_deref().unwrap_or("local");
+                ctx.report(phase.name, who, &skipped, std::time::Duration::ZERO);
+            }
+            continue;
+        }
         if let phases::table::Run::AllHosts(run) = phase.run {
             // All hosts at once (cross-host checks), reported by the phase itself.
             run(ctx, &hosts).await?;

@@ -12,6 +12,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 pub struct Progress {
     live: Option<MultiProgress>,
     bars: Mutex<BTreeMap<String, ProgressBar>>,
+    /// Prints nothing (`kiln apply`'s look at every host through a dry run of init's phases).
+    quiet: bool,
 }
 
 impl Progress {
@@ -22,6 +24,16 @@ impl Progress {
         Progress {
             live,
             bars: Mutex::new(BTreeMap::new()),
+            quiet: false,
+        }
+    }
+
+    /// Shows nothing at all.
+    pub fn quiet() -> Progress {
+        Progress {
+            live: None,
+            bars: Mutex::new(BTreeMap::new()),
+            quiet: true,
         }
     }
 
@@ -47,6 +59,9 @@ impl Progress {
 
     /// A finished line, above the live ones when there are any.
     pub fn line(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
         match &self.live {
             Some(mp) => {
                 let _ = mp.println(text);

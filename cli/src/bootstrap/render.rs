@@ -151,6 +151,11 @@ mod tests {
             "cluster_domain",
             // containerd's certs.d hosts.toml of a registry mirror
             "server",
+            // kiln-apiserver's store endpoints and client credentials (kiln-store or external etcd)
+            "etcd_servers",
+            "etcd_cafile",
+            "etcd_certfile",
+            "etcd_keyfile",
         ] {
             c.insert(k, "x");
         }

@@ -29,6 +29,13 @@ fn playbooks(args: &ClusterArgs) -> anyhow::Result<(Playbook, Playbook)> {
 pub fn run(args: ClusterArgs, ignore: Vec<String>, wait: u64) -> anyhow::Result<i32> {
     let mut ctx = args.context(ignore, wait)?;
     let file = args.file.display().to_string();
+    if ctx.cluster.config.spec.store.external.is_some() {
+        // Which controllers are pending is read from kiln-store's member list, which an external
+        // etcd does not have: refused rather than guessed.
+        anyhow::bail!(
+            "{file}: join --control-plane asks kiln-store's member list which controllers have              joined; with spec.store.external there is none, and adding a controller to a running              cluster on an external etcd is not supported yet"
+        );
+    }
     let controllers: Vec<String> = ctx
         .cluster
         .config
@@ -120,7 +127,9 @@ pub fn mention_unjoined(args: &ClusterArgs, ctx: &Context) {
         .filter(|h| ctx.host(h).is_controller())
         .cloned()
         .collect();
-    if !args.hosts.is_empty() && only.is_empty() {
+    if (!args.hosts.is_empty() && only.is_empty())
+        || ctx.cluster.config.spec.store.external.is_some()
+    {
         return;
     }
     let Ok(rt) = runtime() else { return };

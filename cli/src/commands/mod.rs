@@ -1,6 +1,7 @@
 //! The command line, defined once as data (clap derive), and the dispatch from parsed arguments to the
 //! library. `main.rs` only calls [`main`].
 
+mod apply;
 mod cluster;
 mod dns_probe;
 mod drill;
@@ -95,6 +96,22 @@ pub enum Command {
         #[command(flatten)]
         cluster: cluster::ClusterArgs,
     },
+    /// Make the cluster match the file: init when there is none; roll changed settings and binaries
+    /// out host by host (controllers one at a time, gated as an upgrade is); join hosts added to the
+    /// file; remove hosts deleted from it (drained, Node deleted, store member removed, reset).
+    /// Refuses, naming the field, what a running cluster cannot change. --dry-run prints the actions.
+    Apply {
+        #[command(flatten)]
+        cluster: cluster::ClusterArgs,
+        #[arg(long, value_delimiter = ',')]
+        ignore_preflight_errors: Vec<String>,
+        /// Seconds each wait (init, joins, drains, gates) may take.
+        #[arg(long, default_value_t = 180)]
+        wait_timeout: u64,
+        /// Drains also evict pods that no controller manages (like kubectl drain --force).
+        #[arg(long)]
+        force: bool,
+    },
     /// Upgrades: `plan` shows what an upgrade to the binaries this kiln would push does, `apply` does it.
     #[command(subcommand)]
     Upgrade(upgrade::UpgradeCommand),
@@ -169,6 +186,12 @@ pub fn main() -> i32 {
         }) => cluster::renew_certs(cluster, names, wait_timeout),
         Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
         Command::Upgrade(c) => upgrade::run(c),
+        Command::Apply {
+            cluster,
+            ignore_preflight_errors,
+            wait_timeout,
+            force,
+        } => apply::run(cluster, ignore_preflight_errors, wait_timeout, force),
     };
     match result {
         Ok(code) => code,

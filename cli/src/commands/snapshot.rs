@@ -97,6 +97,17 @@ pub enum SnapshotCommand {
         #[command(flatten)]
         s3_args: S3Args,
     },
+    /// What `etcdctl snapshot status` says of a bundle's snapshot: hash, revision, total keys, size.
+    Status {
+        /// A bundle file.
+        bundle: PathBuf,
+        /// Key of an encrypted bundle.
+        #[arg(long)]
+        encrypt_key_file: Option<PathBuf>,
+        /// table or json (etcdctl's `-w json` fields).
+        #[arg(long, short = 'o', default_value = "table")]
+        output: String,
+    },
     /// Scheduled bundles on every controller (systemd timer, or a loop script without systemd); what
     /// `kiln init` installs from spec.store.backup.
     Schedule {
@@ -295,6 +306,16 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             } else {
                 PathBuf::from(bundle)
             };
+            if ctx.cluster.config.spec.store.external.is_some() {
+                // The members are the etcd operator's: the steps, not a restore (see external_restore).
+                let steps = rt.block_on(snapshot::external_restore::steps(
+                    &ctx,
+                    &bundle,
+                    key.as_ref(),
+                ))?;
+                print!("{steps}");
+                return Ok(0);
+            }
             let info = rt.block_on(snapshot::restore(&ctx, &bundle, key.as_ref()))?;
             println!(
                 "restored {} (revision {}, {} objects) and verified",
@@ -370,6 +391,21 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
                     s3: s3.as_ref().map(|(d, c)| (d, c)),
                 },
             ))?;
+            Ok(0)
+        }
+        SnapshotCommand::Status {
+            bundle,
+            encrypt_key_file,
+            output,
+        } => {
+            let key = key(encrypt_key_file.as_deref())?;
+            let opened = snapshot::Bundle::open(&bundle, key.as_ref())?;
+            let st = snapshot::status::of_bundle(&opened)?;
+            if output == "json" {
+                println!("{}", serde_json::to_string(&st)?);
+            } else {
+                print!("{}", snapshot::status::table(&st));
+            }
             Ok(0)
         }
         SnapshotCommand::NextRun { schedule: spec } => {

@@ -86,13 +86,30 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
         println!();
         dns(&ctx, &client).await;
         println!();
-        for h in ctx.cluster.config.controllers() {
-            match crate::snapshot::store_status(&ctx, h).await {
-                Ok((rev, objects)) => println!(
-                    "store {:<10} healthy: revision {rev}, {objects} objects",
-                    h.name
+        // Every kiln-store member, or every endpoint of spec.store.external (with its own Status).
+        let access = crate::bootstrap::phases::external_etcd::StoreAccess::for_cluster(&ctx);
+        let external = ctx.cluster.config.spec.store.external.is_some();
+        let health = if external {
+            crate::bootstrap::phases::external_etcd::health(&access).await
+        } else {
+            vec![]
+        };
+        for (i, a) in access.iter().enumerate() {
+            let kind = if external { "etcd " } else { "store" };
+            let status = crate::snapshot::store_status(a).await;
+            match (status, health.get(i)) {
+                (Ok((rev, objects)), Some(h)) if h.healthy => println!(
+                    "{kind} {:<10} healthy: revision {rev}, {objects} objects ({})",
+                    a.name, h.detail
                 ),
-                Err(e) => println!("store {:<10} UNHEALTHY: {e}", h.name),
+                (_, Some(h)) if !h.healthy => {
+                    println!("{kind} {:<10} UNHEALTHY: {}", a.name, h.detail)
+                }
+                (Ok((rev, objects)), _) => println!(
+                    "{kind} {:<10} healthy: revision {rev}, {objects} objects",
+                    a.name
+                ),
+                (Err(e), _) => println!("{kind} {:<10} UNHEALTHY: {e}", a.name),
             }
         }
         println!();

@@ -7,6 +7,7 @@
 
 mod apiserver;
 pub mod backup;
+pub mod external_etcd;
 mod location;
 mod types;
 mod validate;

@@ -229,6 +229,9 @@ pub struct Store {
     /// metered (a CPU quota); unset, they stay awake through a steady stream of writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_awake: Option<bool>,
+    /// An existing etcd v3 cluster instead of kiln-store (kubeadm's external etcd); see `external_etcd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<super::external_etcd::ExternalEtcd>,
 }
 
 /// Timings of kiln-controller-manager (durations like `40s`, `5m`), shortened in tests and drills.

@@ -89,6 +89,7 @@ pub fn validate(c: &ClusterConfig) -> Vec<Problem> {
         ));
     }
     super::backup::validate(c, &mut out);
+    super::external_etcd::validate(c, &mut out);
     if let Some(r) = &c.spec.registry {
         if let Err(why) = split_host_port(&r.mirror).and_then(|(h, _)| check_address(h)) {
             out.push(problem(

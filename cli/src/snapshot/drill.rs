@@ -553,6 +553,12 @@ fn scratch_cluster(
         lab["spec"]["knownHostsFile"].clone(),
     );
     spec.remove("stateDir");
+    // A bundle of a cluster on an external etcd (spec.store.external) is drilled on a scratch
+    // kiln-store, which restores etcd's snapshot format: the drill checks the data, never the etcd
+    // operator's restore, and must not reach the real etcd.
+    if let Some(store) = spec.get_mut("store").and_then(|s| s.as_object_mut()) {
+        store.remove("external");
+    }
     match endpoint {
         Some(e) => {
             spec.insert("controlPlaneEndpoint".into(), e.into());
@@ -653,6 +659,21 @@ mod tests {
         assert_eq!(s["spec"]["hosts"][1]["ssh"]["user"], "root");
         assert!(s["spec"]["hosts"][0]["nodeIP"].is_null());
         assert_eq!(s["spec"]["knownHostsFile"], "/tmp/kiln-lab/x/known_hosts");
+    }
+
+    #[test]
+    fn a_bundle_of_an_external_etcd_is_drilled_on_kiln_store() {
+        let original: serde_json::Value = serde_norway::from_str(
+            "metadata: {name: e}\nspec:\n  hosts:\n  - {name: cp, address: 192.168.1.10, role: controller}\n  \
+             store:\n    backup: {schedule: '@daily'}\n    external: {endpoints: ['https://192.168.1.20:2379'], \
+             caFile: ca, certFile: c, keyFile: k}\n",
+        )
+        .unwrap();
+        let lab: serde_json::Value =
+            serde_norway::from_str("spec:\n  hosts:\n  - {name: host1, ssh: {user: a}}\n").unwrap();
+        let s = scratch_cluster(&original, &lab).unwrap();
+        assert!(s["spec"]["store"]["external"].is_null(), "{s}");
+        assert_eq!(s["spec"]["store"]["backup"]["schedule"], "@daily");
     }
 
     #[test]

@@ -5,12 +5,14 @@
 mod bundle;
 pub mod drill;
 pub mod encrypt;
+pub mod external_restore;
 pub mod manifest;
 pub mod new_hosts;
 pub mod offsite;
 mod restore;
 pub mod s3;
 pub mod schedule;
+pub mod status;
 pub(crate) mod store_client;
 
 pub use bundle::{Bundle, BundleInfo};
@@ -19,6 +21,7 @@ pub use restore::restore;
 
 use std::path::{Path, PathBuf};
 
+use crate::bootstrap::phases::external_etcd::StoreAccess;
 use crate::bootstrap::{BootstrapError, Context};
 
 #[derive(Debug, thiserror::Error)]
@@ -75,8 +78,8 @@ pub struct SaveOptions<'a> {
 struct SaveSource {
     cluster: String,
     cluster_yaml: PathBuf,
-    /// (host name, store address, PKI directory with the store CA and the apiserver's store client cert)
-    members: Vec<(String, String, PathBuf)>,
+    /// Where the store answers, in the order tried: kiln-store members or an external etcd's endpoints.
+    members: Vec<StoreAccess>,
     state: Vec<(String, PathBuf)>,
     state_from: &'static str,
     default_dir: PathBuf,
@@ -88,12 +91,7 @@ pub async fn save(ctx: &Context, opts: SaveOptions<'_>) -> Result<BundleInfo, Sn
     let src = SaveSource {
         cluster: ctx.cluster.config.metadata.name.clone(),
         cluster_yaml: ctx.cluster.path.clone(),
-        members: ctx
-            .cluster
-            .config
-            .controllers()
-            .map(|h| (h.name.clone(), h.node_address(), ctx.pki_dir(&h.name)))
-            .collect(),
+        members: StoreAccess::for_cluster(ctx),
         state: bundle::state_files(&ctx.state_dir),
         state_from: "operator",
         default_dir: default_dir(ctx),
@@ -127,7 +125,11 @@ pub async fn save_on_host(
     let src = SaveSource {
         cluster: cluster.config.metadata.name.clone(),
         cluster_yaml: cluster_yaml.to_path_buf(),
-        members: vec![(h.name.clone(), h.node_address(), pki)],
+        // With an external etcd: its endpoints, with this controller's copies of the client cert.
+        members: match &cluster.config.spec.store.external {
+            Some(ext) => StoreAccess::external_from_pki(ext, &pki),
+            None => vec![StoreAccess::kiln_store(&h.name, &h.node_address(), &pki)],
+        },
         state,
         state_from: "host",
         default_dir: PathBuf::from(schedule::DEFAULT_DIR),
@@ -157,8 +159,9 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
             .map_err(io("creating", &dir))?;
     }
     let mut last_err = None;
-    for (name, addr, pki) in &src.members {
-        let store = store_client::StoreClient::connect_with(addr, pki).await;
+    for access in &src.members {
+        let name = &access.name;
+        let store = store_client::StoreClient::connect_access(access).await;
         let mut store = match store {
             Ok(s) => s,
             Err(e) => {
@@ -265,12 +268,10 @@ async fn save_from(src: &SaveSource, opts: SaveOptions<'_>) -> Result<BundleInfo
     }))
 }
 
-/// A store member's current revision and its number of Kubernetes objects (for `kiln status`).
-pub async fn store_status(
-    ctx: &Context,
-    host: &crate::config::Host,
-) -> Result<(i64, i64), SnapshotError> {
-    let mut c = store_client::StoreClient::connect(ctx, host).await?;
+/// A store member's (or external etcd endpoint's) current revision and its number of Kubernetes
+/// objects (for `kiln status`).
+pub async fn store_status(access: &StoreAccess) -> Result<(i64, i64), SnapshotError> {
+    let mut c = store_client::StoreClient::connect_access(access).await?;
     c.current().await
 }
 

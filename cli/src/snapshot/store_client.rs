@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
-use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
+use etcd_client::{Client, GetOptions};
 use sha2::{Digest, Sha256};
 
-use super::{io, SnapshotError};
+use super::SnapshotError;
+use crate::bootstrap::phases::external_etcd::{StoreAccess, StoreAccessError};
 use crate::bootstrap::Context;
 use crate::config::Host;
 
@@ -48,28 +49,25 @@ impl StoreClient {
     /// Connect to the store at `addr` with the store CA and the apiserver's store client certificate
     /// from `pki` (the operator's per-host PKI directory, or /etc/kiln/pki on a controller itself).
     pub async fn connect_with(addr: &str, pki: &Path) -> Result<StoreClient, SnapshotError> {
-        let addr = addr.to_string();
-        let endpoint = format!("https://{addr}:2379");
-        let read = |rel: &str| {
-            let p = pki.join(rel);
-            std::fs::read(&p).map_err(io("reading", &p))
-        };
-        let tls = TlsOptions::new()
-            .domain_name(addr.clone())
-            .ca_certificate(Certificate::from_pem(read("store/ca.crt")?))
-            .identity(Identity::from_pem(
-                read("apiserver-store-client.crt")?,
-                read("apiserver-store-client.key")?,
-            ));
-        let opts = ConnectOptions::new()
-            .with_tls(tls)
-            .with_connect_timeout(std::time::Duration::from_secs(5))
-            .with_timeout(std::time::Duration::from_secs(300));
-        let client = Client::connect([endpoint.clone()], Some(opts))
+        Self::connect_access(&StoreAccess::kiln_store(addr, addr, pki)).await
+    }
+
+    /// Connect through `access`: a kiln-store member or an external etcd endpoint.
+    pub async fn connect_access(access: &StoreAccess) -> Result<StoreClient, SnapshotError> {
+        let endpoint = access.endpoint.clone();
+        let client = access
+            .connect(std::time::Duration::from_secs(300))
             .await
-            .map_err(|e| SnapshotError::Store {
-                endpoint: endpoint.clone(),
-                message: e.to_string(),
+            .map_err(|e| match e {
+                StoreAccessError::Read { path, source, .. } => SnapshotError::Io {
+                    what: "reading",
+                    path,
+                    source,
+                },
+                StoreAccessError::Endpoint { message, .. } => SnapshotError::Store {
+                    endpoint: endpoint.clone(),
+                    message,
+                },
             })?;
         Ok(StoreClient { endpoint, client })
     }

@@ -54,17 +54,18 @@ const RUNNING_SCRIPT: &str =
     "for p in /proc/[0-9]*; do e=$(readlink $p/exe 2>/dev/null) || continue; \
      case \"$e\" in /usr/local/bin/kiln-*) echo \"${p#/proc/} $e\";; esac; done";
 
-/// The components that must be running on a host of this role after its restart.
-fn must_run(controller: bool) -> &'static [&'static str] {
-    if controller {
-        &["kiln-store", "kiln-apiserver", "kiln-kubelet", "kiln-proxy"]
-    } else {
-        &["kiln-kubelet", "kiln-proxy"]
+/// The components that must be running on a host of this role after its restart: no kiln-store
+/// where the store is an external etcd (`external_store`).
+fn must_run(controller: bool, external_store: bool) -> &'static [&'static str] {
+    match (controller, external_store) {
+        (true, false) => &["kiln-store", "kiln-apiserver", "kiln-kubelet", "kiln-proxy"],
+        (true, true) => &["kiln-apiserver", "kiln-kubelet", "kiln-proxy"],
+        (false, _) => &["kiln-kubelet", "kiln-proxy"],
     }
 }
 
 /// Why the running processes are not the installed binaries, if they are not.
-pub fn stale_processes(ps: &str, controller: bool) -> Option<String> {
+pub fn stale_processes(ps: &str, controller: bool, external_store: bool) -> Option<String> {
     let stale: Vec<String> = ps
         .lines()
         .filter(|l| l.ends_with(" (deleted)"))
@@ -76,7 +77,7 @@ pub fn stale_processes(ps: &str, controller: bool) -> Option<String> {
             stale.join(", ")
         ));
     }
-    let missing: Vec<&str> = must_run(controller)
+    let missing: Vec<&str> = must_run(controller, external_store)
         .iter()
         .copied()
         .filter(|b| !ps.lines().any(|l| l.ends_with(&format!("/{b}"))))
@@ -179,6 +180,27 @@ impl HostActions<'_> {
     async fn gate(&self, st: &Step, gate: Gate) -> Result<String, String> {
         let host = st.host.as_str();
         match gate {
+            Gate::StoreHealthy if self.ctx.cluster.config.spec.store.external.is_some() => {
+                // An external etcd is not restarted by the upgrade: the gate is its quorum, through
+                // its endpoints (a linearizable read and a known leader on at least one).
+                let access =
+                    crate::bootstrap::phases::external_etcd::StoreAccess::for_cluster(self.ctx);
+                self.poll("the external etcd healthy", || {
+                    let access = access.clone();
+                    async move {
+                        let report = crate::bootstrap::phases::external_etcd::health(&access).await;
+                        match report.iter().find(|h| h.healthy) {
+                            Some(h) => Ok(format!("external etcd {}: {}", h.endpoint, h.detail)),
+                            None => Err(report
+                                .iter()
+                                .map(|h| format!("{}: {}", h.endpoint, h.detail))
+                                .collect::<Vec<_>>()
+                                .join("; ")),
+                        }
+                    }
+                })
+                .await
+            }
             Gate::StoreHealthy => {
                 let addr = self.ctx.host(host).node_address();
                 let pki = self.ctx.pki_dir(host);
@@ -295,7 +317,8 @@ impl HostActions<'_> {
     async fn versions(&self, st: &Step) -> Result<String, String> {
         let host = st.host.as_str();
         let ps = self.run(host, RUNNING_SCRIPT).await?;
-        if let Some(why) = stale_processes(&ps, st.controller) {
+        let external = self.ctx.cluster.config.spec.store.external.is_some();
+        if let Some(why) = stale_processes(&ps, st.controller, external) {
             return Err(why);
         }
         for c in &st.changes {
@@ -447,14 +470,19 @@ mod tests {
     fn processes_on_replaced_binaries_fail_the_gate() {
         let ps = "10 /usr/local/bin/kiln-kubelet\n11 /usr/local/bin/kiln-proxy (deleted)\n";
         assert_eq!(
-            stale_processes(ps, false).unwrap(),
+            stale_processes(ps, false, false).unwrap(),
             "still running a replaced binary: 11 /usr/local/bin/kiln-proxy"
         );
         let ps = "10 /usr/local/bin/kiln-kubelet\n11 /usr/local/bin/kiln-proxy\n";
-        assert_eq!(stale_processes(ps, false), None);
+        assert_eq!(stale_processes(ps, false, false), None);
         assert_eq!(
-            stale_processes(ps, true).unwrap(),
+            stale_processes(ps, true, false).unwrap(),
             "not running: kiln-store, kiln-apiserver"
+        );
+        // An external etcd: no kiln-store runs on the controllers.
+        assert_eq!(
+            stale_processes(ps, true, true).unwrap(),
+            "not running: kiln-apiserver"
         );
         assert!(restart_script().contains("pgrep -P \"$sup\" -x kiln-kubelet"));
     }

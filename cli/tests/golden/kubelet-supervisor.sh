@@ -2,6 +2,7 @@
 # kiln-kubelet supervisor for hosts without systemd (lab hosts, containers): restarts the kubelet when it
 # exits, like systemd's Restart=always with RestartSec=2. Started by `kiln init`/`join`; stopped by `kiln reset`
 # (which kills this script's process group by the PID in /run/kiln/kubelet-supervisor.pid).
+# kiln-kubelet sha256 cb37bb979d06d11b7b0b7f8e18365bdfe822c24101556f9ddd7d655c7c143194: a new binary changes this script, so `kiln init`/`apply` restart it
 echo $$ > /run/kiln/kubelet-supervisor.pid
 trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM INT
 while :; do

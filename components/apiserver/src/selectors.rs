@@ -156,15 +156,20 @@ pub struct FieldSelector {
 
 /// A field's value as the selector compares it: strings as is, bools/numbers in their text form,
 /// a missing field as "". A pointer `a|b` reads `b` where `a` is empty or missing (an event's
-/// `source` is its reporting controller when it has no source component, as upstream).
+/// `source` is its reporting controller when it has no source component, as upstream); `a|=text`
+/// falls back to the literal `text` (upstream formats a Go bool's zero value: a node without
+/// spec.unschedulable matches `spec.unschedulable=false`).
 fn field_text(obj: &Value, pointer: &str) -> String {
     pointer
         .split('|')
-        .map(|p| match obj.pointer(p) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Bool(b)) => b.to_string(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => String::new(),
+        .map(|p| match p.strip_prefix('=') {
+            Some(literal) => literal.to_string(),
+            None => match obj.pointer(p) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            },
         })
         .find(|v| !v.is_empty())
         .unwrap_or_default()
@@ -280,6 +285,12 @@ mod tests {
         assert!(m("metadata.name=a,metadata.namespace=ns"));
         assert!(!m("spec.nodeName!=n1"));
         assert!(m("status.phase==Running"));
+        // A node without spec.unschedulable is schedulable: `false`, as upstream's FormatBool.
+        let node = |n: Value| move |s: &str| FieldSelector::parse(s, &NODES).unwrap().matches(&n);
+        let plain = node(json!({"metadata": {"name": "n"}, "spec": {}}));
+        assert!(plain("spec.unschedulable=false") && !plain("spec.unschedulable=true"));
+        let cordoned = node(json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}}));
+        assert!(cordoned("spec.unschedulable==true") && !cordoned("spec.unschedulable=false"));
         assert_eq!(
             FieldSelector::parse("spec.nodeName=x", &NODES),
             Err(SelectorError::UnsupportedField("spec.nodeName".into()))

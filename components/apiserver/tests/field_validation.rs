@@ -99,3 +99,66 @@ async fn unknown_and_duplicate_fields_follow_field_validation() {
     assert!(!err.contains("Warning"), "{err}");
     assert!(!out.contains("bogus"), "{out}");
 }
+
+/// Issue #25's bad input: a negative or malformed resource quantity and a seccomp profile path that
+/// leaves the kubelet's directory are refused as upstream refuses them — 422 naming the field (400
+/// from the decoder for a quantity that does not parse) — and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_pod_resources_and_seccomp_paths_are_refused_naming_the_field() {
+    let c = Cluster::start().await;
+    let refused = |name: &'static str, container_extra: &'static str| {
+        let c = &c;
+        async move {
+            let p = c.dir.path().join(format!("{name}.yaml"));
+            std::fs::write(
+                &p,
+                format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  \
+                     - name: c\n    image: registry.local/app:1.0\n{container_extra}"
+                ),
+            )
+            .unwrap();
+            let (ok, out, err) = c
+                .kubectl(&c.admin_kubeconfig, &["create", "-f", &p.to_string_lossy()])
+                .await;
+            assert!(!ok, "{name} was created: {out}");
+            let (found, _, _) = c.kubectl(&c.admin_kubeconfig, &["get", "pod", name]).await;
+            assert!(!found, "a refused create must store nothing ({name})");
+            err
+        }
+    };
+    let err = refused(
+        "negative",
+        "    resources:\n      limits: {memory: -32Mi}\n",
+    )
+    .await;
+    assert!(
+        err.contains("The Pod \"negative\" is invalid")
+            && err.contains("spec.containers[0].resources.limits[memory]: Invalid value: \"-32Mi\": must be greater than or equal to 0"),
+        "{err}"
+    );
+    let err = refused("malformed", "    resources:\n      requests: {cpu: lots}\n").await;
+    assert!(
+        err.contains("Error from server (BadRequest)")
+            && err.contains("Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+        "{err}"
+    );
+    let err = refused(
+        "escaping",
+        "    securityContext:\n      seccompProfile: {type: Localhost, localhostProfile: ../../etc/evil.json}\n",
+    )
+    .await;
+    assert!(
+        err.contains("spec.containers[0].securityContext.seccompProfile.localhostProfile: Invalid value: \"../../etc/evil.json\": must not contain '..'"),
+        "{err}"
+    );
+    let err = refused(
+        "unknown-type",
+        "    securityContext:\n      seccompProfile: {type: Strict}\n",
+    )
+    .await;
+    assert!(
+        err.contains("spec.containers[0].securityContext.seccompProfile.type: Unsupported value: \"Strict\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\""),
+        "{err}"
+    );
+}

@@ -595,3 +595,83 @@ async fn streaming_list_watcher_and_the_finalizer_helper() {
         "gone once its finalizer is"
     );
 }
+
+/// kube-rs's metadata calls (`Accept: …;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`) get only
+/// metadata back, typed as upstream types it; and a node without spec.unschedulable matches
+/// `spec.unschedulable==false` (kube-rs's own cluster tests `can_operate_on_pod_metadata` and
+/// `node_cordon_and_uncordon_works`, tests/kube-rs-e2e).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_responses_and_the_unschedulable_selector() {
+    use kube::core::PartialObjectMetaExt;
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("m", json!({"app": "meta"})))
+        .await
+        .unwrap();
+
+    let got = pods.get_metadata("m").await.unwrap();
+    let types = got.types.as_ref().unwrap();
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+    assert_eq!(got.metadata.labels.as_ref().unwrap()["app"], "meta");
+
+    let listed = pods.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].metadata.name.as_deref(), Some("m"));
+    assert!(listed.items[0].metadata.resource_version.is_some());
+    // The raw list: no spec anywhere, the list and its items typed as upstream.
+    let raw: serde_json::Value = {
+        let req = http::Request::get("/api/v1/namespaces/default/pods")
+            .header(
+                "Accept",
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            )
+            .body(Vec::new())
+            .unwrap();
+        client.request(req).await.unwrap()
+    };
+    assert_eq!(raw["kind"], "PartialObjectMetadataList");
+    assert_eq!(raw["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(raw["items"][0].get("spec").is_none(), "{raw}");
+
+    let patch = kube::api::ObjectMeta {
+        annotations: Some([("test".to_string(), "123".to_string())].into()),
+        ..Default::default()
+    }
+    .into_request_partial::<Pod>();
+    let patched = pods
+        .patch_metadata("m", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.types.unwrap().kind, "PartialObjectMetadata");
+    assert_eq!(
+        patched.metadata.annotations.unwrap()["test"],
+        "123",
+        "the patch applied"
+    );
+    // The object itself is whole: only the response was cut down.
+    assert!(!pods
+        .get("m")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .containers
+        .is_empty());
+
+    let nodes: Api<Node> = Api::all(client);
+    let node: Node = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}),
+    )
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let schedulable = ListParams::default().fields("spec.unschedulable==false");
+    assert_eq!(nodes.list(&schedulable).await.unwrap().items.len(), 1);
+    nodes.cordon("n1").await.unwrap();
+    assert!(nodes.list(&schedulable).await.unwrap().items.is_empty());
+    nodes.uncordon("n1").await.unwrap();
+    assert_eq!(nodes.list(&schedulable).await.unwrap().items.len(), 1);
+}

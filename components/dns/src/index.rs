@@ -72,6 +72,9 @@ pub struct Index {
     ptr: HashMap<IpAddr, Vec<(ServiceKey, Name)>>,
     records: usize,
     serial: u32,
+    /// Bumped on every change that can alter an answer (a rebuild, the first sync): what the
+    /// encoded replies in [`crate::reply_cache`] are valid for.
+    generation: u64,
     /// Whether the first lists of Services and EndpointSlices are in (see [`Index::awaiting_sync`]).
     synced: bool,
 }
@@ -120,6 +123,9 @@ impl Index {
 
     /// The first full lists are in: absent names are NXDOMAIN from now on (also across relists).
     pub fn mark_synced(&mut self) {
+        if !self.synced {
+            self.generation += 1;
+        }
         self.synced = true;
     }
 
@@ -129,6 +135,11 @@ impl Index {
 
     pub fn settings(&self) -> &ZoneSettings {
         &self.settings
+    }
+
+    /// Changes whenever any answer may have changed (unlike the serial, it never wraps or repeats).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Bumped on every change (the SOA serial).
@@ -260,6 +271,7 @@ impl Index {
     /// Recomputes one Service's view and its PTR entries.
     fn rebuild(&mut self, key: &ServiceKey) {
         self.serial = self.serial.wrapping_add(1).max(1);
+        self.generation += 1;
         if let Some(old) = self.views.remove(key) {
             self.records -= old.records;
             for ip in old.ptr_ips() {

@@ -16,6 +16,7 @@ pub mod health;
 pub mod index;
 pub mod metrics;
 pub mod model;
+pub mod reply_cache;
 pub mod resolv;
 pub mod resolver;
 pub mod run;

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
@@ -20,11 +19,13 @@ const BUCKETS: [f64; 12] = [
 
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// (proto, qtype, rcode) → requests answered.
-    requests: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
-    buckets: [AtomicU64; BUCKETS.len()],
+    /// Requests answered by (proto, qtype label, rcode label), as indices into [`TYPES`] and
+    /// [`RCODES`]: one relaxed add per request, no lock shared by the receive loops.
+    requests: [[[AtomicU64; RCODES.len()]; TYPES.len()]; 2],
+    /// Requests per histogram bucket alone (the first bound ≥ the duration; the last: above
+    /// all bounds); made cumulative when rendered, so a request costs one add, not one per bucket.
+    buckets: [AtomicU64; BUCKETS.len() + 1],
     duration_micros: AtomicU64,
-    answered: AtomicU64,
     dropped: AtomicU64,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
@@ -36,43 +37,64 @@ pub struct Metrics {
     records: AtomicU64,
 }
 
-/// The qtype label: the common types by name, everything else `other`.
-pub fn type_label(t: Option<RecordType>) -> &'static str {
+/// The qtype labels: the common types by name, everything else `other`.
+const TYPES: [&str; 17] = [
+    "none", "A", "AAAA", "CNAME", "MX", "NS", "PTR", "SOA", "SRV", "TXT", "ANY", "HTTPS", "SVCB",
+    "CAA", "AXFR", "IXFR", "other",
+];
+
+fn type_index(t: Option<RecordType>) -> usize {
     use RecordType::*;
     match t {
-        None => "none",
-        Some(A) => "A",
-        Some(AAAA) => "AAAA",
-        Some(CNAME) => "CNAME",
-        Some(MX) => "MX",
-        Some(NS) => "NS",
-        Some(PTR) => "PTR",
-        Some(SOA) => "SOA",
-        Some(SRV) => "SRV",
-        Some(TXT) => "TXT",
-        Some(ANY) => "ANY",
-        Some(HTTPS) => "HTTPS",
-        Some(SVCB) => "SVCB",
-        Some(CAA) => "CAA",
-        Some(AXFR) => "AXFR",
-        Some(IXFR) => "IXFR",
-        Some(_) => "other",
+        None => 0,
+        Some(A) => 1,
+        Some(AAAA) => 2,
+        Some(CNAME) => 3,
+        Some(MX) => 4,
+        Some(NS) => 5,
+        Some(PTR) => 6,
+        Some(SOA) => 7,
+        Some(SRV) => 8,
+        Some(TXT) => 9,
+        Some(ANY) => 10,
+        Some(HTTPS) => 11,
+        Some(SVCB) => 12,
+        Some(CAA) => 13,
+        Some(AXFR) => 14,
+        Some(IXFR) => 15,
+        Some(_) => 16,
+    }
+}
+
+/// The qtype label: the common types by name, everything else `other`.
+pub fn type_label(t: Option<RecordType>) -> &'static str {
+    TYPES[type_index(t)]
+}
+
+/// The rcode labels as dig prints them.
+const RCODES: [&str; 8] = [
+    "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "BADVERS", "other",
+];
+
+fn rcode_index(r: ResponseCode) -> usize {
+    match r {
+        ResponseCode::NoError => 0,
+        ResponseCode::FormErr => 1,
+        ResponseCode::ServFail => 2,
+        ResponseCode::NXDomain => 3,
+        ResponseCode::NotImp => 4,
+        ResponseCode::Refused => 5,
+        ResponseCode::BADVERS => 6,
+        _ => 7,
     }
 }
 
 /// The rcode label as dig prints it.
 pub fn rcode_label(r: ResponseCode) -> &'static str {
-    match r {
-        ResponseCode::NoError => "NOERROR",
-        ResponseCode::FormErr => "FORMERR",
-        ResponseCode::ServFail => "SERVFAIL",
-        ResponseCode::NXDomain => "NXDOMAIN",
-        ResponseCode::NotImp => "NOTIMP",
-        ResponseCode::Refused => "REFUSED",
-        ResponseCode::BADVERS => "BADVERS",
-        _ => "other",
-    }
+    RCODES[rcode_index(r)]
 }
+
+const PROTOS: [Transport; 2] = [Transport::Udp, Transport::Tcp];
 
 fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
@@ -86,22 +108,16 @@ impl Metrics {
         rcode: ResponseCode,
         took: Duration,
     ) {
-        let key = (proto.as_str(), type_label(qtype), rcode_label(rcode));
-        *self
-            .requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_default() += 1;
+        let p = usize::from(proto == Transport::Tcp);
+        self.requests[p][type_index(qtype)][rcode_index(rcode)].fetch_add(1, Ordering::Relaxed);
         let secs = took.as_secs_f64();
-        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
-            if secs <= *bound {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        let bucket = BUCKETS
+            .iter()
+            .position(|bound| secs <= *bound)
+            .unwrap_or(BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         self.duration_micros
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        self.answered.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn dropped(&self) {
@@ -144,11 +160,18 @@ impl Metrics {
             "counter",
             "DNS requests answered, by transport, question type and response code.",
         );
-        let requests = self
-            .requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        // sorted by label text, as the series always were
+        let mut requests = BTreeMap::new();
+        for (p, proto) in PROTOS.iter().enumerate() {
+            for (t, qtype) in TYPES.iter().enumerate() {
+                for (r, rcode) in RCODES.iter().enumerate() {
+                    let n = get(&self.requests[p][t][r]);
+                    if n > 0 {
+                        requests.insert((proto.as_str(), *qtype, *rcode), n);
+                    }
+                }
+            }
+        }
         let mut body = String::new();
         for ((proto, qtype, rcode), n) in &requests {
             body.push_str(&format!(
@@ -156,16 +179,15 @@ impl Metrics {
             ));
         }
         out.push_str(&body);
-        let total = get(&self.answered);
+        let total: u64 = self.buckets.iter().map(get).sum();
         let hist = "kiln_dns_request_duration_seconds";
         out.push_str(&format!(
             "# HELP {hist} Time from receiving a request to having its answer.\n# TYPE {hist} histogram\n"
         ));
+        let mut below = 0;
         for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
-            out.push_str(&format!(
-                "{hist}_bucket{{le=\"{bound}\"}} {}\n",
-                get(bucket)
-            ));
+            below += get(bucket);
+            out.push_str(&format!("{hist}_bucket{{le=\"{bound}\"}} {below}\n"));
         }
         out.push_str(&format!("{hist}_bucket{{le=\"+Inf\"}} {total}\n"));
         out.push_str(&format!(

@@ -11,6 +11,7 @@ use crate::cache::{Cache, CacheKey, Cached};
 use crate::forward::Forwarder;
 use crate::health::Health;
 use crate::index::Index;
+use crate::reply_cache::{ReplyCache, DEFAULT_CAPACITY};
 use crate::wire::{answer_bytes, finish, Pending, Reply, Sent, Transport};
 
 /// The index shared between the watchers (writers) and the DNS loops (readers).
@@ -20,6 +21,8 @@ pub type SharedIndex = Arc<RwLock<Index>>;
 pub struct Resolver {
     pub index: SharedIndex,
     cache: Mutex<Cache>,
+    /// Encoded UDP replies of the index's answers (not of forwarded names).
+    replies: ReplyCache,
     forwarder: Forwarder,
     health: Arc<Health>,
 }
@@ -34,6 +37,7 @@ impl Resolver {
         Resolver {
             index,
             cache: Mutex::new(cache),
+            replies: ReplyCache::new(DEFAULT_CAPACITY),
             forwarder,
             health,
         }
@@ -54,7 +58,18 @@ impl Resolver {
         let start = Instant::now();
         let reply = {
             let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-            answer_bytes(&index, bytes, transport)
+            let generation = index.generation();
+            // UDP only: over TCP the size limit differs, and TCP is rare enough not to matter
+            let udp = transport == Transport::Udp;
+            if let Some(hit) = udp.then(|| self.replies.get(generation, bytes)).flatten() {
+                drop(index);
+                return Step::Done(self.sent(hit, transport, start));
+            }
+            let reply = answer_bytes(&index, bytes, transport);
+            if let (true, Reply::Send(sent)) = (udp, &reply) {
+                self.replies.insert(generation, bytes, sent);
+            }
+            reply
         };
         let sent = match reply {
             Reply::Send(s) => s,

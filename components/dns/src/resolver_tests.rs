@@ -145,3 +145,76 @@ async fn servfail_when_every_upstream_fails() {
     // dropped packets are counted, not answered
     assert!(r.handle(&[1, 2, 3], Transport::Udp).await.is_none());
 }
+
+/// The kept UDP replies are byte for byte what the index answers, with each request's ID, and an
+/// index change (also the first sync) is answered at once.
+#[test]
+fn kept_replies_are_exact_and_follow_the_index() {
+    let index = Index::awaiting_sync(ZoneSettings::default());
+    let health = Health::new();
+    let f = Forwarder::new(vec![], Duration::from_millis(300), health.metrics.clone());
+    let r = Resolver::new(Arc::new(RwLock::new(index)), Cache::new(10), f, health);
+    let now = |bytes: &[u8]| match r.answer_now(bytes, Transport::Udp) {
+        Step::Done(Some(reply)) => reply,
+        other => panic!("expected a reply, got {other:?}"),
+    };
+    let fresh = |bytes: &[u8]| {
+        let idx = r.index.read().unwrap();
+        match answer_bytes(&idx, bytes, Transport::Udp) {
+            Reply::Send(s) => s.bytes,
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    };
+    let web = "web.default.svc.cluster.local.";
+    let a = |id| query(id, web, RecordType::A, true);
+    let first = now(&a(1));
+    assert_eq!(
+        Message::from_vec(&first).unwrap().metadata.response_code,
+        ResponseCode::ServFail,
+        "not synced yet"
+    );
+    r.index.write().unwrap().mark_synced();
+    let nx = now(&a(2));
+    assert_eq!(nx, fresh(&a(2)));
+    assert_eq!(
+        Message::from_vec(&nx).unwrap().metadata.response_code,
+        ResponseCode::NXDomain
+    );
+    r.index.write().unwrap().upsert_service(ServiceInfo {
+        key: ServiceKey::new("default", "web"),
+        kind: ServiceKind::ClusterIp(vec!["10.96.0.10".parse().unwrap()]),
+        ports: vec![],
+        publish_not_ready: false,
+    });
+    let before = r.replies.len();
+    for (id, bytes) in [
+        (3, query(3, web, RecordType::A, true)),
+        (4, query(4, web, RecordType::A, false)),
+        (5, query(5, web, RecordType::AAAA, true)),
+        (
+            6,
+            query(6, "nope.default.svc.cluster.local.", RecordType::A, false),
+        ),
+    ] {
+        let miss = now(&bytes);
+        let mut again = bytes.clone();
+        again[..2].copy_from_slice(&(id + 100u16).to_be_bytes());
+        let hit = now(&again);
+        assert_eq!(miss, fresh(&bytes));
+        assert_eq!(hit, fresh(&again), "a kept reply is the fresh one");
+        assert_eq!(Message::from_vec(&hit).unwrap().metadata.id, id + 100);
+    }
+    assert!(r.replies.len() > before, "UDP replies are kept");
+    let m = Message::from_vec(&now(&a(7))).unwrap();
+    assert_eq!(m.answers.len(), 1, "the new Service answers at once");
+    // forwarded names are not kept here (no upstream: SERVFAIL each time, from the network path)
+    let kept = r.replies.len();
+    assert!(matches!(
+        r.answer_now(
+            &query(8, "a.example.", RecordType::A, false),
+            Transport::Udp
+        ),
+        Step::Network(_)
+    ));
+    assert_eq!(r.replies.len(), kept);
+}

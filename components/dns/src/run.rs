@@ -156,7 +156,7 @@ pub async fn start(cfg: DnsConfig, client: Client) -> Result<Running, RunError> 
             index.clone(),
             health.clone(),
         )),
-        tokio::spawn(server::serve_udp(Arc::new(udp), resolver.clone())),
+        tokio::spawn(server::serve_udp(udp, resolver.clone())),
         tokio::spawn(server::serve_tcp(tcp, resolver)),
     ];
     tracing::info!(

@@ -1,9 +1,11 @@
 //! The network loops, thin: datagrams and length-prefixed TCP messages in, [`Resolver::handle`]
 //! out. Bounded: at most [`MAX_IN_FLIGHT`] forwarded UDP requests and [`MAX_TCP_CONNECTIONS`]
 //! connections at once (beyond that, packets are dropped and connections closed, rather than memory
-//! growing); the rest is answered by the receive loops themselves.
+//! growing); the rest is answered by the UDP receive threads themselves.
 
-use std::net::SocketAddr;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,40 +25,92 @@ pub const TCP_IDLE: Duration = Duration::from_secs(10);
 /// Pause after a failing accept/recv, so a persistent error (e.g. no file descriptors) cannot spin.
 const ERROR_PAUSE: Duration = Duration::from_millis(20);
 
-/// One receive loop per runtime worker on the shared socket. A loop answers what needs no network
-/// itself, on the thread that read the packet, as unbound's threads do: a task per packet cost more
-/// (a spawn, a copy and a cross-thread wake-up per query) than the answer. Requests that must ask
-/// the upstreams get a task each, at most [`MAX_IN_FLIGHT`] at once.
-pub async fn serve_udp(socket: Arc<UdpSocket>, resolver: Arc<Resolver>) {
+/// How long an idle receive thread waits before it looks whether it should stop.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Sets the flag when dropped: the serving task was aborted (or its runtime shut down).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One receive thread per runtime worker on the shared socket, each blocking in `recvfrom` and
+/// answering what needs no network itself, as unbound's threads do. Own threads rather than
+/// runtime tasks: a task per packet cost more (a spawn, a copy and a cross-thread wake-up) than
+/// the answer, and receive loops as runtime tasks went through epoll and tokio's wake-ups for every
+/// burst, and could end up on one worker. Requests that must ask the upstreams get a runtime task
+/// each, at most [`MAX_IN_FLIGHT`] at once. The threads stop when this future is dropped (its task
+/// aborted), within [`STOP_POLL`].
+pub async fn serve_udp(socket: UdpSocket, resolver: Arc<Resolver>) {
+    let rt = tokio::runtime::Handle::current();
+    let threads = rt.metrics().num_workers().max(1);
+    let socket = match blocking(socket) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot use the UDP socket; not serving UDP");
+            return;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop_when_dropped = StopOnDrop(stop.clone());
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let loops = tokio::runtime::Handle::current()
-        .metrics()
-        .num_workers()
-        .max(1);
-    for _ in 1..loops {
-        tokio::spawn(receive_loop(
+    for i in 0..threads {
+        let (socket, resolver, permits, stop, rt) = (
             socket.clone(),
             resolver.clone(),
             permits.clone(),
-        ));
+            stop.clone(),
+            rt.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name(format!("dns-udp-{i}"))
+            .spawn(move || receive_loop(&socket, &resolver, &permits, &stop, &rt));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start a UDP receive thread");
+        }
     }
-    receive_loop(socket, resolver, permits).await;
+    std::future::pending::<()>().await;
 }
 
-async fn receive_loop(socket: Arc<UdpSocket>, resolver: Arc<Resolver>, permits: Arc<Semaphore>) {
+/// The socket as a blocking one with a receive timeout (so a thread notices it should stop).
+fn blocking(socket: UdpSocket) -> std::io::Result<StdUdpSocket> {
+    let s = socket.into_std()?;
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(STOP_POLL))?;
+    Ok(s)
+}
+
+fn receive_loop(
+    socket: &Arc<StdUdpSocket>,
+    resolver: &Arc<Resolver>,
+    permits: &Arc<Semaphore>,
+    stop: &AtomicBool,
+    rt: &tokio::runtime::Handle,
+) {
     // a datagram larger than this is cut, fails to parse and gets FORMERR: fine for a DNS server
     let mut buf = vec![0u8; usize::from(u16::MAX)];
-    loop {
-        let (n, peer) = match socket.recv_from(&mut buf).await {
+    while !stop.load(Ordering::Relaxed) {
+        let (n, peer) = match socket.recv_from(&mut buf) {
             Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "udp recv failed");
-                tokio::time::sleep(ERROR_PAUSE).await;
+                std::thread::sleep(ERROR_PAUSE);
                 continue;
             }
         };
         match resolver.answer_now(&buf[..n], Transport::Udp) {
-            Step::Done(Some(reply)) => send(&socket, &reply, peer).await,
+            Step::Done(Some(reply)) => send(socket, &reply, peer),
             Step::Done(None) => {}
             Step::Network(net) => {
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
@@ -64,9 +118,10 @@ async fn receive_loop(socket: Arc<UdpSocket>, resolver: Arc<Resolver>, permits: 
                     continue;
                 };
                 let (socket, resolver) = (socket.clone(), resolver.clone());
-                tokio::spawn(async move {
+                rt.spawn(async move {
                     if let Some(reply) = resolver.answer_from_network(*net).await {
-                        send(&socket, &reply, peer).await;
+                        // a UDP send does not wait for the peer; at worst for socket buffer space
+                        send(&socket, &reply, peer);
                     }
                     drop(permit);
                 });
@@ -75,8 +130,8 @@ async fn receive_loop(socket: Arc<UdpSocket>, resolver: Arc<Resolver>, permits: 
     }
 }
 
-async fn send(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
-    if let Err(e) = socket.send_to(reply, peer).await {
+fn send(socket: &StdUdpSocket, reply: &[u8], peer: SocketAddr) {
+    if let Err(e) = socket.send_to(reply, peer) {
         tracing::debug!(%peer, error = %e, "udp send failed");
     }
 }

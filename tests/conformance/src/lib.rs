@@ -7,8 +7,10 @@
 
 pub mod cases;
 pub mod ctx;
+pub mod doc_section;
 pub mod error;
 pub mod gate;
+pub mod kube_rs_e2e;
 pub mod list;
 pub mod python_e2e;
 pub mod reasons;

@@ -140,6 +140,10 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(py) = kiln_conformance::python_e2e::existing_section(&old) {
             page = kiln_conformance::python_e2e::splice(&page, py);
         }
+        // And kube-rs's cluster tests' section, from `kiln-kube-rs-e2e`.
+        if let Some(k) = kiln_conformance::kube_rs_e2e::existing_section(&old) {
+            page = kiln_conformance::kube_rs_e2e::splice(&page, k);
+        }
         write(path, &page)?;
     }
     let Some(passing) = passing else {

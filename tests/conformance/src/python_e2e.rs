@@ -240,7 +240,7 @@ pub fn judge(passing: &BTreeSet<String>, outcomes: &[Outcome]) -> Verdict {
     v
 }
 
-fn md_cell(s: &str) -> String {
+pub(crate) fn md_cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
@@ -278,36 +278,12 @@ pub fn section(outcomes: &[Outcome], client: &str, kiln_commit: &str) -> String 
 /// `doc` with its Python section replaced by `section` (put before the first `## ` heading when it has
 /// none). The section runs from its heading to the next `## ` heading or the end.
 pub fn splice(doc: &str, section: &str) -> String {
-    let section = section.trim_end();
-    let Some(start) = doc.find(&format!("\n{HEADING}\n")).map(|i| i + 1) else {
-        // New: beside the score, before the page's first `## ` (the conformance entry lists).
-        return match doc.find("\n## ") {
-            Some(i) => format!("{}{section}\n\n{}", &doc[..i + 1], &doc[i + 1..]),
-            None => format!("{}\n\n{section}\n", doc.trim_end()),
-        };
-    };
-    let after = &doc[start + HEADING.len()..];
-    let end = after
-        .find("\n## ")
-        .map_or(doc.len(), |i| start + HEADING.len() + i + 1);
-    let mut out = doc[..start].to_string();
-    out.push_str(section);
-    out.push('\n');
-    if end < doc.len() {
-        out.push('\n');
-        out.push_str(&doc[end..]);
-    }
-    out
+    crate::doc_section::splice(doc, HEADING, section)
 }
 
 /// The Python section of `doc`, if it has one (kept when the conformance part of the page is rewritten).
 pub fn existing_section(doc: &str) -> Option<&str> {
-    let start = doc.find(&format!("\n{HEADING}\n"))? + 1;
-    let after = &doc[start + HEADING.len()..];
-    let end = after
-        .find("\n## ")
-        .map_or(doc.len(), |i| start + HEADING.len() + i + 1);
-    Some(doc[start..end].trim_end())
+    crate::doc_section::existing(doc, HEADING)
 }
 
 #[cfg(test)]

@@ -2,12 +2,14 @@
 //! passing.txt through `kiln-conformance --only-passing` (an entry that passed on main and fails now
 //! fails this test; the full list is scored by hand into docs/conformance.md). The JUnit file and the score page land in $CARGO_TARGET_DIR/conformance/.
 //! Then, on the same cluster, the Python client's own e2e suite (tests/python-e2e, `python_e2e/mod.rs`),
-//! gated on tests/python-e2e/passing.txt.
+//! gated on tests/python-e2e/passing.txt, and kube-rs's own cluster tests (tests/kube-rs-e2e,
+//! `kube_rs_e2e/mod.rs`), gated on tests/kube-rs-e2e/passing.txt.
 
 use std::path::PathBuf;
 
 use kiln_tests::{bin, run, Cluster, TestLab};
 
+mod kube_rs_e2e;
 mod python_e2e;
 
 #[test]
@@ -55,4 +57,7 @@ fn the_conformance_list_on_a_three_host_lab() {
 
     // The Python client's own e2e suite on the same cluster (tests/python-e2e/README.md).
     python_e2e::run_suite(&c, &out);
+
+    // kube-rs's own cluster tests on the same cluster (tests/kube-rs-e2e/README.md).
+    kube_rs_e2e::run_suite(&c, &out);
 }

@@ -214,7 +214,15 @@ mod tests {
     #[test]
     fn the_manifest_carries_the_flags_only_when_configured() {
         let mut c = tera::Context::new();
-        for k in ["version", "node_ip", "service_cidr"] {
+        for k in [
+            "version",
+            "node_ip",
+            "service_cidr",
+            "etcd_servers",
+            "etcd_cafile",
+            "etcd_certfile",
+            "etcd_keyfile",
+        ] {
             c.insert(k, "x");
         }
         let command = |c: &tera::Context| -> (Vec<String>, serde_json::Value) {

@@ -36,6 +36,7 @@ pub(crate) fn dns_context(ctx: &Context, host: &str) -> tera::Context {
         c.insert("ttl", &ttl);
     }
     crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
+    super::binary_hash::insert_binary_hashes(ctx, &mut c);
     c
 }
 

@@ -248,21 +248,49 @@ pub(super) async fn leave_cluster(ctx: &Context, host: &str) -> Result<Outcome, 
             "drained ({evicted_n} pods evicted{forced}) and deleted node {host}"
         ));
     }
-    if ctx.host(host).is_controller() {
-        let peer = staying[0];
-        let mut store = StoreClient::connect(ctx, peer)
-            .await
-            .map_err(|e| err(host, e))?;
-        if store.remove_member(host).await.map_err(|e| err(host, e))? {
-            done.push(format!("removed store member {host} (via {})", peer.name));
-        }
-        // Back in the cluster it must join again (`kiln join --control-plane`), not found a new store.
-        super::store_start::forget(ctx, host);
-    }
     Ok(if done.is_empty() {
-        Outcome::Skipped(format!("{host} is neither a node nor a store member"))
+        Outcome::Skipped(format!("{host} is not a node"))
     } else {
         Outcome::Done(done.join("; "))
+    })
+}
+
+/// Phase store-member-leave (after leave-cluster): a controller reset while other controllers stay
+/// leaves the kiln-store, removed through a staying member, so their quorum counts only live
+/// members. A phase of its own so a cluster on an external etcd skips it by the phase table.
+pub(super) async fn store_member_leave(
+    ctx: &Context,
+    host: &str,
+) -> Result<Outcome, BootstrapError> {
+    let err = |e: String| BootstrapError::phase("store-member-leave", host, e);
+    let staying: Vec<&crate::config::Host> = ctx
+        .cluster
+        .config
+        .controllers()
+        .filter(|c| !ctx.opts.only_hosts.is_empty() && !ctx.opts.only_hosts.contains(&c.name))
+        .collect();
+    if staying.is_empty() {
+        return Ok(Outcome::Skipped(
+            "the whole control plane is being reset".into(),
+        ));
+    }
+    if !ctx.host(host).is_controller() {
+        return Ok(Outcome::Skipped(format!("{host} is no store member")));
+    }
+    let peer = staying[0];
+    let mut store = StoreClient::connect(ctx, peer)
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    let removed = store
+        .remove_member(host)
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    // Back in the cluster it must join again (`kiln join --control-plane`), not found a new store.
+    super::store_start::forget(ctx, host);
+    Ok(if removed {
+        Outcome::Done(format!("removed store member {host} (via {})", peer.name))
+    } else {
+        Outcome::Skipped(format!("{host} is no store member"))
     })
 }
 

@@ -3,8 +3,10 @@
 
 pub(crate) mod apiserver_config;
 mod backup;
+pub(crate) mod binary_hash;
 pub(crate) mod cp_join;
 pub(crate) mod dns;
+pub(crate) mod external_etcd;
 pub(crate) mod join_token;
 mod leave;
 pub(crate) mod member_client;

@@ -196,7 +196,11 @@ pub(crate) async fn preflight_hosts(
     let ignore = &ctx.opts.ignore_preflight_errors;
     let mut errors: Vec<(String, Vec<String>)> = vec![];
     for g in &gathered {
-        let findings = kiln_preflight::run_checks(&g.facts, g.role, ignore);
+        let mut findings = kiln_preflight::run_checks(&g.facts, g.role, ignore);
+        // kiln-store's ports are not kiln's to check when the store is an external etcd.
+        findings.retain(|f| {
+            !super::external_etcd::skipped_checks(&ctx.cluster.config).contains(&f.check)
+        });
         if let Some(errs) = report(ctx, PHASE, &g.host, &findings, started) {
             errors.push((g.host.clone(), errs));
         }

@@ -295,12 +295,24 @@ pub fn render_control_plane(
     render(manifest, &control_plane_context(ctx, host))
 }
 
-/// Static pod manifests for the store, API server, scheduler and controller-manager.
-pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+/// The kiln-store manifest: phase store-start (a phase of its own, so a cluster on an external etcd
+/// skips it by the phase table, see `table::StoreUse`).
+pub const STORE_MANIFEST: &str = "kiln-store.yaml";
+
+/// Phase store-start: the store's static pod manifest, with the flags this member first started with.
+pub(super) async fn store_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     super::store_start::ensure_recorded(ctx, host)?;
+    let c = control_plane_context(ctx, host);
+    install_manifest(ctx, host, STORE_MANIFEST, &c).await
+}
+
+/// Static pod manifests for the API server, scheduler and controller-manager (the store's is
+/// store-start's).
+pub(super) async fn control_plane(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let c = control_plane_context(ctx, host);
     let files = CONTROL_PLANE_MANIFESTS
         .iter()
+        .filter(|m| **m != STORE_MANIFEST)
         .map(|m| staged(ctx, host, m, &c, format!("{MANIFESTS}/{m}"), 0o600))
         .collect::<Result<Vec<_>, _>>()?;
     let changed = install_files(ctx, host, &files).await?;
@@ -340,9 +352,13 @@ pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context 
     c.insert("pod_eviction_timeout", &cm.pod_eviction_timeout);
     c.insert("cluster_token", &store_token(ctx));
     super::apiserver_config::insert_context(ctx, host, &mut c);
+    // --etcd-servers and its TLS files: the host's kiln-store member, or spec.store.external.
+    super::external_etcd::insert_apiserver_context(ctx, &mut c);
     // A hash of the certificates each pod reads: renewed certificates change the manifest, so the
     // kubelet restarts the pod (`kiln certs renew`).
     crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
+    // And of the binaries they run: a new binary restarts its pod (see binary_hash).
+    super::binary_hash::insert_binary_hashes(ctx, &mut c);
     c
 }
 
@@ -362,6 +378,7 @@ pub(crate) fn proxy_context(ctx: &Context, host: &str) -> tera::Context {
         &ctx.cluster.config.spec.networking.pod_cidr.to_string(),
     );
     crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
+    super::binary_hash::insert_binary_hashes(ctx, &mut c);
     c
 }
 
@@ -552,6 +569,8 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
         .success();
     let command = kubelet_command(ctx, host)? + &resolv_conf_flag(resolved);
     c.insert("kubelet_command", &command);
+    // A new kubelet binary changes the unit or script, so it is restarted below (see binary_hash).
+    super::binary_hash::insert_binary_hashes(ctx, &mut c);
     let bootstrapping =
         !ctx.host(host).is_controller() && write_bootstrap_kubeconfig(ctx, host).await?;
     let systemd = t

@@ -11,8 +11,8 @@
 use futures::future::BoxFuture;
 
 use super::{
-    backup, cp_join, dns, join_token, leave, pki, preflight, push, runtime, storage, wait,
-    BootstrapError, Context, Outcome,
+    backup, cp_join, dns, external_etcd, join_token, leave, pki, preflight, push, runtime, storage,
+    wait, BootstrapError, Context, Outcome,
 };
 use crate::bootstrap::reset;
 
@@ -41,11 +41,39 @@ pub enum RunsOn {
     Host,
 }
 
+/// Which store a phase belongs to: the runner skips (and reports) a phase whose store the cluster
+/// does not have, so a playbook lists both kinds and cluster.yaml's `spec.store.external` picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreUse {
+    /// Every cluster.
+    Any,
+    /// Only where kiln runs the store (kiln-store members): none with an external etcd, whose
+    /// members kiln does not own.
+    KilnStore,
+    /// Only with `spec.store.external`.
+    External,
+}
+
+impl StoreUse {
+    /// Why a phase does not run for a cluster whose store is external (`true`) or kiln's, if it does not.
+    pub fn skip_reason(self, external: bool) -> Option<&'static str> {
+        match (self, external) {
+            (StoreUse::KilnStore, true) => {
+                Some("spec.store.external: the etcd members are not kiln's")
+            }
+            (StoreUse::External, false) => Some("spec.store.external is not set"),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Phase {
     pub name: &'static str,
     /// Waits on or writes to the API: a dry run only names it (the cluster may not exist yet).
     pub needs_api: bool,
+    /// The store it belongs to (see [`StoreUse`]).
+    pub store: StoreUse,
     /// One line for the operator (logged at debug, with `runs_on`, when the phase starts).
     pub summary: &'static str,
     pub run: Run,
@@ -78,138 +106,189 @@ pub const PHASES: &[Phase] = &[
     Phase {
         name: "preflight",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "facts from every host, checked per host and across hosts",
         run: Run::AllHosts(|ctx, hosts| Box::pin(preflight::preflight_hosts(ctx, hosts))),
     },
     Phase {
+        name: "external-etcd",
+        needs_api: false,
+        store: StoreUse::External,
+        summary: "spec.store.external: every endpoint answers with the given certificates; copies for the controllers",
+        run: Run::Local(|ctx| Box::pin(external_etcd::external_etcd(ctx))),
+    },
+    Phase {
         name: "certs",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the PKI tree per host in the state directory",
         run: Run::Local(|ctx| Box::pin(async move { pki::certs(ctx) })),
     },
     Phase {
         name: "kubeconfigs",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "admin.conf, per-controller and node kubeconfigs in the state directory",
         run: Run::Local(|ctx| Box::pin(async move { pki::kubeconfigs(ctx) })),
     },
     Phase {
         name: "push",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "binaries, PKI and kubeconfigs whose sha256 differs on the host",
         run: Run::Host(|ctx, host| Box::pin(push::push(ctx, host))),
     },
     Phase {
+        name: "store-start",
+        needs_api: false,
+        store: StoreUse::KilnStore,
+        summary: "the kiln-store static pod manifest",
+        run: Run::Host(|ctx, host| Box::pin(push::store_start(ctx, host))),
+    },
+    Phase {
         name: "control-plane",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the control plane's static pod manifests",
         run: Run::Host(|ctx, host| Box::pin(push::control_plane(ctx, host))),
     },
     Phase {
         name: "proxy",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the kiln-proxy static pod",
         run: Run::Host(|ctx, host| Box::pin(push::proxy(ctx, host))),
     },
     Phase {
         name: "dns",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the kiln-dns static pod (cluster DNS on the node address)",
         run: Run::Host(|ctx, host| Box::pin(dns::dns(ctx, host))),
     },
     Phase {
         name: "dns-service",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "the Service kube-system/kube-dns at networking.clusterDNS",
         run: Run::Local(|ctx| Box::pin(dns::dns_service(ctx))),
     },
     Phase {
         name: "storage-class",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "the default StorageClass local-path (kiln.io/local-path), unless disabled",
         run: Run::Local(|ctx| Box::pin(storage::storage_class(ctx))),
     },
     Phase {
         name: "backup-schedule",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "spec.store.backup: scheduled snapshot bundles on each controller (as `kiln snapshot schedule`)",
         run: Run::Host(|ctx, host| Box::pin(backup::backup_schedule(ctx, host))),
     },
     Phase {
         name: "container-runtime",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "containerd's configuration, and containerd started",
         run: Run::Host(|ctx, host| Box::pin(runtime::container_runtime(ctx, host))),
     },
     Phase {
         name: "kubelet-start",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the kubelet as a systemd unit or under kiln's supervisor",
         run: Run::Host(|ctx, host| Box::pin(push::kubelet_start(ctx, host))),
     },
     Phase {
         name: "wait-control-plane",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "the API server's /readyz",
         run: Run::Local(|ctx| Box::pin(wait::wait_control_plane(ctx))),
     },
     Phase {
         name: "wait-node-ready",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "the host's Node Ready",
         run: Run::Host(|ctx, host| Box::pin(wait::wait_node_ready(ctx, host))),
     },
     Phase {
         name: "wait-static-pods",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "every static pod's mirror pod Ready",
         run: Run::Host(|ctx, host| Box::pin(wait::wait_static_pods(ctx, host))),
     },
     Phase {
         name: "upload-config",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "the ConfigMap kube-system/kiln-config",
         run: Run::Local(|ctx| Box::pin(wait::upload_config(ctx))),
     },
     Phase {
         name: "mark-control-plane",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "the control-plane label, and its taint unless the host is also a worker",
         run: Run::Host(|ctx, host| Box::pin(wait::mark_control_plane(ctx, host))),
     },
     Phase {
         name: "bootstrap-token",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "a just-in-time bootstrap token for workers that have not joined",
         run: Run::Local(|ctx| Box::pin(join_token::bootstrap_token(ctx))),
     },
     Phase {
         name: "store-learner",
         needs_api: true,
+        store: StoreUse::KilnStore,
         summary: "the joining controller added as a store learner",
         run: Run::Host(|ctx, host| Box::pin(cp_join::store_learner(ctx, host))),
     },
     Phase {
         name: "store-promote",
         needs_api: true,
+        store: StoreUse::KilnStore,
         summary: "the store learner promoted once it caught up",
         run: Run::Host(|ctx, host| Box::pin(cp_join::store_promote(ctx, host))),
     },
     Phase {
         name: "apiserver-lb",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "every node's API server balancer lists every controller",
         run: Run::Local(|ctx| Box::pin(cp_join::apiserver_lb(ctx))),
     },
     Phase {
         name: "leave-cluster",
         needs_api: true,
+        store: StoreUse::Any,
         summary: "drain and delete the node, remove its store member",
         run: Run::Host(|ctx, host| Box::pin(leave::leave_cluster(ctx, host))),
     },
     Phase {
+        name: "store-member-leave",
+        needs_api: false,
+        store: StoreUse::KilnStore,
+        summary: "a controller leaving a running control plane: its store member removed",
+        run: Run::Host(|ctx, host| Box::pin(leave::store_member_leave(ctx, host))),
+    },
+    Phase {
+        name: "external-etcd-data",
+        needs_api: false,
+        store: StoreUse::External,
+        summary: "the external etcd's data stays (kiln does not own it): says how to clear it",
+        run: Run::Local(|ctx| Box::pin(async move { external_etcd::external_etcd_data(ctx) })),
+    },
+    Phase {
         name: "stop-static-pods",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the manifests removed so the kubelet stops the static pods",
         run: Run::Host(|ctx, host| {
             Box::pin(async move { reset::stop_static_pods(&*ctx.transport(host).await?).await })
@@ -218,6 +297,7 @@ pub const PHASES: &[Phase] = &[
     Phase {
         name: "stop-kubelet",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the kubelet and every process running one of kiln's binaries stopped",
         run: Run::Host(|ctx, host| {
             Box::pin(async move { reset::stop_kubelet(&*ctx.transport(host).await?).await })
@@ -226,6 +306,7 @@ pub const PHASES: &[Phase] = &[
     Phase {
         name: "remove-workloads",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "kiln's CRI sandboxes, mounts, netns, CNI state and containerd files removed",
         run: Run::Host(|ctx, host| {
             Box::pin(async move { runtime::remove_workloads(&*ctx.transport(host).await?).await })
@@ -234,6 +315,7 @@ pub const PHASES: &[Phase] = &[
     Phase {
         name: "cleanup-network",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "kiln-proxy's nftables table and routes removed",
         run: Run::Host(|ctx, host| {
             Box::pin(async move { reset::cleanup_network(&*ctx.transport(host).await?).await })
@@ -242,6 +324,7 @@ pub const PHASES: &[Phase] = &[
     Phase {
         name: "remove-files",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "every path kiln wrote removed (mount points emptied)",
         run: Run::Host(|ctx, host| {
             Box::pin(async move {
@@ -253,6 +336,7 @@ pub const PHASES: &[Phase] = &[
     Phase {
         name: "verify-clean",
         needs_api: false,
+        store: StoreUse::Any,
         summary: "the residue scan: no kiln file or process is left",
         run: Run::Host(|ctx, host| {
             Box::pin(async move {
@@ -384,7 +468,7 @@ mod tests {
         let e = find("frobnicate").unwrap_err().to_string();
         assert!(
             e.starts_with(
-                "phase frobnicate: unknown phase name (known: preflight, certs, kubeconfigs, push,"
+                "phase frobnicate: unknown phase name (known: preflight, external-etcd, certs, kubeconfigs,"
             ),
             "{e}"
         );
@@ -401,6 +485,7 @@ mod tests {
         assert_eq!(
             local,
             [
+                "external-etcd",
                 "certs",
                 "kubeconfigs",
                 "dns-service",
@@ -409,8 +494,68 @@ mod tests {
                 "upload-config",
                 "bootstrap-token",
                 "apiserver-lb",
+                "external-etcd-data",
             ]
         );
         assert!(matches!(find("preflight").unwrap().run, Run::AllHosts(_)));
+    }
+
+    /// The phases each playbook runs for a cluster on kiln-store and for one on an external etcd.
+    fn selected(playbook: &str, external: bool) -> Vec<String> {
+        let pb = Playbook::load(playbook, None).unwrap();
+        pb.phases
+            .iter()
+            .filter(|p| find(&p.name).unwrap().store.skip_reason(external).is_none())
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    /// With spec.store.external no store member is started, joined or removed, and the endpoints are
+    /// checked before anything is made; without it, nothing of the external store runs.
+    #[test]
+    fn the_store_decides_which_store_phases_run() {
+        let own = selected("init", false);
+        let ext = selected("init", true);
+        assert!(own.iter().any(|p| p == "store-start"), "{own:?}");
+        assert!(
+            !own.iter().any(|p| p.starts_with("external-etcd")),
+            "{own:?}"
+        );
+        assert!(!ext.iter().any(|p| p == "store-start"), "{ext:?}");
+        assert_eq!(ext[..2], ["preflight", "external-etcd"], "{ext:?}");
+        // Everything else is the same playbook.
+        let common = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .filter(|p| *p != "store-start" && *p != "external-etcd")
+                .cloned()
+                .collect()
+        };
+        assert_eq!(common(&own), common(&ext));
+        // The store manifest goes out before the control plane's other manifests, which need it.
+        let at = |n: &str| own.iter().position(|p| p == n).unwrap();
+        assert!(at("store-start") < at("control-plane"));
+
+        let reset_ext = selected("reset", true);
+        assert!(!reset_ext.iter().any(|p| p == "store-member-leave"));
+        assert!(reset_ext.iter().any(|p| p == "external-etcd-data"));
+        let reset_own = selected("reset", false);
+        assert!(reset_own.iter().any(|p| p == "store-member-leave"));
+        assert!(!reset_own.iter().any(|p| p == "external-etcd-data"));
+        // Growing the kiln-store by a learner is kiln-store's only.
+        let cp = selected("join-control-plane", true);
+        assert!(!cp.iter().any(|p| p.starts_with("store-")), "{cp:?}");
+        assert_eq!(
+            PHASES
+                .iter()
+                .filter(|p| p.store == StoreUse::KilnStore)
+                .map(|p| p.name)
+                .collect::<Vec<_>>(),
+            [
+                "store-start",
+                "store-learner",
+                "store-promote",
+                "store-member-leave"
+            ]
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 mod convert;
 mod library;
+pub mod mutation;
 mod program;
 mod rules;
 mod tree;

@@ -12,19 +12,23 @@ use super::convert::{to_cel, to_json};
 use super::{library, CelError};
 
 /// The environment every expression compiles and runs in, built once.
-fn env() -> &'static Arc<Env> {
+pub(super) fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Env::stdlib();
-        // The crate's extensions and ours never declare one signature twice; a clash would be a
-        // programming error caught by every test, so it is fatal here.
-        env.add_extension(::cel::extensions::strings)
-            .expect("strings extension");
-        env.add_extension(::cel::extensions::lists)
-            .expect("lists extension");
-        library::register(&mut env).expect("kubernetes library");
-        Arc::new(env)
-    })
+    ENV.get_or_init(|| Arc::new(new_env()))
+}
+
+/// A fresh environment with everything `env()` has, for callers that add types of their own
+/// (MutatingAdmissionPolicy's `Object` types: `cel::mutation`).
+pub(super) fn new_env() -> Env {
+    let mut env = Env::stdlib();
+    // The crate's extensions and ours never declare one signature twice; a clash would be a
+    // programming error caught by every test, so it is fatal here.
+    env.add_extension(::cel::extensions::strings)
+        .expect("strings extension");
+    env.add_extension(::cel::extensions::lists)
+        .expect("lists extension");
+    library::register(&mut env).expect("kubernetes library");
+    env
 }
 
 /// One compiled expression.
@@ -110,7 +114,7 @@ fn boxed(value: CelValue) -> Result<Box<dyn Val>, CelError> {
 }
 
 /// cel-go's wording for the runtime errors rules commonly hit, so messages read as upstream's.
-fn eval_error(e: ExecutionError) -> CelError {
+pub(super) fn eval_error(e: ExecutionError) -> CelError {
     match e {
         ExecutionError::NoSuchKey(key) => CelError::Eval(format!("no such key: {key}")),
         ExecutionError::NoSuchOverload(o) => CelError::NoSuchOverload(o.to_string()),

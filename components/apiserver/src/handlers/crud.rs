@@ -95,7 +95,7 @@ pub(super) fn required_name(target: &Target) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::bad_request("a resource name is required"))
 }
 
-/// Serves one object as JSON or, when asked, as a one-row Table.
+/// Serves one object as JSON or, when asked, as a one-row Table or its PartialObjectMetadata.
 fn respond(
     spec: &ResourceSpec,
     headers: &HeaderMap,
@@ -103,6 +103,9 @@ fn respond(
     code: StatusCode,
     obj: &Value,
 ) -> Response {
+    if let Some(v) = super::partial_metadata::object_version(headers) {
+        return json_response(code, &super::partial_metadata::object(v, obj));
+    }
     if table::wants_table(headers) {
         let rv = obj["metadata"]["resourceVersion"].as_str();
         let t = table::table(
@@ -489,5 +492,6 @@ pub async fn patch(
         patch::apply(kind, old, &patch_body).map_err(|e| ApiError::bad_request(e.to_string()))
     })
     .await?;
-    Ok(json_response(StatusCode::OK, &obj))
+    // As upstream, the response honours Accept like a get's (kube-rs's patch_metadata).
+    Ok(respond(target.spec, headers, query, StatusCode::OK, &obj))
 }

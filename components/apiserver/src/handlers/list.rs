@@ -269,6 +269,8 @@ pub async fn list(
             Include::from_query(query),
         )?;
         out
+    } else if let Some(v) = super::partial_metadata::list_version(headers) {
+        super::partial_metadata::write_list(v, &page.items, &metadata)?
     } else {
         write_list(spec, &page.items, &metadata)?
     };

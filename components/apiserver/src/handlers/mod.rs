@@ -18,6 +18,7 @@ pub mod oidc;
 pub mod openapi;
 pub mod openapi_schemas;
 pub mod openapi_v2_proto;
+pub mod partial_metadata;
 pub mod path;
 pub mod pod_part;
 pub mod pod_resize;

@@ -111,6 +111,8 @@ builtin_kinds!(
     k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
     k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
     k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+    k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy,
+    k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding,
     k8s_openapi::api::authorization::v1::SelfSubjectAccessReview,
     k8s_openapi::api::authorization::v1::SelfSubjectRulesReview,
     k8s_openapi::api::authorization::v1::SubjectAccessReview,

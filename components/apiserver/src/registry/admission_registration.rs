@@ -15,6 +15,13 @@ use validation::{validate_binding, validate_mutating, validate_policy, validate_
 #[path = "admission_registration_validation.rs"]
 mod validation;
 
+#[path = "admission_registration_mutating.rs"]
+mod mutating;
+pub use mutating::{
+    MUTATING_ADMISSION_POLICIES, MUTATING_ADMISSION_POLICIES_V1ALPHA1,
+    MUTATING_ADMISSION_POLICY_BINDINGS, MUTATING_ADMISSION_POLICY_BINDINGS_V1ALPHA1,
+};
+
 pub const GROUP: &str = "admissionregistration.k8s.io";
 
 /// AdmissionReview versions kiln-apiserver speaks (upstream also accepts v1beta1; kiln sends v1 only).
@@ -253,6 +260,10 @@ pub static ALL: &[&ResourceSpec] = &[
     &VALIDATING_WEBHOOK_CONFIGURATIONS,
     &VALIDATING_ADMISSION_POLICIES,
     &VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &MUTATING_ADMISSION_POLICIES,
+    &MUTATING_ADMISSION_POLICIES_V1ALPHA1,
+    &MUTATING_ADMISSION_POLICY_BINDINGS,
+    &MUTATING_ADMISSION_POLICY_BINDINGS_V1ALPHA1,
 ];
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::ACCEPTED_REVIEW_VERSIONS;
 use crate::status::Cause;
 
 /// Go's `%#v` of a `[]string`, as upstream's field errors render lists.
-fn go_strings(v: &Value) -> String {
+pub(super) fn go_strings(v: &Value) -> String {
     let items: Vec<String> = v
         .as_array()
         .into_iter()
@@ -17,7 +17,7 @@ fn go_strings(v: &Value) -> String {
     format!("[]string{{{}}}", items.join(", "))
 }
 
-fn strings(v: &Value) -> Vec<&str> {
+pub(super) fn strings(v: &Value) -> Vec<&str> {
     v.as_array()
         .into_iter()
         .flatten()
@@ -25,7 +25,7 @@ fn strings(v: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn one_of(causes: &mut Vec<Cause>, field: &str, value: &Value, supported: &[&str]) {
+pub(super) fn one_of(causes: &mut Vec<Cause>, field: &str, value: &Value, supported: &[&str]) {
     if let Some(s) = value.as_str() {
         if !supported.contains(&s) {
             causes.push(Cause::not_supported(field, s, supported));
@@ -193,7 +193,7 @@ fn validate_client_config(cc: &Value, path: &str, causes: &mut Vec<Cause>) {
 const MAX_MATCH_CONDITIONS: usize = 64;
 
 /// Names unique and present, expressions that compile (`crate::cel`).
-fn validate_match_conditions(list: &Value, path: &str, causes: &mut Vec<Cause>) {
+pub(super) fn validate_match_conditions(list: &Value, path: &str, causes: &mut Vec<Cause>) {
     let conditions = list.as_array().map(Vec::as_slice).unwrap_or_default();
     if conditions.len() > MAX_MATCH_CONDITIONS {
         causes.push(Cause {
@@ -329,7 +329,7 @@ pub(super) fn validate_validating(obj: &Value) -> Vec<Cause> {
     validate_webhooks(obj, false)
 }
 
-fn validate_match_resources(m: &Value, path: &str, causes: &mut Vec<Cause>) {
+pub(super) fn validate_match_resources(m: &Value, path: &str, causes: &mut Vec<Cause>) {
     if !m.is_object() {
         return;
     }

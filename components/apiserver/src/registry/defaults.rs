@@ -4,7 +4,6 @@
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::storage_quantity as quantity;
 use crate::status::Cause;
 
 pub fn secret_defaults(obj: &mut Value) {
@@ -150,14 +149,8 @@ pub fn pod_spec_validation(spec: &Value, path: &str) -> Vec<Cause> {
             ));
         }
     }
-    for list in ["initContainers", "containers"] {
-        for (i, ctr) in spec[list].as_array().into_iter().flatten().enumerate() {
-            causes.extend(requests_within_limits(
-                &ctr["resources"],
-                &format!("{path}.{list}[{i}].resources.requests"),
-            ));
-        }
-    }
+    causes.extend(super::pod_resources::validation(spec, path));
+    causes.extend(super::security_context_fields::validation(spec, path));
     causes.extend(container_restart_policies(spec, path));
     causes
 }
@@ -232,27 +225,6 @@ fn is_sysctl_name(name: &str) -> bool {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
     };
     name.len() <= 253 && name.split(['.', '/']).all(segment_ok)
-}
-
-/// A request above its limit is invalid (upstream's ValidateResourceRequirements).
-fn requests_within_limits(resources: &Value, at: &str) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    for (name, request) in resources["requests"].as_object().into_iter().flatten() {
-        let limit = &resources["limits"][name];
-        if let (Some(r), Some(l)) = (quantity::of(request), quantity::of(limit)) {
-            if r > l {
-                causes.push(Cause::invalid(
-                    at,
-                    request,
-                    &format!(
-                        "must be less than or equal to {name} limit of {}",
-                        quantity::text(limit)
-                    ),
-                ));
-            }
-        }
-    }
-    causes
 }
 
 /// Upstream's ValidatePodUpdate: a pod's spec is immutable but for container images,

@@ -2,7 +2,7 @@
 //! (plus column cells in `columns.rs` when kubectl shows extra columns).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Secret, ServiceAccount};
 
 use super::columns::{self as c, col};
 use super::config_keys::{
@@ -148,7 +148,8 @@ pub static NODES: ResourceSpec = ResourceSpec {
     ],
     fields: &[SelectableField {
         name: "spec.unschedulable",
-        pointer: "/spec/unschedulable",
+        // A Go bool: unset reads `false` (NodeToSelectableFields' strconv.FormatBool).
+        pointer: "/spec/unschedulable|=false",
     }],
     decode: typed::<Node>,
     defaults: no_defaults,
@@ -205,7 +206,7 @@ const PODS_SPEC: ResourceSpec = ResourceSpec {
         SelectableField { name: "status.podIP", pointer: "/status/podIP" },
         SelectableField { name: "status.nominatedNodeName", pointer: "/status/nominatedNodeName" },
     ],
-    decode: typed::<Pod>,
+    decode: super::pod_resources::decode_pod,
     defaults: pod_defaults,
     validate: pod_validation,
     validate_update: super::defaults::pod_update_validation,
@@ -592,6 +593,10 @@ pub static ALL: &[&ResourceSpec] = &[
     &super::admission_registration::VALIDATING_WEBHOOK_CONFIGURATIONS,
     &super::admission_registration::VALIDATING_ADMISSION_POLICIES,
     &super::admission_registration::VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &super::admission_registration::MUTATING_ADMISSION_POLICIES,
+    &super::admission_registration::MUTATING_ADMISSION_POLICIES_V1ALPHA1,
+    &super::admission_registration::MUTATING_ADMISSION_POLICY_BINDINGS,
+    &super::admission_registration::MUTATING_ADMISSION_POLICY_BINDINGS_V1ALPHA1,
     &super::apiregistration::APISERVICES,
     &super::networking::INGRESSES,
     &super::networking::INGRESS_CLASSES,

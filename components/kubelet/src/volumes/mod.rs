@@ -13,6 +13,7 @@
 pub mod atomic_writer;
 pub mod configmap;
 pub mod empty_dir;
+pub mod fs_group_policy;
 pub mod host_path;
 pub mod projected;
 pub mod pvc;
@@ -209,6 +210,9 @@ pub struct PodVolumes {
     /// `spec.securityContext.fsGroup`: emptyDir and the API-backed volumes belong to this group
     /// ([`atomic_writer::set_volume_ownership`], upstream's SetVolumeOwnership).
     fs_group: Option<u32>,
+    /// `spec.securityContext.fsGroupChangePolicy`: whether a volume whose root already matches is
+    /// walked again.
+    fs_group_policy: fs_group_policy::ChangePolicy,
 }
 
 /// Does any container already mount something at the service-account path?
@@ -262,6 +266,11 @@ impl PodVolumes {
                 .as_ref()
                 .and_then(|s| s.fs_group)
                 .and_then(|g| u32::try_from(g).ok()),
+            fs_group_policy: fs_group_policy::ChangePolicy::parse(
+                spec.security_context
+                    .as_ref()
+                    .and_then(|s| s.fs_group_change_policy.as_deref()),
+            ),
         })
     }
 
@@ -323,7 +332,7 @@ impl PodVolumes {
                 Source::EmptyDir(medium) => {
                     empty_dir::set_up(&dir, *medium).map_err(|e| e.in_volume(&v.name))?;
                     if let Some(group) = self.fs_group {
-                        atomic_writer::set_volume_ownership(&dir, group, false)
+                        fs_group_policy::apply(&dir, group, false, self.fs_group_policy)
                             .map_err(|e| VolumeError::from(e).in_volume(&v.name))?;
                     }
                 }
@@ -342,6 +351,14 @@ impl PodVolumes {
                         .await
                         .map_err(|e| e.in_volume(&v.name))?;
                     tracing::info!(pod = ?self.pod.metadata.name, volume = %v.name, pv = %resolved.pv, path = %resolved.path.display(), "claim volume resolved");
+                    // A writable `local` PV is the pod's fsGroup's, as upstream's local plugin
+                    // mounts it (hostPath PVs are left alone).
+                    if let (Some(group), true) =
+                        (self.fs_group, resolved.managed && !resolved.read_only)
+                    {
+                        fs_group_policy::apply(&resolved.path, group, false, self.fs_group_policy)
+                            .map_err(|e| VolumeError::from(e).in_volume(&v.name))?;
+                    }
                     self.claims.insert(v.name.clone(), resolved);
                 }
                 _ => {}

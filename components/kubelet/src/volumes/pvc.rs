@@ -28,6 +28,8 @@ pub struct Resolved {
     pub path: PathBuf,
     /// The claim volume's readOnly (upstream mounts the whole volume read-only then).
     pub read_only: bool,
+    /// A `local` PV, whose ownership the kubelet manages (fsGroup); a hostPath one is not.
+    pub managed: bool,
 }
 
 /// The claim a pod volume refers to, when it is a persistentVolumeClaim or ephemeral volume.
@@ -212,6 +214,7 @@ pub async fn resolve(
         pv: pv_name.to_string(),
         path,
         read_only: src.read_only,
+        managed: pv.spec.as_ref().is_some_and(|s| s.local.is_some()),
     })
 }
 

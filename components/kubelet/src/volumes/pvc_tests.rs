@@ -259,3 +259,60 @@ fn block_mode_and_unbound_pvs_are_refused() {
         .unwrap_err()
         .contains("nil pv.Spec.ClaimRef"));
 }
+
+/// A pod's fsGroup owns a writable `local` PV (upstream's local plugin sets the volume's
+/// ownership), honouring fsGroupChangePolicy; a hostPath PV is left as it is.
+#[tokio::test]
+async fn fs_group_owns_a_local_pv_by_its_change_policy_and_leaves_host_path_pvs_alone() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let group = if nix::unistd::geteuid().is_root() {
+        4321
+    } else {
+        nix::unistd::getegid().as_raw()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let set_up = |source: serde_json::Value, policy: &'static str| {
+        let tmp = tmp.path().to_path_buf();
+        async move {
+            let o = objects(
+                claim("data", serde_json::json!({})),
+                Some(pv("data-uid", source)),
+            );
+            let mut p = pvc_pod();
+            p.spec.as_mut().unwrap().security_context = serde_json::from_value(
+                serde_json::json!({"fsGroup": group, "fsGroupChangePolicy": policy}),
+            )
+            .unwrap();
+            let mut vols = PodVolumes::new(&p, &tmp.join("pods"), false).unwrap();
+            vols.set_up(Some(&o), 0).await.unwrap();
+        }
+    };
+    let local = tmp.path().join("local-pv");
+    std::fs::create_dir(&local).unwrap();
+    std::fs::write(local.join("db"), "x").unwrap();
+    std::fs::set_permissions(local.join("db"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let local_source = serde_json::json!({"local": {"path": local.to_str().unwrap()}});
+    set_up(local_source.clone(), "OnRootMismatch").await;
+    assert_eq!(std::fs::metadata(&local).unwrap().gid(), group);
+    assert_eq!(mode(&local) & 0o2770, 0o2770);
+    assert_eq!(mode(&local.join("db")), 0o660);
+    // The root matches now: OnRootMismatch leaves what the workload changed below it; Always not.
+    std::fs::set_permissions(local.join("db"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    set_up(local_source.clone(), "OnRootMismatch").await;
+    assert_eq!(mode(&local.join("db")), 0o600);
+    set_up(local_source, "Always").await;
+    assert_eq!(mode(&local.join("db")), 0o660);
+
+    let host = tmp.path().join("host-pv");
+    std::fs::create_dir(&host).unwrap();
+    std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = std::fs::metadata(&host).unwrap().gid();
+    set_up(
+        serde_json::json!({"hostPath": {"path": host.to_str().unwrap()}}),
+        "Always",
+    )
+    .await;
+    assert_eq!(std::fs::metadata(&host).unwrap().gid(), before);
+    assert_eq!(mode(&host), 0o755);
+}

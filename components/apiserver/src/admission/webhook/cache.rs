@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::hook::{Hook, Kind};
 use crate::registry::admission_registration::{
+    MUTATING_ADMISSION_POLICIES, MUTATING_ADMISSION_POLICY_BINDINGS,
     MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS, VALIDATING_WEBHOOK_CONFIGURATIONS,
 };
@@ -32,6 +33,8 @@ struct State {
     validating: Configurations,
     policies: Objects,
     bindings: Objects,
+    mutating_policies: Objects,
+    mutating_bindings: Objects,
 }
 
 impl State {
@@ -50,6 +53,12 @@ impl State {
             Source::Bindings => {
                 self.bindings.insert(name, Arc::new(obj));
             }
+            Source::MutatingPolicies => {
+                self.mutating_policies.insert(name, Arc::new(obj));
+            }
+            Source::MutatingBindings => {
+                self.mutating_bindings.insert(name, Arc::new(obj));
+            }
         }
     }
 }
@@ -60,13 +69,17 @@ enum Source {
     Hooks(Kind),
     Policies,
     Bindings,
+    MutatingPolicies,
+    MutatingBindings,
 }
 
-const SOURCES: [Source; 4] = [
+const SOURCES: [Source; 6] = [
     Source::Hooks(Kind::Mutating),
     Source::Hooks(Kind::Validating),
     Source::Policies,
     Source::Bindings,
+    Source::MutatingPolicies,
+    Source::MutatingBindings,
 ];
 
 /// Shared handle to the cached webhooks; clones see the same state.
@@ -81,6 +94,8 @@ fn prefix(source: Source) -> String {
         Source::Hooks(Kind::Validating) => VALIDATING_WEBHOOK_CONFIGURATIONS.key_prefix(None),
         Source::Policies => VALIDATING_ADMISSION_POLICIES.key_prefix(None),
         Source::Bindings => VALIDATING_ADMISSION_POLICY_BINDINGS.key_prefix(None),
+        Source::MutatingPolicies => MUTATING_ADMISSION_POLICIES.key_prefix(None),
+        Source::MutatingBindings => MUTATING_ADMISSION_POLICY_BINDINGS.key_prefix(None),
     }
 }
 
@@ -139,6 +154,15 @@ impl Webhooks {
         )
     }
 
+    /// The MutatingAdmissionPolicies and their bindings, each by name.
+    pub fn mutating_policies(&self) -> (Vec<Arc<Value>>, Vec<Arc<Value>>) {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        (
+            state.mutating_policies.values().cloned().collect(),
+            state.mutating_bindings.values().cloned().collect(),
+        )
+    }
+
     fn put(&self, source: Source, name: String, obj: Value) {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         state.insert(source, name, obj);
@@ -151,6 +175,8 @@ impl Webhooks {
             Source::Hooks(Kind::Validating) => drop(state.validating.remove(name)),
             Source::Policies => drop(state.policies.remove(name)),
             Source::Bindings => drop(state.bindings.remove(name)),
+            Source::MutatingPolicies => drop(state.mutating_policies.remove(name)),
+            Source::MutatingBindings => drop(state.mutating_bindings.remove(name)),
         }
     }
 
@@ -170,6 +196,8 @@ impl Webhooks {
             Source::Hooks(Kind::Validating) => state.validating = fresh.validating,
             Source::Policies => state.policies = fresh.policies,
             Source::Bindings => state.bindings = fresh.bindings,
+            Source::MutatingPolicies => state.mutating_policies = fresh.mutating_policies,
+            Source::MutatingBindings => state.mutating_bindings = fresh.mutating_bindings,
         }
         drop(state);
         tracing::debug!(

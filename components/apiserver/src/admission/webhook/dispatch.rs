@@ -210,19 +210,43 @@ pub async fn mutate<C: Caller>(
     req: &mut Request,
     warnings: &mut Vec<String>,
 ) -> Result<bool, Rejection> {
+    let Some(last) = mutate_first(caller, hooks, req, warnings).await? else {
+        return Ok(false);
+    };
+    reinvoke(caller, &hooks[..last], req, warnings).await?;
+    Ok(true)
+}
+
+/// The chain's first pass over the mutating webhooks: returns the index of the last webhook that
+/// changed the object, if any did.
+pub async fn mutate_first<C: Caller>(
+    caller: &C,
+    hooks: &[Selected],
+    req: &mut Request,
+    warnings: &mut Vec<String>,
+) -> Result<Option<usize>, Rejection> {
     let mut last_change = None;
     for (i, s) in hooks.iter().enumerate() {
         if mutate_one(caller, s, req, warnings).await? {
             last_change = Some(i);
         }
     }
-    let Some(last) = last_change else {
-        return Ok(false);
-    };
-    for s in hooks[..last].iter().filter(|s| s.hook.reinvoke) {
-        mutate_one(caller, s, req, warnings).await?;
+    Ok(last_change)
+}
+
+/// The reinvocation pass: the webhooks of `hooks` with reinvocationPolicy IfNeeded, called once
+/// more. Returns whether they changed the object.
+pub async fn reinvoke<C: Caller>(
+    caller: &C,
+    hooks: &[Selected],
+    req: &mut Request,
+    warnings: &mut Vec<String>,
+) -> Result<bool, Rejection> {
+    let mut changed = false;
+    for s in hooks.iter().filter(|s| s.hook.reinvoke) {
+        changed |= mutate_one(caller, s, req, warnings).await?;
     }
-    Ok(true)
+    Ok(changed)
 }
 
 /// Validating webhooks, called together; the first refusal in webhook order wins.

@@ -3,7 +3,8 @@
 //! `cache` keeps the configurations, `matching` picks the webhooks, `request` builds the
 //! AdmissionReview, `dispatch` orders the calls and reads verdicts, `call` does the HTTPS.
 //!
-//! ValidatingAdmissionPolicies with their bindings run last (`policy`).
+//! MutatingAdmissionPolicies with their bindings run first (`mutating_policy`), then the mutating
+//! webhooks; ValidatingAdmissionPolicies with their bindings run last (`policy`).
 //! matchConditions are CEL (`crate::cel`) over object/oldObject/request; `authorizer` is not
 //! offered. Connects (exec, attach) are admitted with operation CONNECT (`connect`); the other action
 //! subresources (binding, eviction, scale, ...) do not call webhooks yet.
@@ -14,6 +15,7 @@ pub mod connect;
 pub mod dispatch;
 pub mod hook;
 pub mod matching;
+pub mod mutating_policy;
 pub mod policy;
 pub mod request;
 pub use crate::warnings;
@@ -254,22 +256,59 @@ async fn select(
     Ok(out)
 }
 
-/// A mutated object goes through the kind's decode and validation again, as upstream validates
-/// after mutating admission; webhooks may not rename or move it.
-fn revalidate(
-    target: &Target,
-    old: Option<&Value>,
-    before: &Value,
-    mutated: Value,
-) -> Result<Value, ApiError> {
-    let spec = target.spec;
-    for field in ["name", "namespace"] {
-        if mutated["metadata"][field] != before["metadata"][field] {
-            return Err(ApiError::internal(format!(
-                "an admission webhook changed metadata.{field}, which admission may not change"
-            )));
+/// Why the mutating half failed: a webhook's rejection, or a policy's (already a status).
+enum MutateError {
+    Webhook(Rejection),
+    Policy(ApiError),
+}
+
+impl MutateError {
+    fn into_api_error(self) -> ApiError {
+        match self {
+            MutateError::Webhook(r) => to_api_error(r),
+            MutateError::Policy(e) => e,
         }
     }
+}
+
+/// The webhooks' first pass, then — when a policy or webhook changed the object — the chain's
+/// second pass, as upstream reinvokes it: the IfNeeded policies something changed the object
+/// after, then the IfNeeded webhooks (all of them when that pass of policies changed it, else
+/// those before the last webhook change). Returns whether the webhooks or that pass changed it.
+async fn mutate_passes(
+    caller: &call::HttpsCaller,
+    selected: &[Selected],
+    req: &mut Request,
+    warnings: &mut Vec<String>,
+    policies: Option<&mut mutating_policy::Session>,
+    policies_changed: bool,
+    normalized: &mutating_policy::Normalize<'_>,
+) -> Result<bool, MutateError> {
+    let last = dispatch::mutate_first(caller, selected, req, warnings)
+        .await
+        .map_err(MutateError::Webhook)?;
+    if last.is_none() && !policies_changed {
+        return Ok(false);
+    }
+    let again = match policies {
+        Some(p) => p.run(req, true, normalized).map_err(MutateError::Policy)?,
+        None => false,
+    };
+    let upto = if again {
+        selected.len()
+    } else {
+        last.unwrap_or(0)
+    };
+    dispatch::reinvoke(caller, &selected[..upto], req, warnings)
+        .await
+        .map_err(MutateError::Webhook)?;
+    Ok(last.is_some() || again)
+}
+
+/// A mutated object decoded and defaulted again, as upstream decodes a patched object through its
+/// scheme; admission may not rename or move it.
+fn normalize(target: &Target, mutated: Value) -> Result<Value, ApiError> {
+    let spec = target.spec;
     let mut obj = (spec.decode)(mutated).map_err(|why| {
         ApiError::bad_request(format!(
             "{kind} in version \"{v}\" cannot be handled as a {kind}: {why}",
@@ -287,6 +326,26 @@ fn revalidate(
         cr.prune(&mut obj);
         cr.apply_defaults(&mut obj);
     }
+    Ok(obj)
+}
+
+/// A mutated object goes through the kind's decode and validation again, as upstream validates
+/// after mutating admission; webhooks may not rename or move it.
+fn revalidate(
+    target: &Target,
+    old: Option<&Value>,
+    before: &Value,
+    mutated: Value,
+) -> Result<Value, ApiError> {
+    let spec = target.spec;
+    for field in ["name", "namespace"] {
+        if mutated["metadata"][field] != before["metadata"][field] {
+            return Err(ApiError::internal(format!(
+                "an admission webhook changed metadata.{field}, which admission may not change"
+            )));
+        }
+    }
+    let obj = normalize(target, mutated)?;
     let mut causes: Vec<_> = validate_name(spec, name_of(&obj)).into_iter().collect();
     causes.extend((spec.validate)(&obj));
     if let Some(old) = old {
@@ -326,6 +385,14 @@ async fn run(
     };
     let mut labels = None;
     let mut warnings = Vec::new();
+    // MutatingAdmissionPolicies first, then the mutating webhooks, as upstream's plugin order.
+    let builtin = target.spec.custom.is_none();
+    let mut policies = mutating_policy::Session::prepare(state, &req, builtin).await?;
+    let normalized = |v: Value| normalize(target, v);
+    let mut changed = match policies.as_mut() {
+        Some(p) => p.run(&mut req, false, &normalized)?,
+        None => false,
+    };
     let selected = select(state, mutating, &req, &mut labels).await?;
     let outcome = if operation == Operation::Delete {
         // No object to patch on a delete; the webhooks are still asked.
@@ -333,14 +400,26 @@ async fn run(
         dispatch::mutate(&caller, &selected, &mut view, &mut warnings)
             .await
             .map(|_| false)
+            .map_err(MutateError::Webhook)
     } else {
-        dispatch::mutate(&caller, &selected, &mut req, &mut warnings).await
+        let policies = policies.as_mut();
+        let (hooks, warnings) = (selected.as_slice(), &mut warnings);
+        mutate_passes(
+            &caller,
+            hooks,
+            &mut req,
+            warnings,
+            policies,
+            changed,
+            &normalized,
+        )
+        .await
     };
-    let changed = match outcome {
+    changed |= match outcome {
         Ok(changed) => changed,
         Err(r) => {
             warnings.iter().for_each(|w| warnings::add(w));
-            return Err(to_api_error(r));
+            return Err(r.into_api_error());
         }
     };
     if let (true, Some(obj)) = (changed, obj) {
@@ -374,8 +453,10 @@ type Hooks = Vec<std::sync::Arc<Hook>>;
 fn chain(state: &AppState) -> Option<(Hooks, Hooks)> {
     let mutating = state.webhooks.hooks(Kind::Mutating);
     let validating = state.webhooks.hooks(Kind::Validating);
-    let none =
-        mutating.is_empty() && validating.is_empty() && state.webhooks.policies().1.is_empty();
+    let none = mutating.is_empty()
+        && validating.is_empty()
+        && state.webhooks.policies().1.is_empty()
+        && state.webhooks.mutating_policies().1.is_empty();
     (!none).then_some((mutating, validating))
 }
 

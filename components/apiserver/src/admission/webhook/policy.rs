@@ -236,7 +236,7 @@ fn reason_code(reason: &str) -> (u16, &'static str) {
 }
 
 /// The params a binding names: one object by name, or every match of a selector.
-async fn params_for(
+pub(super) async fn params_for(
     state: &AppState,
     policy: &Value,
     binding: &Value,
@@ -410,7 +410,7 @@ pub async fn admit(
 }
 
 /// True when the pair cannot apply (so params need not be read).
-fn evaluate_match_only(
+pub(super) fn evaluate_match_only(
     policy: &Value,
     binding: &Value,
     req: &Request,

@@ -1,0 +1,11 @@
+#![allow(missing_docs)]
+use kube_derive::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, JsonSchema)]
+struct FooSpec {
+    foo: String,
+}
+
+fn main() {}

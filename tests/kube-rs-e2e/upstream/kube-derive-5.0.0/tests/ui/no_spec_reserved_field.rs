@@ -1,0 +1,13 @@
+#![allow(missing_docs)]
+
+use kube_derive::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
+#[kube(group = "clux.dev", version = "v1", kind = "Foo", no_spec)]
+struct FooFields {
+    metadata: String,
+}
+
+fn main() {}
