@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kiln_conformance::kube_rs_e2e;
+use kiln_conformance::{kube_rs_e2e, peer_gate};
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -47,52 +47,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     print!("{}", kube_rs_e2e::summary(&outcomes));
     if let Some(path) = &args.report {
         let kiln_commit = std::env::var("KILN_COMMIT").unwrap_or_else(|_| "(unknown)".into());
-        let old = std::fs::read_to_string(path).unwrap_or_default();
-        let page = kube_rs_e2e::splice(
-            &old,
+        peer_gate::write_report(
+            path,
             &kube_rs_e2e::section(&outcomes, &args.kube, &kiln_commit),
-        );
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, page)?;
-        std::fs::rename(&tmp, path)?;
+            kube_rs_e2e::splice,
+        )?;
     }
-    let Some(file) = &args.passing else {
-        return Ok(ExitCode::SUCCESS);
-    };
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
-    let verdict = kube_rs_e2e::judge(&kube_rs_e2e::parse_passing(&text), &outcomes);
-    for r in &verdict.regressed {
-        println!("REGRESSED (in passing.txt, did not pass): {r}");
+    match &args.passing {
+        Some(file) => peer_gate::gate(file, &outcomes, args.update_passing),
+        None => Ok(ExitCode::SUCCESS),
     }
-    if !verdict.newly_passing.is_empty() {
-        if args.update_passing {
-            // Same rules as the other gates' files: header kept, sorted, only grows.
-            let tmp = file.with_extension("txt.tmp");
-            std::fs::write(
-                &tmp,
-                kiln_conformance::gate::grown(&text, &verdict.newly_passing),
-            )?;
-            std::fs::rename(&tmp, file)?;
-            println!(
-                "added {} newly passing tests to {}",
-                verdict.newly_passing.len(),
-                file.display()
-            );
-        } else {
-            println!(
-                "{} tests pass that {} does not list yet (--update-passing adds them):",
-                verdict.newly_passing.len(),
-                file.display()
-            );
-            for s in &verdict.newly_passing {
-                println!("  {s}");
-            }
-        }
-    }
-    Ok(if verdict.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod gate;
 pub mod kube_rs_e2e;
 pub mod list;
+pub mod peer_gate;
 pub mod python_e2e;
 pub mod reasons;
 pub mod report;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kiln_conformance::python_e2e;
+use kiln_conformance::{peer_gate, python_e2e};
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -43,52 +43,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     print!("{}", python_e2e::summary(&outcomes));
     if let Some(path) = &args.report {
         let kiln_commit = std::env::var("KILN_COMMIT").unwrap_or_else(|_| "(unknown)".into());
-        let old = std::fs::read_to_string(path).unwrap_or_default();
-        let page = python_e2e::splice(
-            &old,
+        peer_gate::write_report(
+            path,
             &python_e2e::section(&outcomes, &args.client, &kiln_commit),
-        );
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, page)?;
-        std::fs::rename(&tmp, path)?;
+            python_e2e::splice,
+        )?;
     }
-    let Some(file) = &args.passing else {
-        return Ok(ExitCode::SUCCESS);
-    };
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
-    let verdict = python_e2e::judge(&python_e2e::parse_passing(&text), &outcomes);
-    for r in &verdict.regressed {
-        println!("REGRESSED (in passing.txt, did not pass): {r}");
+    match &args.passing {
+        Some(file) => peer_gate::gate(file, &outcomes, args.update_passing),
+        None => Ok(ExitCode::SUCCESS),
     }
-    if !verdict.newly_passing.is_empty() {
-        if args.update_passing {
-            // Same rules as the conformance gate's file: header kept, sorted, only grows.
-            let tmp = file.with_extension("txt.tmp");
-            std::fs::write(
-                &tmp,
-                kiln_conformance::gate::grown(&text, &verdict.newly_passing),
-            )?;
-            std::fs::rename(&tmp, file)?;
-            println!(
-                "added {} newly passing tests to {}",
-                verdict.newly_passing.len(),
-                file.display()
-            );
-        } else {
-            println!(
-                "{} tests pass that {} does not list yet (--update-passing adds them):",
-                verdict.newly_passing.len(),
-                file.display()
-            );
-            for s in &verdict.newly_passing {
-                println!("  {s}");
-            }
-        }
-    }
-    Ok(if verdict.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }

@@ -220,6 +220,28 @@ pub static VALIDATING_ADMISSION_POLICIES: ResourceSpec = ResourceSpec {
     ..ResourceSpec::BASE
 };
 
+/// The columns `kubectl get` shows for both policy binding kinds (validating and mutating), as upstream.
+pub(super) const BINDING_TABLE: &[super::strategy::Column] = &[
+    c::NAME_COL,
+    col(
+        "PolicyName",
+        "string",
+        "",
+        "PolicyName indicates the policy definition which the policy binding binded to",
+        0,
+        policy_name,
+    ),
+    col(
+        "ParamRef",
+        "string",
+        "",
+        "ParamRef indicates the param resource which sets the configration param",
+        0,
+        param_ref,
+    ),
+    c::AGE_COL,
+];
+
 pub static VALIDATING_ADMISSION_POLICY_BINDINGS: ResourceSpec = ResourceSpec {
     group: GROUP,
     plural: "validatingadmissionpolicybindings",
@@ -228,26 +250,7 @@ pub static VALIDATING_ADMISSION_POLICY_BINDINGS: ResourceSpec = ResourceSpec {
     list_kind: "ValidatingAdmissionPolicyBindingList",
     namespaced: false,
     categories: &["api-extensions"],
-    table: &[
-        c::NAME_COL,
-        col(
-            "PolicyName",
-            "string",
-            "",
-            "PolicyName indicates the policy definition which the policy binding binded to",
-            0,
-            policy_name,
-        ),
-        col(
-            "ParamRef",
-            "string",
-            "",
-            "ParamRef indicates the param resource which sets the configration param",
-            0,
-            param_ref,
-        ),
-        c::AGE_COL,
-    ],
+    table: BINDING_TABLE,
     decode: typed::<ValidatingAdmissionPolicyBinding>,
     defaults: default_binding,
     validate: validate_binding,

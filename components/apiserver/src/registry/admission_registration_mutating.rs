@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::super::columns::{self as c, col};
 use super::super::strategy::{typed, ResourceSpec};
 use super::validation::{one_of, strings, validate_match_conditions};
-use super::{default_binding, default_policy, param_kind, param_ref, policy_name, GROUP};
+use super::{default_binding, default_policy, param_kind, GROUP};
 use crate::cel::mutation::MutationProgram;
 use crate::status::Cause;
 
@@ -350,26 +350,7 @@ const BINDING: ResourceSpec = ResourceSpec {
     list_kind: "MutatingAdmissionPolicyBindingList",
     namespaced: false,
     categories: &["api-extensions"],
-    table: &[
-        c::NAME_COL,
-        col(
-            "PolicyName",
-            "string",
-            "",
-            "PolicyName indicates the policy definition which the policy binding binded to",
-            0,
-            policy_name,
-        ),
-        col(
-            "ParamRef",
-            "string",
-            "",
-            "ParamRef indicates the param resource which sets the configration param",
-            0,
-            param_ref,
-        ),
-        c::AGE_COL,
-    ],
+    table: super::BINDING_TABLE,
     decode: decode_binding,
     defaults: default_binding,
     validate: validate_binding,
