@@ -118,26 +118,7 @@ pub fn read(path: &Path) -> Result<Vec<Outcome>, KubeRsE2eError> {
 
 /// `N passed, M failed, K skipped of T tests`, then each test that did not pass with its reason.
 pub fn summary(outcomes: &[Outcome]) -> String {
-    let t = tally(outcomes);
-    let mut s = format!(
-        "{} passed, {} failed, {} skipped of {} kube-rs cluster tests\n",
-        t.passed,
-        t.failed,
-        t.skipped,
-        outcomes.len()
-    );
-    for o in outcomes {
-        match &o.status {
-            Status::Passed => {}
-            Status::Failed(w) => {
-                let _ = writeln!(s, "  FAILED  {}: {w}", o.id);
-            }
-            Status::Skipped(w) => {
-                let _ = writeln!(s, "  SKIPPED {}: {w}", o.id);
-            }
-        }
-    }
-    s
+    crate::python_e2e::summary_of("kube-rs cluster", outcomes)
 }
 
 /// The "kube-rs cluster tests" section: the score and every test with its result and reason.

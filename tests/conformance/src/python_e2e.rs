@@ -192,9 +192,14 @@ pub fn tally(outcomes: &[Outcome]) -> Tally {
 
 /// `N passed, M failed, K skipped of T tests`, then each test that did not pass with its reason.
 pub fn summary(outcomes: &[Outcome]) -> String {
+    summary_of("Python client e2e", outcomes)
+}
+
+/// [`summary`] for any peer suite, named by `suite` (kube-rs's uses it too).
+pub fn summary_of(suite: &str, outcomes: &[Outcome]) -> String {
     let t = tally(outcomes);
     let mut s = format!(
-        "{} passed, {} failed, {} skipped of {} Python client e2e tests\n",
+        "{} passed, {} failed, {} skipped of {} {suite} tests\n",
         t.passed,
         t.failed,
         t.skipped,
