@@ -89,6 +89,18 @@ fn get(c: &Cluster, url: &str) -> Option<String> {
     o.status.success().then(|| stdout(&o))
 }
 
+/// Waits (up to 60 s) until something listens on `port` in the lab network: kubectl's forward.
+fn wait_listening(c: &Cluster, port: u16) {
+    let probe = format!("ss -Hltn 'sport = :{port}' | grep -q .");
+    c.wait(&format!("kubectl to listen on {port}"), 60, || {
+        if shell(c, &probe).status.success() {
+            Ok(())
+        } else {
+            Err("not listening".to_string())
+        }
+    });
+}
+
 fn jsonpath(c: &Cluster, what: &str, path: &str) -> String {
     c.try_kubectl(&["get", what, "-o", &format!("jsonpath={path}")])
         .unwrap_or_default()
@@ -238,7 +250,7 @@ fn port_forward(c: &Cluster) {
             if let Some(b) = get(c, &url) {
                 break b;
             }
-            if start.elapsed() > Duration::from_secs(30) {
+            if start.elapsed() > Duration::from_secs(60) {
                 let (out, err) = fwd.finish();
                 panic!("{kubectl}: no answer through the forward; stdout {out:?} stderr {err:?}");
             }
@@ -255,10 +267,11 @@ fn port_forward(c: &Cluster) {
         );
     }
 
-    // Nothing listens on 8081: the connection fails and kubectl shows containerd's error.
+    // Nothing listens on 8081: the connection fails and kubectl shows containerd's error. The probes
+    // start once kubectl listens (on a loaded machine it may take seconds), so that they reach the pod.
     let fwd = Forward::start(c, "kubectl", "web", "18082:8081");
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
+    wait_listening(c, 18082);
+    for _ in 0..3 {
         assert!(get(c, &format!("http://{LISTEN}:18082/")).is_none());
         std::thread::sleep(Duration::from_secs(1));
     }

@@ -141,6 +141,7 @@ mod tests {
             sig: crate::slug::sig(codename),
             status,
             took: Duration::ZERO,
+            flaky: None,
         }
     }
 

@@ -32,6 +32,10 @@ struct Args {
     /// A case that runs longer fails.
     #[arg(long, default_value_t = 600)]
     case_timeout_secs: u64,
+    /// Runs of a failing case before it fails (ginkgo's --flake-attempts): a later pass is reported
+    /// as FLAKY with the earlier failure.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=5))]
+    flake_attempts: u64,
     /// Registry and repository of the test images (agnhost, busybox, pause, dnsutils).
     #[arg(long, default_value = "10.250.0.1:5000/kiln")]
     images: String,
@@ -126,6 +130,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = Options {
         parallel: args.parallel,
         case_timeout: Duration::from_secs(args.case_timeout_secs),
+        attempts: args.flake_attempts as usize,
     };
     let outcomes = runner::run(cluster, &entries, &opts).await;
     print!("{}", report::summary(&outcomes));

@@ -30,6 +30,8 @@ pub struct Outcome {
     pub sig: &'static str,
     pub status: Status,
     pub took: Duration,
+    /// Passed on a later attempt (`--flake-attempts`): why the earlier one failed. Reported as a flake.
+    pub flaky: Option<String>,
 }
 
 impl Outcome {
@@ -75,6 +77,9 @@ fn waits_long(codename: &str) -> bool {
 pub struct Options {
     pub parallel: usize,
     pub case_timeout: Duration,
+    /// Runs of a failing case before it counts as failed (ginkgo's `--flake-attempts`; 1: no retry).
+    /// A case that passes on a later run is a pass that the summary and the JUnit file call flaky.
+    pub attempts: usize,
 }
 
 /// Run `entries`; outcomes come back in the list's order.
@@ -86,6 +91,7 @@ pub async fn run(
     let by_name: HashMap<&str, &'static Case> =
         cases::all().into_iter().map(|c| (c.codename, c)).collect();
     let heavy = Arc::new(Semaphore::new(POD_HEAVY_SLOTS));
+    let attempts = opts.attempts.max(1);
     let jobs = entries.iter().enumerate().map(|(i, l)| {
         let case = by_name.get(l.codename).copied();
         let cluster = cluster.clone();
@@ -103,11 +109,30 @@ pub async fn run(
                 false => None,
             };
             let start = Instant::now();
+            let mut flaky = None;
             let status = match case {
                 None => Status::Unwritten(reasons::unwritten(l.codename)),
                 Some(c) => {
                     let gone = cases::pod_heavy(l.codename).then_some(HEAVY_NAMESPACE_GONE);
-                    run_one(cluster, c, opts.case_timeout, gone).await
+                    let mut attempt = 1;
+                    loop {
+                        let status = run_one(cluster.clone(), c, opts.case_timeout, gone).await;
+                        match status {
+                            Status::Failed(why) if attempt < attempts => {
+                                eprintln!(
+                                    "[retry] {} failed on attempt {attempt}: {why}",
+                                    l.codename
+                                );
+                                flaky.get_or_insert(why);
+                                attempt += 1;
+                            }
+                            Status::Passed => break Status::Passed,
+                            other => {
+                                flaky = None;
+                                break other;
+                            }
+                        }
+                    }
                 }
             };
             let outcome = Outcome {
@@ -116,9 +141,13 @@ pub async fn run(
                 sig: slug::sig(l.codename),
                 status,
                 took: start.elapsed(),
+                flaky,
             };
             if case.is_some() {
                 let mark = match &outcome.status {
+                    Status::Passed if outcome.flaky.is_some() => {
+                        "PASS (flaky: passed on retry)".to_string()
+                    }
                     Status::Passed => "PASS".to_string(),
                     Status::Failed(why) => format!("FAIL: {why}"),
                     Status::Unwritten(_) => unreachable!("a written case is never unwritten"),
