@@ -20,24 +20,30 @@ rc=0
 
 # The conformance lab test (tests/conformance/tests/lab.rs) mostly waits on its cluster for ~18 minutes, so it
 # runs beside the rest instead of after it: its own executable, from its package dir as cargo would run it.
-# Its output is printed after the rest, whole; the digest at the end names what failed in either.
+# Its output is printed after the rest, whole; the digest at the end names what failed in either. The other
+# 3-host labs (the kiln-tests package, run last) wait for it to end (KILN_TESTS_AFTER, tests/lib.rs): it
+# overlaps the unit, in-process and component tests, never a second big cluster.
 CONFORMANCE=the_conformance_list_on_a_three_host_lab
 conf_pid=
 only_flags=1
 for a in "${test_args[@]}"; do [[ "$a" == --* ]] || only_flags=0; done
 # Only for a whole-workspace run with no test name filter (a narrower run is cargo's alone).
 if [ "${#cargo_args[@]}" = 0 ] && [ "$only_flags" = 1 ]; then
-  conf_exe=$(cargo test -p kiln-conformance --test lab --no-run --message-format=json 2>/dev/null |
+  # --workspace (not -p): the same feature resolution as the build above, so this only lists.
+  conf_exe=$(cargo test --workspace --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "lab" and m.get("executable"):
+    if (m.get("reason") == "compiler-artifact" and m["target"]["name"] == "lab" and m.get("executable")
+            and m["manifest_path"].endswith("tests/conformance/Cargo.toml")):
         print(m["executable"])')
+  [ -x "$conf_exe" ] || { echo "test.sh: the conformance lab test executable was not found" >&2; exit 1; }
   (cd tests/conformance && "$conf_exe" --exact "$CONFORMANCE" "${test_args[@]}" >"$logs/conformance.log" 2>&1
    echo $? >"$logs/conformance.rc") &
   conf_pid=$!
   test_args+=(--skip "$CONFORMANCE")
+  export KILN_TESTS_AFTER="$logs/conformance.rc"
 fi
 
 # pipefail: the pipeline fails when cargo does.

@@ -8,6 +8,7 @@ mod error;
 #[cfg(test)]
 pub(crate) mod golden_tests;
 pub(crate) mod phases;
+pub(crate) mod pki_hash;
 mod playbook;
 pub mod progress;
 mod render;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bootstrap::BootstrapError;
 
-pub use catalog::{insert_pod_hashes, resolve, Kind, Renewable};
+pub use catalog::{resolve, Kind, Renewable};
 pub use renew::renew;
 
 #[derive(Debug, thiserror::Error)]

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::catalog::{pod_hash, Kind, Renewable, PKI_HASH_ANNOTATION};
+use super::catalog::{Kind, Renewable};
 use super::CertsError;
 use crate::bootstrap::phases::push::{
     control_plane_context, install_files, proxy_context, staged, Install,
 };
 use crate::bootstrap::phases::{CONTROL_PLANE_MANIFESTS, KILN_ETC, MANIFESTS};
+use crate::bootstrap::pki_hash::{pod_hash, PKI_HASH_ANNOTATION};
 use crate::bootstrap::Context;
 use crate::config::Host;
 

@@ -202,26 +202,6 @@ impl StoreClient {
     }
 }
 
-impl StoreClient {
-    /// Removes the store member named `name` from the cluster; false when there is no such member.
-    pub async fn remove_member(&mut self, name: &str) -> Result<bool, SnapshotError> {
-        let members = self.client.member_list().await.map_err(|e| self.err(e))?;
-        let Some(id) = members
-            .members()
-            .iter()
-            .find(|m| m.name() == name)
-            .map(|m| m.id())
-        else {
-            return Ok(false);
-        };
-        self.client
-            .member_remove(id)
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(true)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

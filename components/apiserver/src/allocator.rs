@@ -215,7 +215,7 @@ impl ServiceAllocator {
         let (items, _) = store
             .list(prefix)
             .await
-            .map_err(crate::handlers::crud::store_error)?;
+            .map_err(crate::storage_status::store_error)?;
         Ok(items
             .into_iter()
             .filter_map(|v| v.key.strip_prefix(prefix).map(str::to_string))

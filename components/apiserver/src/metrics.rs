@@ -3,12 +3,6 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-
-use crate::handlers::Shared;
-
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// (verb, code) → count, as `apiserver_request_total{verb,code}`.
@@ -42,22 +36,6 @@ impl Metrics {
         out.push_str(&self.stream_translator.render());
         out
     }
-}
-
-/// Middleware: counts every request once its response code is known.
-pub async fn record(State(state): State<Shared>, req: Request, next: Next) -> Response {
-    let verb = req.method().as_str().to_string();
-    let path = req.uri().path().to_string();
-    let user = req
-        .extensions()
-        .get::<crate::auth::Identity>()
-        .map(|i| i.name().to_string())
-        .unwrap_or_else(|| "system:anonymous".into());
-    let resp = next.run(req).await;
-    let code = resp.status().as_u16();
-    state.metrics.observe(&verb, code);
-    tracing::debug!(%verb, %path, %user, code, "request");
-    resp
 }
 
 #[cfg(test)]

@@ -3,7 +3,12 @@
 
 use serde_json::Value;
 
-use crate::registry::ResourceSpec;
+/// The fields a kind can be selected by (`metadata.name`, `spec.nodeName`, ...), as JSON pointers.
+/// A trait so selectors sit below the registry, whose `ResourceSpec` implements it.
+pub trait SelectableFields {
+    /// The pointer a field selector's field reads, or None when the kind cannot be selected by it.
+    fn field_pointer(&self, field: &str) -> Option<&'static str>;
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SelectorError {
@@ -176,7 +181,7 @@ fn field_text(obj: &Value, pointer: &str) -> String {
 }
 
 impl FieldSelector {
-    pub fn parse(s: &str, spec: &ResourceSpec) -> Result<Self, SelectorError> {
+    pub fn parse(s: &str, spec: &impl SelectableFields) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         for part in split_top_level(s) {
             let (field, value, equal) = if let Some((k, v)) = part.split_once("!=") {

@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::allocator::{ServiceAllocator, NODE_PORTS};
 use crate::auth::{user_from_certificate, Identity};
 use crate::config::Options;
-use crate::handlers::{router, AppState};
+use crate::handlers::router;
 use crate::metrics::Metrics;
 use crate::registry::lifecycle::{prepare_create, to_stored, FieldValidation};
 use crate::registry::priority_classes::{PRIORITY_CLASSES, SYSTEM_CLASSES};
@@ -24,6 +24,7 @@ use crate::registry::resources::{BUILTIN_RUNTIME_CLASSES, DEFAULT_NAMESPACES, NA
 use crate::registry::runtime_classes::RUNTIME_CLASSES;
 use crate::registry::strategy::ResourceSpec;
 use crate::registry::Registry;
+use crate::state::AppState;
 use crate::storage::{Store, StoreError};
 use crate::tls::{server_config, TlsError};
 use crate::tokens::jwt::ServiceAccountKeys;

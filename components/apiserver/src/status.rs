@@ -410,14 +410,33 @@ pub fn with_continue(e: &ApiError, token: &str) -> Response {
     write_ordered(&mut out, &status, STATUS_ORDER);
     out.push(b'\n');
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    crate::handlers::bytes_response(code, out)
+    bytes_response(code, out)
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        crate::handlers::bytes_response(code, self.status_bytes())
+        bytes_response(code, self.status_bytes())
     }
+}
+
+/// A JSON body with its status code; every response the API writes goes through here.
+pub fn json_response(code: StatusCode, value: &Value) -> Response {
+    bytes_response(code, serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// An already serialised JSON body.
+pub fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
+    (
+        code,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+pub fn ok_json(value: &Value) -> Response {
+    json_response(StatusCode::OK, value)
 }
 
 #[cfg(test)]

@@ -16,8 +16,9 @@ use super::host::{count_tasks, task_limit, working_set, HostResources};
 use super::rank::{compare_memory, compare_pids, eviction_message_for, Candidate, PodUsage};
 use super::thresholds::{format_decimal, parse_thresholds, Condition, Signal, ThresholdValue};
 use super::*;
+use crate::container_status::{ContainerState, ContainerStatus};
 use crate::events::FakeRecorder;
-use crate::runtime::{ContainerState, ContainerStatus, PodStatus};
+use crate::runtime::PodStatus;
 
 const MI: u64 = 1 << 20;
 

@@ -15,8 +15,9 @@ use super::thresholds::{
     format_bytes, parse_bytes, parse_duration, parse_thresholds, Signal, Threshold, ThresholdValue,
 };
 use super::*;
+use crate::container_status::{ContainerState, ContainerStatus};
 use crate::events::{EventType, FakeRecorder};
-use crate::runtime::{ContainerState, ContainerStatus, PodStatus};
+use crate::runtime::PodStatus;
 
 const MI: u64 = 1 << 20;
 

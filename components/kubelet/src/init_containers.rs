@@ -5,7 +5,7 @@
 //! status.initContainerStatuses. The worker drives the containers; the rules are here, pure. Sidecars
 //! (restartable init containers, [`crate::sidecars`]) count as done once started, not completed.
 
-use crate::runtime::{ContainerState, ContainerStatus, RestartPolicy};
+use crate::container_status::{ContainerState, ContainerStatus, RestartPolicy};
 
 /// How an init container is restarted under the pod's policy.
 pub fn restart_policy(pod: RestartPolicy) -> RestartPolicy {
@@ -70,7 +70,7 @@ pub fn progress(inits: &[ContainerStatus], containers: &[ContainerStatus]) -> Pr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::Terminated;
+    use crate::container_status::Terminated;
     use std::time::SystemTime;
 
     fn c(state: ContainerState) -> ContainerStatus {

@@ -15,6 +15,8 @@ pub mod cni_gc;
 pub mod condition_times;
 pub mod config;
 pub mod config_file;
+pub mod container_status;
+pub mod cri_log;
 pub mod dns_config;
 pub mod env;
 pub mod env_resources;

@@ -13,11 +13,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 
+use crate::container_status::{ContainerState, Terminated};
 use crate::init_containers;
 use crate::lease::node_owner;
 use crate::manifest::{CONFIG_HASH, CONFIG_MIRROR};
 use crate::node::to_timestamp;
-use crate::runtime::{ContainerState, PodStatus, Terminated};
+use crate::runtime::PodStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
@@ -116,7 +117,7 @@ pub fn phase(rt: &PodStatus) -> &'static str {
     if cs.iter().any(|c| c.is_running()) {
         return "Running";
     }
-    let never_ran = |c: &&crate::runtime::ContainerStatus| {
+    let never_ran = |c: &&crate::container_status::ContainerStatus| {
         matches!(c.state, ContainerState::Waiting { .. }) && c.last_termination.is_none()
     };
     if cs.is_empty() || cs.iter().any(|c| never_ran(&c)) {
@@ -208,7 +209,9 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
     status
 }
 
-fn api_container_statuses(cs: &[crate::runtime::ContainerStatus]) -> Vec<ApiContainerStatus> {
+fn api_container_statuses(
+    cs: &[crate::container_status::ContainerStatus],
+) -> Vec<ApiContainerStatus> {
     cs.iter()
         .map(|c| ApiContainerStatus {
             name: c.name.clone(),
@@ -390,7 +393,7 @@ impl MirrorSync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::ContainerStatus;
+    use crate::container_status::ContainerStatus;
     use std::time::SystemTime;
 
     fn rt(states: Vec<(ContainerState, Option<Terminated>)>) -> PodStatus {

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Container;
 
+use crate::container_status::RestartPolicy;
 use crate::init_containers;
-use crate::runtime::RestartPolicy;
 
 /// An init container with `restartPolicy: Always` (the only value the API accepts there).
 pub fn is_restartable(c: &Container) -> bool {

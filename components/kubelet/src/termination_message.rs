@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::Container;
 
-use crate::server::cri_log::{self, LogFormat, RenderOptions};
+use crate::cri_log::{self, LogFormat, RenderOptions};
 
 /// Upstream's MaxContainerTerminationMessageLength: what is kept of the file (its end).
 pub const MAX_FILE_BYTES: usize = 4 * 1024;

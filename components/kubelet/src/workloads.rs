@@ -243,7 +243,7 @@ pub fn terminal_status(p: &Pod, node_ip: &str) -> ApiPodStatus {
 /// container before removing it.
 pub fn terminal_status_after(
     p: &Pod,
-    last: Option<&[crate::runtime::ContainerStatus]>,
+    last: Option<&[crate::container_status::ContainerStatus]>,
     node_ip: &str,
 ) -> ApiPodStatus {
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
@@ -256,7 +256,7 @@ pub fn terminal_status_after(
         let exited = last
             .and_then(|l| l.iter().find(|r| r.name == c.name))
             .and_then(|r| match &r.state {
-                crate::runtime::ContainerState::Terminated(t) => Some(t),
+                crate::container_status::ContainerState::Terminated(t) => Some(t),
                 _ => None,
             });
         let terminated = match (exited, state.terminated, state.running) {

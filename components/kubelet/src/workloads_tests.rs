@@ -364,7 +364,7 @@ fn a_pod_past_its_deadline_ends_failed_with_upstreams_reason() {
 
 #[test]
 fn a_deleted_pod_reports_the_exits_the_runtime_saw_at_the_kill() {
-    use crate::runtime::{ContainerState as Rt, ContainerStatus as RtStatus};
+    use crate::container_status::{ContainerState as Rt, ContainerStatus as RtStatus};
     let p: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
         "spec": {"containers": []},
@@ -380,7 +380,7 @@ fn a_deleted_pod_reports_the_exits_the_runtime_saw_at_the_kill() {
         image: String::new(),
         container_id: String::new(),
         restart_count: 0,
-        state: Rt::Terminated(crate::runtime::Terminated {
+        state: Rt::Terminated(crate::container_status::Terminated {
             exit_code: 0,
             signal: None,
             reason: "Completed".into(),

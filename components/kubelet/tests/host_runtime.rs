@@ -5,7 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{eventually, pod, process_gone};
-use kiln_kubelet::runtime::{ContainerState, HostRuntime, Runtime};
+use kiln_kubelet::container_status::ContainerState;
+use kiln_kubelet::runtime::{HostRuntime, Runtime};
 
 fn runtime(logs: &std::path::Path) -> HostRuntime {
     HostRuntime::new(

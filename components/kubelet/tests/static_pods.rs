@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{eventually, pod_yaml, process_gone};
-use kiln_kubelet::runtime::{ContainerState, HostRuntime, Runtime};
+use kiln_kubelet::container_status::ContainerState;
+use kiln_kubelet::runtime::{HostRuntime, Runtime};
 use kiln_kubelet::static_pods::StaticPods;
 use kiln_kubelet::KubeletConfig;
 

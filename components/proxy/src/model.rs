@@ -13,8 +13,6 @@ use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-pub use crate::topology::NodeTopology;
-
 /// Label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -70,6 +68,15 @@ impl fmt::Display for Ipv4Cidr {
 pub struct NodeConfig {
     /// Pod network of the whole cluster; ClusterIP traffic from outside it is masqueraded.
     pub cluster_cidr: Ipv4Cidr,
+}
+
+/// This node as topology sees it: the data [`crate::topology`] picks this node's endpoints by.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeTopology {
+    /// The node's name (`--hostname-override`); empty: no endpoint is local, no node hint applies.
+    pub name: String,
+    /// The node's `topology.kubernetes.io/zone` label.
+    pub zone: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -34,10 +34,10 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use crate::model::{
-    resolve_endpoints, Backend, EndpointGroup, NodeConfig, Protocol, ProxyState, ServiceInfo,
-    ServicePort,
+    resolve_endpoints, Backend, EndpointGroup, NodeConfig, NodeTopology, Protocol, ProxyState,
+    ServiceInfo, ServicePort,
 };
-use crate::topology::{categorize, NodeTopology};
+use crate::topology::categorize;
 
 mod table;
 pub use table::{update_script, Flat, Fragment, Table};

@@ -20,12 +20,13 @@ use tokio::sync::Notify;
 use crate::config::{EndpointsApi, ProxyConfig};
 use crate::conntrack::{Conntrack, ConntrackCli};
 use crate::health::{self, Health, HealthError};
-use crate::model::{from_endpoint_slice, from_endpoints, from_service, NodeConfig, ProxyState};
+use crate::model::{
+    from_endpoint_slice, from_endpoints, from_service, NodeConfig, NodeTopology, ProxyState,
+};
 use crate::netfilter::{Netfilter, NetfilterError, NftCli};
 use crate::proxier::Proxier;
 use crate::routes::{node_info, HostRoutes, IpRoutes, RouteError};
 use crate::sysctl::{self, SysctlError};
-use crate::topology::NodeTopology;
 
 /// The node label that names its zone (topology hints match it).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

@@ -11,16 +11,7 @@
 //! - Each falls back to endpoints that are serving while terminating when it has no ready one (upstream's
 //!   ProxyTerminatingEndpoints, GA in 1.28), so a rollout does not drop connections.
 
-use crate::model::{Backend, Endpoint};
-
-/// This node as topology sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodeTopology {
-    /// The node's name (`--hostname-override`); empty: no endpoint is local, no node hint applies.
-    pub name: String,
-    /// The node's `topology.kubernetes.io/zone` label.
-    pub zone: Option<String>,
-}
+use crate::model::{Backend, Endpoint, NodeTopology};
 
 impl NodeTopology {
     fn is_local(&self, e: &Endpoint) -> bool {

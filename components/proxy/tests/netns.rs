@@ -539,8 +539,7 @@ fn stale_udp_flows_are_deleted_by_the_conntrack_cli() {
 #[ignore = "needs root: network namespaces, nftables (CI runs it with --include-ignored)"]
 fn a_local_service_without_a_local_endpoint_loads_as_drop() {
     require_root!();
-    use kiln_proxy::model::Endpoint;
-    use kiln_proxy::topology::NodeTopology;
+    use kiln_proxy::model::{Endpoint, NodeTopology};
     let ns = Netns::new("-local");
     let mut s = state(&["10.244.1.2"]);
     s.topology = NodeTopology {

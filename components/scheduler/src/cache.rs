@@ -7,23 +7,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::jiff::Timestamp;
 
+use crate::node_info::NodeInfo;
 use crate::nominator::Nominator;
-use crate::resources::{node_allocatable, non_zero_requests, pod_requests, Resources};
-use crate::volume_cache::{claim_key, ClaimKey, VolumeCache};
-use crate::volume_claims::{pod_claims, pod_namespace};
-
-/// "namespace/name".
-pub type PodKey = String;
-
-pub fn pod_key(pod: &Pod) -> PodKey {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
-}
+use crate::pod_info::{pod_key, PodInfo, PodKey};
+use crate::volume_cache::{ClaimKey, VolumeCache};
 
 /// Succeeded and Failed pods hold no resources (upstream's informer leaves them out).
 pub fn is_terminal(pod: &Pod) -> bool {
@@ -38,160 +26,6 @@ pub fn assigned_node(pod: &Pod) -> Option<&str> {
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .filter(|n| !n.is_empty())
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostPort {
-    pub ip: String,
-    pub protocol: String,
-    pub port: i32,
-}
-
-impl HostPort {
-    /// Same protocol and port, and the same IP or either one the wildcard.
-    pub fn conflicts(&self, other: &HostPort) -> bool {
-        let wildcard = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
-        self.port == other.port
-            && self.protocol == other.protocol
-            && (self.ip == other.ip || wildcard(&self.ip) || wildcard(&other.ip))
-    }
-}
-
-/// upstream's PodPriority: spec.priority, 0 when the Priority admission did not set one.
-pub fn pod_priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
-
-/// upstream's podTerminatingByPreemption: being deleted, with the DisruptionTarget condition the
-/// scheduler's preemption adds.
-fn terminating_by_preemption(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
-            .is_some_and(|c| {
-                c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
-            })
-}
-
-/// What the scheduler needs to know about a pod, computed once.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodInfo {
-    pub key: PodKey,
-    pub uid: String,
-    pub requests: Resources,
-    pub non_zero: (i64, i64),
-    pub host_ports: Vec<HostPort>,
-    /// The claims the pod uses (ReadWriteOncePod claims may have one user in the cluster).
-    pub claims: Vec<ClaimKey>,
-    /// What preemption weighs: priority, labels (for PodDisruptionBudgets), start time (among
-    /// equals the longer-running pod is more important), deletion state.
-    pub priority: i32,
-    pub labels: BTreeMap<String, String>,
-    pub start_time: Option<Timestamp>,
-    /// metadata.deletionTimestamp is set: the pod is terminating (it still holds its resources).
-    pub deleting: bool,
-    /// Terminating because a preemption chose it (DisruptionTarget=True, PreemptionByScheduler).
-    pub preempted: bool,
-}
-
-impl PodInfo {
-    pub fn new(pod: &Pod) -> PodInfo {
-        let host_ports = pod
-            .spec
-            .iter()
-            .flat_map(|s| {
-                s.containers
-                    .iter()
-                    .chain(s.init_containers.iter().flatten())
-            })
-            .flat_map(|c| c.ports.iter().flatten())
-            .filter(|p| p.host_port.is_some_and(|h| h > 0))
-            .map(|p| HostPort {
-                ip: p.host_ip.clone().unwrap_or_default(),
-                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_string()),
-                port: p.host_port.unwrap_or_default(),
-            })
-            .collect();
-        let claims = pod_claims(pod)
-            .into_iter()
-            .map(|c| claim_key(pod_namespace(pod), &c.name))
-            .collect();
-        PodInfo {
-            claims,
-            key: pod_key(pod),
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            requests: pod_requests(pod),
-            non_zero: non_zero_requests(pod),
-            host_ports,
-            priority: pod_priority(pod),
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
-            start_time: pod
-                .status
-                .as_ref()
-                .and_then(|s| s.start_time.as_ref())
-                .map(|t| t.0),
-            deleting: pod.metadata.deletion_timestamp.is_some(),
-            preempted: terminating_by_preemption(pod),
-        }
-    }
-
-    /// (namespace, name) from the key.
-    pub fn namespace_and_name(&self) -> (&str, &str) {
-        self.key.split_once('/').unwrap_or(("default", &self.key))
-    }
-}
-
-/// A node and what is placed on it. `node` is None while pods name a node the watch has not
-/// delivered yet (or one just deleted); such entries are never scheduling candidates.
-#[derive(Debug, Clone, Default)]
-pub struct NodeInfo {
-    pub name: String,
-    pub node: Option<Arc<Node>>,
-    pub allocatable: Resources,
-    pub pods: BTreeMap<PodKey, PodInfo>,
-    pub requested: Resources,
-    pub non_zero_requested: (i64, i64),
-}
-
-impl NodeInfo {
-    pub fn new(node: Node) -> NodeInfo {
-        let mut info = NodeInfo {
-            name: node.metadata.name.clone().unwrap_or_default(),
-            ..Default::default()
-        };
-        info.set_node(node);
-        info
-    }
-
-    fn set_node(&mut self, node: Node) {
-        self.allocatable = node_allocatable(&node);
-        self.node = Some(Arc::new(node));
-    }
-
-    pub fn add_pod(&mut self, pod: PodInfo) {
-        self.remove_pod(&pod.key.clone());
-        self.requested.add(&pod.requests);
-        self.requested.pods += 1;
-        self.non_zero_requested.0 += pod.non_zero.0;
-        self.non_zero_requested.1 += pod.non_zero.1;
-        self.pods.insert(pod.key.clone(), pod);
-    }
-
-    pub fn remove_pod(&mut self, key: &str) {
-        if let Some(old) = self.pods.remove(key) {
-            self.requested.sub(&old.requests);
-            self.requested.pods -= 1;
-            self.non_zero_requested.0 -= old.non_zero.0;
-            self.non_zero_requested.1 -= old.non_zero.1;
-        }
-    }
-
-    pub fn used_ports(&self) -> impl Iterator<Item = &HostPort> {
-        self.pods.values().flat_map(|p| p.host_ports.iter())
-    }
 }
 
 /// Image names as upstream compares them: a reference without a tag or digest means `:latest`.
@@ -402,6 +236,8 @@ pub fn pdb_key(pdb: &PodDisruptionBudget) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pod_info::HostPort;
+    use crate::resources::Resources;
     use serde_json::json;
 
     fn node(name: &str) -> Node {

@@ -4,8 +4,12 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
-use crate::cache::{NodeInfo, PodInfo};
-use crate::volume_filters::{self, PodVolumes};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::volume_binding::{self, FilterRejection};
+use crate::volume_filters::PodVolumes;
+use crate::volume_restrictions;
+use crate::volume_zone;
 use kiln_common::node_matching::{any_term_matches, selector_matches, tolerated};
 
 pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
@@ -85,15 +89,15 @@ pub static FILTERS: &[Filter] = &[
     },
     Filter {
         name: "VolumeRestrictions",
-        run: volume_filters::volume_restrictions,
+        run: volume_restrictions_filter,
     },
     Filter {
         name: "VolumeBinding",
-        run: volume_filters::volume_binding,
+        run: volume_binding_filter,
     },
     Filter {
         name: "VolumeZone",
-        run: volume_filters::volume_zone,
+        run: volume_zone_filter,
     },
 ];
 
@@ -239,10 +243,38 @@ fn node_resources_fit(i: &FilterInput) -> FilterResult {
     }
 }
 
+/// The volume plugins' Filter: each reads what their PreFilter ([`crate::volume_filters`]) found.
+fn volume_restrictions_filter(i: &FilterInput) -> FilterResult {
+    volume_restrictions::filter(i.volumes.read_write_once_pod_conflicts)
+        .map_err(|r| Rejection::new(Code::Unschedulable, vec![r.to_string()]))
+}
+
+fn volume_binding_filter(i: &FilterInput) -> FilterResult {
+    let Some(state) = &i.volumes.binding else {
+        return Ok(());
+    };
+    match volume_binding::find_pod_volumes(state, i.node) {
+        Ok(_) => Ok(()),
+        Err(FilterRejection::Reasons(reasons)) => Err(Rejection::new(
+            Code::UnschedulableAndUnresolvable,
+            reasons.into_iter().map(str::to_string).collect(),
+        )),
+        Err(FilterRejection::Error(e)) => Err(Rejection::new(
+            Code::Error,
+            vec![format!("running \"VolumeBinding\" filter plugin: {e}")],
+        )),
+    }
+}
+
+fn volume_zone_filter(i: &FilterInput) -> FilterResult {
+    volume_zone::filter(&i.volumes.zones, i.node)
+        .map_err(|r| Rejection::new(Code::UnschedulableAndUnresolvable, vec![r.to_string()]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::NodeInfo;
+    use crate::node_info::NodeInfo;
     use serde_json::json;
 
     fn node(v: serde_json::Value) -> Node {

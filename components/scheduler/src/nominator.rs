@@ -7,8 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::cache::{PodInfo, PodKey};
 use crate::filters::{run_filters, FilterInput, FilterResult};
+use crate::pod_info::{PodInfo, PodKey};
 
 /// The pod's `status.nominatedNodeName`, when set.
 pub fn status_nominated_node(pod: &Pod) -> Option<&str> {
@@ -130,7 +130,7 @@ pub fn run_filters_with_nominated(input: &FilterInput, nominator: &Nominator) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::NodeInfo;
+    use crate::node_info::NodeInfo;
     use crate::volume_filters::PodVolumes;
     use serde_json::json;
 

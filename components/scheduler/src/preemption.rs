@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use rand::Rng;
 
-use crate::algorithm::{histogram, FitError};
-use crate::cache::{Cache, PodInfo};
+use crate::cache::Cache;
+use crate::fit_error::{histogram, FitError};
 use crate::nominator::status_nominated_node;
+use crate::preemption_verdict::{Candidate, Nomination, PostFilterResult};
 use crate::preemption_victims::{select_victims_on_node, start_key, Preemptor};
 
 /// The status of a node where evicting pods cannot help (absent from the dry run).
@@ -21,34 +22,6 @@ pub const TERMINATING_ON_NOMINATED: &str =
 /// upstream's DefaultPreemptionArgs defaults: at least 10 % of the potential nodes, at least 100.
 const MIN_CANDIDATE_NODES_PERCENTAGE: usize = 10;
 const MIN_CANDIDATE_NODES_ABSOLUTE: usize = 100;
-
-/// A node the preemptor fits on once its victims (most important first) are gone.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    pub node: String,
-    pub victims: Vec<PodInfo>,
-    pub pdb_violations: usize,
-}
-
-/// What becomes of the pod's nomination.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum Nomination {
-    /// Left as it is (the pod may not preempt now, or preemption did not run).
-    #[default]
-    Unchanged,
-    /// Preemption cannot help anywhere: the pod is nominated nowhere.
-    Clear,
-    /// Evict the victims and nominate the pod to the candidate's node.
-    Preempt(Box<Candidate>),
-}
-
-/// The PostFilter's verdict: its message for the FitError (none when it found a candidate, as
-/// upstream's Success status carries none) and the nomination.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PostFilterResult {
-    pub message: Option<String>,
-    pub nomination: Nomination,
-}
 
 /// calculateNumCandidates: how many candidates the dry run looks for before it stops.
 pub fn candidates_to_find(potential: usize) -> usize {
@@ -212,7 +185,9 @@ pub fn post_filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::{schedule, ScheduleError};
+    use crate::algorithm::schedule;
+    use crate::fit_error::ScheduleError;
+    use crate::pod_info::PodInfo;
     use crate::preemption_victims::NO_VICTIMS;
     use k8s_openapi::api::core::v1::{Node, Pod};
     use rand::SeedableRng;

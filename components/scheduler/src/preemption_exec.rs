@@ -14,7 +14,7 @@ use kiln_common::events::{EventRecorder, NORMAL};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{json, Value};
 
-use crate::cache::PodInfo;
+use crate::pod_info::PodInfo;
 
 /// A failed API call; a pod that is gone needs nothing more.
 #[derive(Debug, Clone, PartialEq)]

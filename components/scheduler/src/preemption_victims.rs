@@ -10,9 +10,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::cache::{NodeInfo, PodInfo};
 use crate::filters::{Code, FilterInput, Rejection};
+use crate::node_info::NodeInfo;
 use crate::nominator::{run_filters_with_nominated, Nominator};
+use crate::pod_info::PodInfo;
 use crate::volume_filters::PodVolumes;
 
 /// upstream's status when a node has nothing the preemptor may evict.

@@ -26,10 +26,12 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::mpsc;
 
-use crate::algorithm::{schedule_from, ScheduleError};
-use crate::cache::{assigned_node, is_terminal, pod_key, Cache, PodKey};
+use crate::algorithm::schedule_from;
+use crate::cache::{assigned_node, is_terminal, Cache};
 use crate::config::{COMPONENT, SCHEDULER_NAMES};
+use crate::fit_error::ScheduleError;
 use crate::metrics::{AttemptResult, Metrics};
+use crate::pod_info::{pod_key, PodKey};
 use crate::pod_status;
 use crate::queue::SchedulingQueue;
 use crate::volume_binding::{self, Reservation};

@@ -4,7 +4,9 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::cache::{Cache, NodeInfo, PodInfo};
+use crate::cache::Cache;
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
 use kiln_common::node_matching::{term_matches, tolerates};
 
 pub const MAX_NODE_SCORE: i64 = 100;

@@ -7,62 +7,9 @@ use std::time::{Duration, Instant};
 use etcd_client::proto::PbCompactionRequest;
 use tokio::sync::watch;
 
-use crate::config::{CompactionMode, ConfigError};
-use crate::mvcc::Mvcc;
-use crate::raft::types::{store_request::Op, KilnRaft, StoreRequest};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retention {
-    Disabled,
-    /// Keep this much wall-clock history.
-    Periodic(Duration),
-    /// Keep this many revisions.
-    Revisions(i64),
-}
-
-impl Retention {
-    pub fn parse(mode: CompactionMode, text: &str) -> Result<Self, ConfigError> {
-        let bad = || ConfigError::Retention(text.to_string());
-        let text = text.trim();
-        match mode {
-            CompactionMode::Revision => {
-                let n: i64 = text.parse().map_err(|_| bad())?;
-                Ok(if n <= 0 {
-                    Retention::Disabled
-                } else {
-                    Retention::Revisions(n)
-                })
-            }
-            CompactionMode::Periodic => {
-                // A bare number means hours, as in etcd.
-                let d = if let Ok(hours) = text.parse::<f64>() {
-                    Duration::from_secs_f64((hours * 3600.0).max(0.0))
-                } else {
-                    parse_duration(text).ok_or_else(bad)?
-                };
-                Ok(if d.is_zero() {
-                    Retention::Disabled
-                } else {
-                    Retention::Periodic(d)
-                })
-            }
-        }
-    }
-}
-
-fn parse_duration(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
-    let (num, unit) = text.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
-}
+use crate::command::{store_request::Op, KilnRaft, StoreRequest};
+use crate::config::Retention;
+use crate::storage::mvcc::Mvcc;
 
 const REVISION_MODE_INTERVAL: Duration = Duration::from_secs(300);
 

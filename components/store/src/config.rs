@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use axum::http::Uri;
 use clap::{ArgAction, Parser, ValueEnum};
@@ -101,7 +102,7 @@ pub struct Config {
     #[arg(long, default_value_t = 1000)]
     pub election_timeout: u64,
     /// Keep the Raft thread and an async worker awake while writes come less than 1 ms
-    /// apart, instead of letting them sleep between writes (`keep_awake`). Turn it off where
+    /// apart, instead of letting them sleep between writes (`member::keep_awake`). Turn it off where
     /// CPU time is metered, such as under a cgroup CPU quota: the time spent awake counts.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
     pub keep_awake: bool,
@@ -328,12 +329,63 @@ impl Config {
         if !(4..=31).contains(&self.bcrypt_cost) {
             return Err(ConfigError::BcryptCost(self.bcrypt_cost));
         }
-        crate::compactor::Retention::parse(
-            self.auto_compaction_mode,
-            &self.auto_compaction_retention,
-        )?;
+        Retention::parse(self.auto_compaction_mode, &self.auto_compaction_retention)?;
         Ok(())
     }
+}
+
+/// --auto-compaction-retention, parsed for --auto-compaction-mode (what `compactor` keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    Disabled,
+    /// Keep this much wall-clock history.
+    Periodic(Duration),
+    /// Keep this many revisions.
+    Revisions(i64),
+}
+
+impl Retention {
+    pub fn parse(mode: CompactionMode, text: &str) -> Result<Self, ConfigError> {
+        let bad = || ConfigError::Retention(text.to_string());
+        let text = text.trim();
+        match mode {
+            CompactionMode::Revision => {
+                let n: i64 = text.parse().map_err(|_| bad())?;
+                Ok(if n <= 0 {
+                    Retention::Disabled
+                } else {
+                    Retention::Revisions(n)
+                })
+            }
+            CompactionMode::Periodic => {
+                // A bare number means hours, as in etcd.
+                let d = if let Ok(hours) = text.parse::<f64>() {
+                    Duration::from_secs_f64((hours * 3600.0).max(0.0))
+                } else {
+                    parse_duration(text).ok_or_else(bad)?
+                };
+                Ok(if d.is_zero() {
+                    Retention::Disabled
+                } else {
+                    Retention::Periodic(d)
+                })
+            }
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (num, unit) = text.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]

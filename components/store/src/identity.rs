@@ -8,9 +8,9 @@ use rocksdb::{WriteBatch, DB};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::command::MemberNode;
 use crate::config::{Config, ConfigError};
-use crate::db::{self, CF_RAFT_META};
-use crate::raft::types::MemberNode;
+use crate::storage::db::{self, CF_RAFT_META};
 
 const KEY_IDENTITY: &[u8] = b"identity";
 

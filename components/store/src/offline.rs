@@ -17,13 +17,13 @@ use rocksdb::{
 };
 
 use crate::config::Config;
-use crate::db::{self, CF_KV, CF_SM_META, STATE_MACHINE_CFS};
 use crate::etcd_snapshot::{self, EtcdSnapshotError};
 use crate::identity::{self, Identity};
 use crate::mapped::Mapped;
-use crate::mvcc::{META_ALARMS, META_REVISION};
-use crate::raft::snapshot::{self, SnapshotError};
-use crate::raft::state_machine::{META_BATCH_PROGRESS, META_LAST_APPLIED, META_MEMBERSHIP};
+use crate::storage::db::{self, CF_KV, CF_SM_META, STATE_MACHINE_CFS};
+use crate::storage::db::{META_BATCH_PROGRESS, META_LAST_APPLIED, META_MEMBERSHIP};
+use crate::storage::mvcc::{META_ALARMS, META_REVISION};
+use crate::storage::snapshot::{self, SnapshotError};
 
 /// kiln-store offline commands.
 #[derive(Debug, Parser)]
@@ -415,7 +415,7 @@ pub fn run(cli: OfflineCli) -> Result<String, OfflineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{CF_EVENTS, CF_LEASES};
+    use crate::storage::db::{CF_EVENTS, CF_LEASES};
 
     #[test]
     fn records_land_in_their_families_sorted_or_not_without_the_old_raft_position() {

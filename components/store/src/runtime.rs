@@ -2,7 +2,7 @@
 //!
 //! Half the CPUs (at least one) serve as async workers, not all of them as tokio's default
 //! would have it. Raft (its core, state machine worker and the proposer) runs on a thread of
-//! its own beside them (`raft/thread.rs`), with the log sync inline; the workers serve the
+//! its own beside them (`member/raft/thread.rs`), with the log sync inline; the workers serve the
 //! client side: gRPC connections, watches, reads. Every hand-off to a parked second worker
 //! costs a cross-CPU wakeup, and range reads and snapshots already run on blocking threads.
 //! On a 2-CPU host one worker serves as many puts as two at 1 and 16 clients (within the

@@ -10,23 +10,25 @@ use tokio::task::JoinHandle;
 use tokio_stream::StreamExt as _;
 use tonic::transport::server::TcpIncoming;
 
-use crate::compactor::{self, Retention};
-use crate::config::{ClusterState, Config, ConfigError, ListenUrl};
-use crate::grpc::{self, StoreContext};
+use crate::api::grpc;
+use crate::api::grpc::peer::PeerServer;
+use crate::api::http;
+use crate::command::KilnRaft;
+use crate::compactor;
+use crate::config::{ClusterState, Config, ConfigError, ListenUrl, Retention};
 use crate::identity::{self, IdentityError};
 use crate::join;
-use crate::leader;
-use crate::lease::{self, Lessor};
-use crate::mvcc::{Mvcc, MvccError};
+use crate::member::context::StoreContext;
+use crate::member::leader;
+use crate::member::lease::{self, Lessor};
+use crate::member::proposer::Proposer;
+use crate::member::raft::thread::RaftThread;
+use crate::member::raft::{self, RaftSetupError, RaftTiming};
+use crate::member::waiters::Waiters;
 use crate::peer::client::PeerClients;
-use crate::peer::service::PeerServer;
-use crate::proposer::Proposer;
-use crate::raft::thread::RaftThread;
-use crate::raft::types::KilnRaft;
-use crate::raft::{self, RaftSetupError, RaftTiming};
+use crate::storage::db;
+use crate::storage::mvcc::{Mvcc, MvccError};
 use crate::tls::{self, TlsError};
-use crate::waiters::Waiters;
-use crate::{db, http};
 
 /// How long shutdown waits for connections and tasks before dropping them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

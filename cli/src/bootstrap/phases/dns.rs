@@ -35,7 +35,7 @@ pub(crate) fn dns_context(ctx: &Context, host: &str) -> tera::Context {
     if let Some(ttl) = net.dns.ttl {
         c.insert("ttl", &ttl);
     }
-    crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
+    crate::bootstrap::pki_hash::insert_pod_hashes(&mut c, &ctx.state_dir, host);
     super::binary_hash::insert_binary_hashes(ctx, &mut c);
     c
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 
+use super::member_client::MemberClient;
 use super::*;
-use crate::snapshot::store_client::StoreClient;
 
 /// Bound on each API call here: a reset must not hang on a dead control plane.
 const API_TIMEOUT: Duration = Duration::from_secs(10);
@@ -278,7 +278,7 @@ pub(super) async fn store_member_leave(
         return Ok(Outcome::Skipped(format!("{host} is no store member")));
     }
     let peer = staying[0];
-    let mut store = StoreClient::connect(ctx, peer)
+    let mut store = MemberClient::connect(&peer.node_address(), &ctx.pki_dir(&peer.name))
         .await
         .map_err(|e| err(e.to_string()))?;
     let removed = store

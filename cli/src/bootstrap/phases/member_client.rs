@@ -140,6 +140,22 @@ impl MemberClient {
         self.bounded(c.get("health", None)).await.map(|_| ())
     }
 
+    /// Removes the member named `name` (MemberList, then MemberRemove); false when there is no such
+    /// member.
+    pub async fn remove_member(&mut self, name: &str) -> Result<bool, MemberError> {
+        let Some(id) = self
+            .members()
+            .await?
+            .into_iter()
+            .find(|m| m.name == name)
+            .map(|m| m.id)
+        else {
+            return Ok(false);
+        };
+        let mut c = self.client.clone();
+        self.bounded(c.member_remove(id)).await.map(|_| true)
+    }
+
     pub async fn status(&mut self) -> Result<Status, MemberError> {
         let mut c = self.client.clone();
         let s = self.bounded(c.status()).await?;

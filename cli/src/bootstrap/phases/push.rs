@@ -356,7 +356,7 @@ pub(crate) fn control_plane_context(ctx: &Context, host: &str) -> tera::Context 
     super::external_etcd::insert_apiserver_context(ctx, &mut c);
     // A hash of the certificates each pod reads: renewed certificates change the manifest, so the
     // kubelet restarts the pod (`kiln certs renew`).
-    crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
+    crate::bootstrap::pki_hash::insert_pod_hashes(&mut c, &ctx.state_dir, host);
     // And of the binaries they run: a new binary restarts its pod (see binary_hash).
     super::binary_hash::insert_binary_hashes(ctx, &mut c);
     c
@@ -377,7 +377,7 @@ pub(crate) fn proxy_context(ctx: &Context, host: &str) -> tera::Context {
         "pod_cidr",
         &ctx.cluster.config.spec.networking.pod_cidr.to_string(),
     );
-    crate::certs::insert_pod_hashes(&mut c, &ctx.state_dir, host);
+    crate::bootstrap::pki_hash::insert_pod_hashes(&mut c, &ctx.state_dir, host);
     super::binary_hash::insert_binary_hashes(ctx, &mut c);
     c
 }

@@ -7,6 +7,7 @@
 //! controller-manager) therefore leaves it off; `kiln init`'s static pod turns it on, as kubeadm's
 //! kube-apiserver has it.
 
+pub mod context;
 pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod limit_ranger;
@@ -23,7 +24,7 @@ pub mod webhook;
 
 use serde_json::Value;
 
-use crate::handlers::{AppState, Target};
+use crate::admission::context::AdmissionContext;
 use crate::registry::lifecycle::{from_stored, name_suffix, to_stored};
 use crate::registry::networking::INGRESS_CLASSES;
 use crate::registry::priority_classes::PRIORITY_CLASSES;
@@ -31,6 +32,7 @@ use crate::registry::quotas::{LIMIT_RANGES, RESOURCE_QUOTAS};
 use crate::registry::resources::SERVICE_ACCOUNTS;
 use crate::registry::runtime_classes::RUNTIME_CLASSES;
 use crate::registry::storage_classes::STORAGE_CLASSES;
+use crate::request::Target;
 use crate::status::{qualified, ApiError};
 use node_restriction::Op;
 
@@ -135,12 +137,12 @@ pub fn forbidden(group: &str, resource: &str, name: &str, reason: &str) -> ApiEr
 
 /// NodeRestriction for a write by `target`'s requester (nothing to check for non-nodes).
 pub fn node_restriction(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     subresource: Option<&str>,
     op: Op<'_>,
 ) -> Result<(), ApiError> {
-    if !state.admission.node_restriction {
+    if !state.plugins.node_restriction {
         return Ok(());
     }
     let Some(node) = target
@@ -173,7 +175,7 @@ pub fn node_restriction(
 /// The mutating storage plugins for a create: DefaultStorageClass on claims,
 /// StorageObjectInUseProtection on claims and volumes.
 pub async fn storage_create(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     obj: &mut Value,
 ) -> Result<(), ApiError> {
@@ -181,7 +183,7 @@ pub async fn storage_create(
     if !spec.group.is_empty() || target.status {
         return Ok(());
     }
-    let plugins = state.admission;
+    let plugins = state.plugins;
     if plugins.default_storage_class
         && spec.plural == "persistentvolumeclaims"
         && !default_storage_class::has_class(obj)
@@ -203,7 +205,7 @@ pub async fn storage_create(
 /// The class plugins for a create: RuntimeClass and Priority on pods, DefaultIngressClass on
 /// Ingresses.
 pub async fn class_create(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     obj: &mut Value,
 ) -> Result<(), ApiError> {
@@ -211,7 +213,7 @@ pub async fn class_create(
     if target.status {
         return Ok(());
     }
-    let plugins = state.admission;
+    let plugins = state.plugins;
     if plugins.runtime_class && spec.group.is_empty() && spec.plural == "pods" {
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
         let refuse = |reason: String| {
@@ -224,7 +226,7 @@ pub async fn class_create(
                     .store
                     .get(&RUNTIME_CLASSES.key(None, &class_name))
                     .await
-                    .map_err(crate::handlers::crud::store_error)?
+                    .map_err(crate::storage_status::store_error)?
                 {
                     Some(v) => Some(from_stored(&v.value, v.mod_revision)?),
                     None => None,
@@ -250,7 +252,7 @@ pub async fn class_create(
                 .store
                 .get(&PRIORITY_CLASSES.key(None, &class_name))
                 .await
-                .map_err(crate::handlers::crud::store_error)?
+                .map_err(crate::storage_status::store_error)?
                 .map(|v| from_stored(&v.value, v.mod_revision))
                 .transpose()?,
             None => None,
@@ -281,7 +283,7 @@ pub async fn class_create(
 /// LimitRanger for a create: the namespace's LimitRange defaults on a pod's containers, then its
 /// bounds on the pod (or on a claim's storage request).
 pub async fn limits_create(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     obj: &mut Value,
 ) -> Result<(), ApiError> {
@@ -289,7 +291,7 @@ pub async fn limits_create(
     let (Some(ns), false, true) = (
         target.namespace.as_deref(),
         target.status,
-        state.admission.limit_ranger && spec.group.is_empty(),
+        state.plugins.limit_ranger && spec.group.is_empty(),
     ) else {
         return Ok(());
     };
@@ -327,7 +329,7 @@ const QUOTA_ATTEMPTS: usize = 8;
 /// ResourceQuota for a create (the last admission step): refuses what the namespace's quotas do
 /// not allow, and charges the rest to them (not for a dry run).
 pub async fn quota_create(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     obj: &Value,
     dry_run: bool,
@@ -336,7 +338,7 @@ pub async fn quota_create(
     let (Some(ns), false, true) = (
         target.namespace.as_deref(),
         target.status,
-        state.admission.resource_quota,
+        state.plugins.resource_quota,
     ) else {
         return Ok(());
     };
@@ -347,7 +349,7 @@ pub async fn quota_create(
             .store
             .list(&prefix)
             .await
-            .map_err(crate::handlers::crud::store_error)?;
+            .map_err(crate::storage_status::store_error)?;
         if items.is_empty() {
             return Ok(());
         }
@@ -390,7 +392,7 @@ pub async fn quota_create(
                     lost = true;
                     break;
                 }
-                Err(e) => return Err(crate::handlers::crud::store_error(e)),
+                Err(e) => return Err(crate::storage_status::store_error(e)),
             }
         }
         if !lost {
@@ -409,13 +411,13 @@ pub async fn quota_create(
 
 /// PersistentVolumeClaimResize for an update of a claim (after the strategy's validation).
 pub async fn storage_update(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     old: &Value,
     new: &Value,
 ) -> Result<(), ApiError> {
     let spec = target.spec;
-    if !state.admission.pvc_resize
+    if !state.plugins.pvc_resize
         || !spec.group.is_empty()
         || spec.plural != "persistentvolumeclaims"
         || target.status
@@ -432,7 +434,7 @@ pub async fn storage_update(
             .store
             .get(&STORAGE_CLASSES.key(None, class_name))
             .await
-            .map_err(crate::handlers::crud::store_error)?
+            .map_err(crate::storage_status::store_error)?
         {
             Some(v) => Some(from_stored(&v.value, v.mod_revision)?),
             None => None,
@@ -444,12 +446,12 @@ pub async fn storage_update(
     })
 }
 
-async fn list_values(state: &AppState, prefix: &str) -> Result<Vec<Value>, ApiError> {
+async fn list_values(state: &AdmissionContext<'_>, prefix: &str) -> Result<Vec<Value>, ApiError> {
     let (items, _) = state
         .store
         .list(prefix)
         .await
-        .map_err(crate::handlers::crud::store_error)?;
+        .map_err(crate::storage_status::store_error)?;
     items
         .iter()
         .map(|i| from_stored(&i.value, i.mod_revision))
@@ -463,12 +465,12 @@ const LOOKUP_PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// ServiceAccount admission for a pod being created (mutates it).
 pub async fn service_account(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     pod: &mut Value,
 ) -> Result<(), ApiError> {
     let spec = target.spec;
-    if !state.admission.service_account
+    if !state.plugins.service_account
         || !spec.group.is_empty()
         || spec.plural != "pods"
         || service_account::is_mirror(pod)
@@ -494,7 +496,7 @@ pub async fn service_account(
             .store
             .get(&key)
             .await
-            .map_err(crate::handlers::crud::store_error)?;
+            .map_err(crate::storage_status::store_error)?;
         if found.is_some() {
             break;
         }
@@ -509,7 +511,7 @@ pub async fn service_account(
         ));
     };
     let sa = from_stored(&found.value, found.mod_revision)?;
-    if state.admission.mount_tokens && service_account::should_automount(pod, &sa) {
+    if state.plugins.mount_tokens && service_account::should_automount(pod, &sa) {
         service_account::mount_token(pod, &name_suffix());
     }
     service_account::copy_image_pull_secrets(pod, &sa);

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use super::resolve::{resolve, Resolution};
 use super::{client, headers, Aggregator, Backend};
 use crate::auth::Identity;
-use crate::handlers::path::ApiPath;
-use crate::handlers::AppState;
+use crate::request_path::ApiPath;
+use crate::storage::Store;
 
 /// Upstream's proxy errors are plain text (`http.Error`), which kubectl reports as
 /// `ServiceUnavailable`.
@@ -40,7 +40,7 @@ fn user_and_groups(who: &Identity) -> (String, Vec<String>) {
 
 /// The APIService behind a `/apis/<group>/<version>` discovery path, if another server serves it.
 pub fn group_version_backend(aggregator: &Aggregator, path: &str) -> Option<Backend> {
-    match crate::handlers::path::parse(path)? {
+    match crate::request_path::parse(path)? {
         ApiPath::GroupVersion { group, version } if !group.is_empty() => {
             aggregator.route(&group, &version)
         }
@@ -48,8 +48,13 @@ pub fn group_version_backend(aggregator: &Aggregator, path: &str) -> Option<Back
     }
 }
 
-pub async fn serve(state: &AppState, backend: Backend, who: &Identity, req: Request) -> Response {
-    let (store, aggregator) = (&state.store, &state.aggregator);
+pub async fn serve(
+    store: &Store,
+    aggregator: &Aggregator,
+    backend: Backend,
+    who: &Identity,
+    req: Request,
+) -> Response {
     if !backend.available {
         return unavailable("service unavailable");
     }

@@ -28,7 +28,7 @@ use super::event::{strip_managed_fields, Event, ObjectRef, ResponseStatus, UserI
 use super::policy::{Attributes, Level, ResourceAttributes, Stage};
 use super::Auditor;
 use crate::auth::Identity;
-use crate::handlers::path::{self, ApiPath};
+use crate::request_path::{self, ApiPath};
 
 /// Upstream's `Audit-ID` header (request and response).
 pub const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
@@ -187,17 +187,18 @@ impl Context {
 
     /// Evaluates the policy for `user` (None: failed authentication) and, above None, makes the
     /// event. None: level None; else the request's resource path (None for a non-resource URL).
-    fn start(&mut self, user: Option<(&str, &[String])>) -> Option<Option<path::ResourcePath>> {
+    fn start(
+        &mut self,
+        user: Option<(&str, &[String])>,
+    ) -> Option<Option<request_path::ResourcePath>> {
         let auditor = self.auditor.clone()?;
-        let rp = match path::parse(&self.path) {
+        let rp = match request_path::parse(&self.path) {
             Some(ApiPath::Resource(rp)) => Some(rp),
             _ => None,
         };
         let verb = match &rp {
-            Some(rp) => {
-                crate::handlers::upstream_verb(&self.method, rp.name.is_some(), &self.query)
-                    .to_string()
-            }
+            Some(rp) => crate::request::upstream_verb(&self.method, rp.name.is_some(), &self.query)
+                .to_string(),
             None => self.method.as_str().to_ascii_lowercase(),
         };
         let attrs = Attributes {
@@ -489,7 +490,7 @@ pub async fn begin(req: &mut Request) -> Result<(), Response> {
         return Ok(());
     }
     let body = std::mem::take(req.body_mut());
-    let bytes = axum::body::to_bytes(body, crate::handlers::MAX_BODY)
+    let bytes = axum::body::to_bytes(body, crate::request_body::MAX_BODY)
         .await
         .map_err(|_| crate::status::ApiError::too_large().into_response())?;
     if let Some(obj) = decode_body(req.headers(), &bytes) {
@@ -507,7 +508,7 @@ fn decode_body(headers: &HeaderMap, bytes: &[u8]) -> Option<Value> {
     if let Ok(v) = serde_json::from_slice(bytes) {
         return Some(v);
     }
-    crate::handlers::parse_body(headers, bytes)
+    crate::request_body::parse_body(headers, bytes)
         .ok()
         .or_else(|| serde_norway::from_slice(bytes).ok())
 }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::{CustomResource, CustomScale, PrinterColumn};
+use crate::custom_resource::{CustomResource, CustomScale, PrinterColumn};
 use crate::registry::strategy::{ScaleSpec, SelectableField, ALL_VERBS};
 use crate::registry::ResourceSpec;
 
@@ -206,7 +206,7 @@ fn version_spec(
             .then(|| spec["conversion"]["webhook"].clone()),
         has_defaults: v["schema"]
             .get("openAPIV3Schema")
-            .is_some_and(super::defaulting::declares_defaults),
+            .is_some_and(crate::custom_resource::defaulting::declares_defaults),
     };
     let fields: Vec<SelectableField> = v["selectableFields"]
         .as_array()

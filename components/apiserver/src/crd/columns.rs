@@ -4,7 +4,7 @@
 use jsonpath_rust::JsonPath;
 use serde_json::{json, Value};
 
-use super::{CustomResource, PrinterColumn};
+use crate::custom_resource::{CustomResource, PrinterColumn};
 
 /// `columnDefinitions[]` for the CR's Table.
 pub fn definitions(cr: &CustomResource) -> Vec<Value> {

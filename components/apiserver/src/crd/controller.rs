@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::names::{self, Condition};
-use super::{build, cleanup, CLEANUP_FINALIZER};
+use super::{build, cleanup};
+use crate::custom_resource::CLEANUP_FINALIZER;
 use crate::registry::apiextensions::CUSTOM_RESOURCE_DEFINITIONS;
 use crate::registry::lifecycle::{from_stored, now_rfc3339, to_stored};
 use crate::registry::Registry;

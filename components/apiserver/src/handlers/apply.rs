@@ -12,13 +12,14 @@ use super::crud::{
     create_object, field_validation, guaranteed_update, read, required_name, scope, MAX_ATTEMPTS,
 };
 use super::duplicate_fields;
-use super::{json_response, AppState, Requester, Target};
 use crate::fieldmanager::{self, FieldManagerError, Writer};
 use crate::registry::lifecycle::{
     duplicate_field_message, now_rfc3339, unknown_fields_of, FieldValidation,
 };
 use crate::registry::ResourceSpec;
-use crate::status::{ApiError, Cause};
+use crate::request::{Requester, Target};
+use crate::state::AppState;
+use crate::status::{json_response, ApiError, Cause};
 
 pub const CONTENT_TYPE: &str = "application/apply-patch+yaml";
 

@@ -8,7 +8,6 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::table::{self, Include};
-use super::{json_response, parse_json, AppState, Target};
 use crate::admission::node_restriction::Op;
 use crate::fieldmanager::{self, Writer};
 use crate::patch::{self, PatchType};
@@ -19,8 +18,12 @@ use crate::registry::lifecycle::{
 use crate::registry::resources::NAMESPACES;
 use crate::registry::strategy::Reservation;
 use crate::registry::ResourceSpec;
-use crate::status::{ApiError, Cause};
+use crate::request::Target;
+use crate::request_body::parse_json;
+use crate::state::AppState;
+use crate::status::{json_response, ApiError, Cause};
 use crate::storage::{StoreError, Versioned};
+use crate::storage_status::store_error;
 
 /// Attempts for writes that retry on a lost compare-and-swap (no client precondition).
 pub(super) const MAX_ATTEMPTS: usize = 16;
@@ -70,13 +73,6 @@ pub(super) fn taken_error(spec: &ResourceSpec, obj: &Value, key: &str) -> ApiErr
             vec![Cause::invalid_raw(&r.field, &r.rendered, &r.detail)],
         ),
         None => ApiError::conflict(spec.group, spec.plural, name_of(obj)),
-    }
-}
-
-pub fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::Etcd(e) => ApiError::unavailable(format!("storage unavailable: {e}")),
-        other => ApiError::internal(other.to_string()),
     }
 }
 
@@ -220,13 +216,15 @@ pub(super) async fn create_object(
             }
         }
     }
-    crate::admission::service_account(state, target, &mut obj).await?;
-    crate::admission::storage_create(state, target, &mut obj).await?;
-    crate::admission::class_create(state, target, &mut obj).await?;
-    crate::admission::limits_create(state, target, &mut obj).await?;
-    crate::admission::node_restriction(state, target, None, Op::Create(&obj))?;
-    crate::admission::webhook::admit_create(state, target, query, &mut obj).await?;
-    crate::admission::quota_create(state, target, &obj, is_dry_run(query)).await?;
+    crate::admission::service_account(&state.admission_context(), target, &mut obj).await?;
+    crate::admission::storage_create(&state.admission_context(), target, &mut obj).await?;
+    crate::admission::class_create(&state.admission_context(), target, &mut obj).await?;
+    crate::admission::limits_create(&state.admission_context(), target, &mut obj).await?;
+    crate::admission::node_restriction(&state.admission_context(), target, None, Op::Create(&obj))?;
+    crate::admission::webhook::admit_create(&state.admission_context(), target, query, &mut obj)
+        .await?;
+    crate::admission::quota_create(&state.admission_context(), target, &obj, is_dry_run(query))
+        .await?;
     state
         .allocator
         .prepare(&state.store, spec, &mut obj, None)
@@ -283,7 +281,7 @@ pub(super) async fn serve_part(
     match verb {
         "get" => Ok(read(state, target, required_name(target)?).await?.0),
         "update" => {
-            let incoming = super::parse_body(headers, body)?;
+            let incoming = crate::request_body::parse_body(headers, body)?;
             guaranteed_update(state, target, scope, query, |old| build(old, &incoming)).await
         }
         "patch" => {
@@ -368,7 +366,7 @@ pub(super) async fn guaranteed_update(
             return Ok(old);
         }
         crate::admission::node_restriction(
-            state,
+            &state.admission_context(),
             target,
             None,
             Op::Update {
@@ -376,8 +374,15 @@ pub(super) async fn guaranteed_update(
                 new: &new,
             },
         )?;
-        crate::admission::storage_update(state, target, &old, &new).await?;
-        crate::admission::webhook::admit_update(state, target, query, &old, &mut new).await?;
+        crate::admission::storage_update(&state.admission_context(), target, &old, &new).await?;
+        crate::admission::webhook::admit_update(
+            &state.admission_context(),
+            target,
+            query,
+            &old,
+            &mut new,
+        )
+        .await?;
         let (api_version, now) = (spec.api_version(), now_rfc3339());
         if let Some(w) = writer(target, &api_version, &now) {
             fieldmanager::track_update(Some(&old), &mut new, &w);

@@ -13,14 +13,16 @@ use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::crud::{is_dry_run, read, required_name, store_error, MAX_ATTEMPTS};
+use super::crud::{is_dry_run, read, required_name, MAX_ATTEMPTS};
 use super::list::{list_objects, Selectors};
-use super::{json_response, AppState, Target};
 use crate::admission::node_restriction::Op;
 use crate::registry::lifecycle::{name_of, now_rfc3339, to_stored};
 use crate::registry::ResourceSpec;
-use crate::status::{ApiError, Cause};
+use crate::request::Target;
+use crate::state::AppState;
+use crate::status::{json_response, ApiError, Cause};
 use crate::storage::StoreError;
+use crate::storage_status::store_error;
 
 /// DeleteOptions from the body (may be empty) and the query.
 pub(super) struct DeleteOptions {
@@ -34,7 +36,7 @@ fn delete_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         Ok(json!({}))
     } else {
-        super::parse_body(headers, body)
+        crate::request_body::parse_body(headers, body)
     }
 }
 
@@ -383,7 +385,12 @@ pub(super) async fn delete_propagating(
     let spec = target.spec;
     for _ in 0..MAX_ATTEMPTS {
         let (mut obj, rev) = read(state, target, name).await?;
-        crate::admission::node_restriction(state, target, None, Op::Delete(&obj))?;
+        crate::admission::node_restriction(
+            &state.admission_context(),
+            target,
+            None,
+            Op::Delete(&obj),
+        )?;
         if let Some(uid) = &opts.uid {
             let current = obj["metadata"]["uid"].as_str().unwrap_or("");
             if uid != current {
@@ -397,7 +404,8 @@ pub(super) async fn delete_propagating(
                     "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified")));
             }
         }
-        crate::admission::webhook::admit_delete(state, target, query, &obj).await?;
+        crate::admission::webhook::admit_delete(&state.admission_context(), target, query, &obj)
+            .await?;
         if spec.terminating && obj["metadata"]["deletionTimestamp"].is_string() {
             // A Terminating namespace: the cleanup pass (`namespaces.rs`) finishes it.
             return Ok(obj);

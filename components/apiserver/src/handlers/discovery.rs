@@ -5,10 +5,10 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::path::ApiPath;
-use super::{ok_json, AppState};
 use crate::registry::ResourceSpec;
-use crate::status::ApiError;
+use crate::request_path::ApiPath;
+use crate::state::AppState;
+use crate::status::{ok_json, ApiError};
 
 /// The Kubernetes version this server speaks (k8s-openapi's `v1_33` types).
 pub use kiln_common::version::{KUBE_MAJOR, KUBE_MINOR};

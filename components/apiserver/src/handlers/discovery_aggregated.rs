@@ -7,8 +7,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::path::ApiPath;
 use crate::registry::{Registry, ResourceSpec};
+use crate::request_path::ApiPath;
 
 /// The apidiscovery.k8s.io version a client accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

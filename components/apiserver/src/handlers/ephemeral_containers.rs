@@ -11,9 +11,10 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::pod_part::serve_pod_part;
-use super::{AppState, Target};
 use crate::registry::defaults::pod_spec_defaults;
 use crate::registry::resources::PODS_EPHEMERAL_CONTAINERS;
+use crate::request::Target;
+use crate::state::AppState;
 use crate::status::ApiError;
 
 /// The stored pod with `incoming`'s ephemeral containers (and its resourceVersion as the

@@ -17,7 +17,6 @@ use super::crud::{guaranteed_update, read, required_name};
 use super::delete::{delete_object, DeleteOptions};
 use super::list::{list_objects, Selectors};
 use super::subresources::success;
-use super::{json_response, AppState, Requester, Target};
 use crate::registry::lifecycle::{now_rfc3339, UpdateScope};
 use crate::registry::policy::eviction::{
     can_ignore_budgets, check_and_decrement, check_budgets, matching_budgets,
@@ -25,7 +24,9 @@ use crate::registry::policy::eviction::{
     EvictionError,
 };
 use crate::registry::policy::PODDISRUPTIONBUDGETS;
-use crate::status::ApiError;
+use crate::request::{Requester, Target};
+use crate::state::AppState;
+use crate::status::{json_response, ApiError};
 
 /// Upstream's EvictionsRetry: 20 steps, 500 ms apart with 10 % jitter. Each step here is a whole
 /// guaranteed-update loop, which already retries a lost compare-and-swap at once.
@@ -119,7 +120,7 @@ async fn evict_inner(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let eviction = super::parse_body(headers, body)?;
+    let eviction = crate::request_body::parse_body(headers, body)?;
     let name = required_name(target)?;
     if eviction["metadata"]["name"].as_str().unwrap_or("") != name {
         return Err(ApiError::bad_request(
@@ -157,7 +158,7 @@ async fn evict_inner(
     let (pod, rev) = loop {
         let (pod, rev) = read(state, target, name).await?;
         crate::admission::node_restriction(
-            state,
+            &state.admission_context(),
             target,
             Some("eviction"),
             crate::admission::node_restriction::Op::Create(&pod),

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 
-use super::Shared;
+use crate::state::Shared;
 
 const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 

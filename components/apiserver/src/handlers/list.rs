@@ -7,14 +7,16 @@ use axum::response::Response;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::crud::store_error;
+use super::stored;
 use super::table::{self, Include};
-use super::{bytes_response, stored, AppState, Target};
 use crate::registry::lifecycle::from_stored;
 use crate::registry::ResourceSpec;
+use crate::request::Target;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::status::ApiError;
+use crate::state::AppState;
+use crate::status::{bytes_response, ApiError};
 use crate::storage::{StoreError, Versioned};
+use crate::storage_status::store_error;
 
 pub struct Selectors {
     pub labels: LabelSelector,

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::request::flag;
 use crate::status::{ApiError, Cause};
 
 const NOT_OLDER_THAN: &str = "NotOlderThan";
@@ -14,12 +15,6 @@ const EXACT: &str = "Exact";
 pub struct WatchList {
     /// `sendInitialEvents`: None when absent.
     pub send_initial_events: Option<bool>,
-}
-
-pub(crate) fn flag(v: &str) -> bool {
-    // Upstream's query decoder (Convert_Slice_string_To_bool): a present parameter is true unless it is
-    // "0" or "false" in any case. Clients rely on it: the Python client sends `watch=True`.
-    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 /// Validates the options of a list (`watch` false) or a watch; Ok carries the watch-list request.
@@ -165,15 +160,5 @@ mod tests {
         )
         .unwrap()
         .contains(r#"resourceVersionMatch "exact" is forbidden for resourceVersion "0""#));
-    }
-
-    #[test]
-    fn a_present_flag_is_true_unless_zero_or_false() {
-        for v in ["true", "True", "1", "t", "yes", ""] {
-            assert!(flag(v), "{v:?}");
-        }
-        for v in ["false", "False", "FALSE", "0"] {
-            assert!(!flag(v), "{v:?}");
-        }
     }
 }

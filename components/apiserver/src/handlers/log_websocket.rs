@@ -19,7 +19,9 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use super::{proxy, AppState, Target};
+use super::proxy;
+use crate::request::Target;
+use crate::state::AppState;
 use crate::status::ApiError;
 
 /// The reader protocols upstream serves (NewDefaultReaderProtocols): name → binary frames.
@@ -81,7 +83,7 @@ pub async fn serve(
     let mut out = Response::new(Body::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let protocol = (!protocol.is_empty()).then_some(protocol);
-    super::websocket_accept::accept_headers(req.headers(), protocol, out.headers_mut())?;
+    crate::websocket_accept::accept_headers(req.headers(), protocol, out.headers_mut())?;
     let logs = proxy::log(state, target, query).await?;
     if !logs.status().is_success() {
         return Ok(logs);

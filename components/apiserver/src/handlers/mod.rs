@@ -13,13 +13,13 @@ pub mod health;
 pub mod list;
 pub mod list_options;
 pub mod log_websocket;
+pub mod metrics_layer;
 pub mod namespaces;
 pub mod oidc;
 pub mod openapi;
 pub mod openapi_schemas;
 pub mod openapi_v2_proto;
 pub mod partial_metadata;
-pub mod path;
 pub mod pod_part;
 pub mod pod_resize;
 pub mod portforward;
@@ -30,75 +30,23 @@ pub mod stored;
 pub mod subresources;
 pub mod table;
 pub mod watch;
-pub(crate) mod websocket_accept;
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::Value;
 
 use crate::auth::{Attributes, Identity};
-use crate::metrics::Metrics;
-use crate::registry::{Registry, ResourceSpec};
-use crate::status::ApiError;
-use crate::storage::Store;
-use path::{ApiPath, ResourcePath};
-
-/// Upstream's request body limit (3 MiB); larger bodies get 413.
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
-
-pub struct AppState {
-    pub store: Store,
-    pub registry: Registry,
-    pub metrics: Metrics,
-    /// `host:port` clients should use, for /api's serverAddressByClientCIDRs.
-    pub advertise: String,
-    pub bookmark_interval: Duration,
-    pub allocator: crate::allocator::ServiceAllocator,
-    pub authorizer: crate::rbac::Authorizer,
-    pub tokens: crate::tokens::TokenAuthenticator,
-    pub kubelet: crate::kubelet_client::KubeletClient,
-    /// Namespaces that just became Terminating, for the cleanup worker (`namespaces.rs`).
-    pub terminating: tokio::sync::mpsc::UnboundedSender<String>,
-    pub admission: crate::admission::Plugins,
-    /// PodSecurity's switch, defaults and exemptions (`--admission-control-config-file`).
-    pub pod_security: crate::admission::pod_security::PodSecurity,
-    /// Seats for requests in flight (429 beyond them).
-    pub limits: crate::flowcontrol::limiter::Limits,
-    /// Admission webhook configurations, kept current by a store watch.
-    pub webhooks: crate::admission::webhook::Webhooks,
-    /// Service-backed APIServices (the aggregation layer), kept current by its controller.
-    pub aggregator: crate::aggregator::Aggregator,
-    /// The kubelets' summaries behind metrics.k8s.io (`resource_metrics`).
-    pub resource_metrics: crate::resource_metrics::Cache,
-}
-
-pub type Shared = Arc<AppState>;
-
-pub fn json_response(code: StatusCode, value: &Value) -> Response {
-    bytes_response(code, serde_json::to_vec(value).unwrap_or_default())
-}
-
-/// An already serialised JSON body.
-pub fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
-    (
-        code,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
-}
-
-pub fn ok_json(value: &Value) -> Response {
-    json_response(StatusCode::OK, value)
-}
+use crate::request::{upstream_verb, Requester, Target};
+use crate::request_body::{parse_body, MAX_BODY};
+use crate::request_path::{self, ApiPath, ResourcePath};
+use crate::state::Shared;
+use crate::status::{ok_json, ApiError};
 
 pub fn router(state: Shared) -> Router {
     Router::new()
@@ -118,7 +66,7 @@ pub fn router(state: Shared) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::metrics::record,
+            metrics_layer::record,
         ))
         .with_state(state)
 }
@@ -157,7 +105,7 @@ async fn authenticate_and_authorize_paths(
                     req.extensions_mut().insert(Identity::User(user));
                 }
                 Ok(None) => return ApiError::unauthorized().into_response(),
-                Err(e) => return crud::store_error(e).into_response(),
+                Err(e) => return crate::storage_status::store_error(e).into_response(),
             }
         }
     }
@@ -179,7 +127,7 @@ async fn authenticate_and_authorize_paths(
     }
     let who = identity(&req);
     let path = req.uri().path().to_string();
-    let is_resource = matches!(path::parse(&path), Some(ApiPath::Resource(_)));
+    let is_resource = matches!(request_path::parse(&path), Some(ApiPath::Resource(_)));
     if !is_resource {
         let verb = req.method().as_str().to_ascii_lowercase();
         let attrs = Attributes::NonResource {
@@ -203,49 +151,6 @@ async fn authenticate_and_authorize_paths(
     next.run(req).await
 }
 
-/// The parsed, authorized request a generic handler serves.
-pub struct Target {
-    pub spec: &'static ResourceSpec,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub status: bool,
-    /// Who asked: admission checks the user, managedFields record the manager. Empty for the
-    /// server's own writes.
-    pub requester: Requester,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Requester {
-    pub user: Option<crate::auth::User>,
-    /// `fieldManager`, else the User-Agent's program name; None = not recorded.
-    pub manager: Option<String>,
-}
-
-impl Target {
-    pub fn key(&self, name: &str) -> String {
-        self.spec.key(self.namespace.as_deref(), name)
-    }
-}
-
-pub(crate) fn upstream_verb(
-    method: &Method,
-    has_name: bool,
-    query: &HashMap<String, String>,
-) -> &'static str {
-    let watch = query.get("watch").is_some_and(|v| list_options::flag(v));
-    match *method {
-        Method::GET | Method::HEAD if watch => "watch",
-        Method::GET | Method::HEAD if has_name => "get",
-        Method::GET | Method::HEAD => "list",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if has_name => "delete",
-        Method::DELETE => "deletecollection",
-        _ => "unknown",
-    }
-}
-
 async fn serve(State(state): State<Shared>, req: Request) -> Response {
     match serve_inner(state, req).await {
         Ok(resp) => resp,
@@ -262,9 +167,16 @@ async fn serve_inner(state: Shared, req: Request) -> Result<Response, ApiError> 
     if let Some(backend) = crate::aggregator::proxy::group_version_backend(&state.aggregator, &path)
     {
         let who = identity(&req);
-        return Ok(crate::aggregator::proxy::serve(&state, backend, &who, req).await);
+        return Ok(crate::aggregator::proxy::serve(
+            &state.store,
+            &state.aggregator,
+            backend,
+            &who,
+            req,
+        )
+        .await);
     }
-    match path::parse(&path) {
+    match request_path::parse(&path) {
         Some(ApiPath::Resource(rp)) => serve_resource(state, req, rp, query).await,
         Some(other) => discovery::serve(&state, &other, req.headers()),
         None if path == "/version" || path == "/version/" => Ok(ok_json(&discovery::version())),
@@ -280,30 +192,6 @@ async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, MAX_BODY)
         .await
         .map_err(|_| ApiError::too_large())
-}
-
-pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
-}
-
-/// A create/update body as JSON, from JSON, YAML or Kubernetes protobuf (what client-go's typed
-/// clientsets send, e.g. `kubectl create namespace`).
-pub fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
-    let content_type = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    match content_type.split(';').next().unwrap_or("").trim() {
-        "" | "application/json" | "*/*" => parse_json(bytes),
-        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_norway::from_slice(bytes)
-            .map_err(|e| {
-                ApiError::bad_request(format!("error decoding request body as YAML: {e}"))
-            }),
-        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode_body(bytes)
-            .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}"))),
-        _ => Err(ApiError::unsupported_media_type(content_type)),
-    }
 }
 
 /// Upstream's negotiation NotAcceptable: the Accept header asks for a representation (here a
@@ -381,7 +269,14 @@ async fn serve_resource(
     // A group/version another server serves (an APIService with a service): proxied, once
     // kiln has authenticated and authorized the request, as upstream's aggregator does.
     if let Some(backend) = state.aggregator.route(&rp.group, &rp.version) {
-        return Ok(crate::aggregator::proxy::serve(&state, backend, &who, req).await);
+        return Ok(crate::aggregator::proxy::serve(
+            &state.store,
+            &state.aggregator,
+            backend,
+            &who,
+            req,
+        )
+        .await);
     }
     let spec = state
         .registry
@@ -408,8 +303,17 @@ async fn serve_resource(
     if !spec.namespaced && rp.namespace.is_some() {
         return Err(ApiError::path_not_found());
     }
-    if spec.group == crate::resource_metrics::GROUP {
-        return crate::resource_metrics::serve(&state, spec, &rp, verb, &query).await;
+    if spec.group == crate::registry::metrics_api::GROUP {
+        return crate::resource_metrics::serve(
+            &state.store,
+            &state.kubelet,
+            &state.resource_metrics,
+            spec,
+            &rp,
+            verb,
+            &query,
+        )
+        .await;
     }
     if let (Some("proxy"), Some(name), Some(kind)) = (
         rp.subresource.as_deref(),

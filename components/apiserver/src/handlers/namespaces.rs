@@ -9,9 +9,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::delete::{delete_object, DeleteOptions};
-use super::{Shared, Target};
 use crate::registry::lifecycle::from_stored;
 use crate::registry::resources::NAMESPACES;
+use crate::request::Target;
+use crate::state::Shared;
 use crate::status::ApiError;
 
 /// Pause between passes while objects are still going (e.g. pods waiting for their kubelet).
@@ -73,7 +74,7 @@ async fn terminating_namespaces(state: &Shared) -> Result<Vec<String>, ApiError>
         .store
         .list(&NAMESPACES.key_prefix(None))
         .await
-        .map_err(super::crud::store_error)?;
+        .map_err(crate::storage_status::store_error)?;
     let mut out = Vec::new();
     for item in items {
         let obj = from_stored(&item.value, item.mod_revision)?;
@@ -100,7 +101,7 @@ async fn finalize(state: &Shared, ns: &str) -> Result<bool, ApiError> {
             .store
             .list(&spec.key_prefix(Some(ns)))
             .await
-            .map_err(super::crud::store_error)?;
+            .map_err(crate::storage_status::store_error)?;
         for item in items {
             let obj = from_stored(&item.value, item.mod_revision)?;
             remaining += 1;
@@ -128,7 +129,7 @@ async fn finalize(state: &Shared, ns: &str) -> Result<bool, ApiError> {
         .store
         .get(&key)
         .await
-        .map_err(super::crud::store_error)?
+        .map_err(crate::storage_status::store_error)?
     else {
         return Ok(true);
     };
@@ -143,6 +144,6 @@ async fn finalize(state: &Shared, ns: &str) -> Result<bool, ApiError> {
         Ok(_) => Ok(true),
         Err(crate::storage::StoreError::NotFound) => Ok(true),
         Err(crate::storage::StoreError::Conflict) => Ok(false),
-        Err(e) => Err(super::crud::store_error(e)),
+        Err(e) => Err(crate::storage_status::store_error(e)),
     }
 }

@@ -7,7 +7,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::AppState;
+use crate::state::AppState;
 use crate::status::ApiError;
 
 pub const CONFIGURATION: &str = "/.well-known/openid-configuration";

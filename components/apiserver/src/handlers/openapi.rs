@@ -11,9 +11,9 @@ use sha2::{Digest, Sha256};
 use super::discovery::{KUBE_MAJOR, KUBE_MINOR};
 use super::openapi_schemas::{definitions, Flavor};
 use super::openapi_v2_proto;
-use super::{ok_json, AppState};
 use crate::registry::ResourceSpec;
-use crate::status::ApiError;
+use crate::state::AppState;
+use crate::status::{ok_json, ApiError};
 
 /// `api/v1` or `apis/<group>/<version>`: the OpenAPI v3 index key of a group-version.
 fn gv_path(spec: &ResourceSpec) -> String {

@@ -9,10 +9,11 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::crud::serve_part;
-use super::{ok_json, AppState, Target};
 use crate::registry::lifecycle::UpdateScope;
 use crate::registry::ResourceSpec;
-use crate::status::ApiError;
+use crate::request::Target;
+use crate::state::AppState;
+use crate::status::{ok_json, ApiError};
 
 /// `spec`: the pod kind with the subresource's update rule; `take(stored, incoming)`: the pod to
 /// write.

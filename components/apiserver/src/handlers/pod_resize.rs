@@ -10,10 +10,11 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::pod_part::serve_pod_part;
-use super::{AppState, Target};
 use crate::registry::defaults::pod_spec_defaults;
 use crate::registry::pod_resize::with_resize;
 use crate::registry::resources::PODS_RESIZE;
+use crate::request::Target;
+use crate::state::AppState;
 use crate::status::ApiError;
 
 /// The stored pod with `incoming`'s container resources (and its resourceVersion as the

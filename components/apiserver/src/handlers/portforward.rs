@@ -28,8 +28,9 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::crud::read;
 use super::proxy::{copy_upgrade_headers, encode, kubelet_error, kubelet_of};
-use super::{AppState, Target};
 use crate::admission::webhook::connect;
+use crate::request::Target;
+use crate::state::AppState;
 use crate::status::ApiError;
 
 /// The WebSocket subprotocol prefix of a SPDY tunnel (upstream's WebsocketsSPDYTunnelingPrefix).
@@ -87,7 +88,7 @@ pub async fn serve(
         .map(|axum::extract::Query(p)| p)
         .unwrap_or_default();
     if let Some(options) = connect::options_object("portforward", &pairs) {
-        connect::admit_connect(state, target, "portforward", options).await?;
+        connect::admit_connect(&state.admission_context(), target, "portforward", options).await?;
     }
     let uri = format!(
         "/portForward/{}/{}?{}",
@@ -191,7 +192,7 @@ fn websocket_accept(
         .map(str::trim)
         .filter(|p| !p.is_empty());
     let protocol = chosen.map(|p| format!("{TUNNEL_PREFIX}{p}"));
-    super::websocket_accept::accept_headers(request, protocol.as_deref(), out)
+    crate::websocket_accept::accept_headers(request, protocol.as_deref(), out)
 }
 
 /// Copies SPDY bytes between the client's WebSocket (each binary message a piece of the stream)

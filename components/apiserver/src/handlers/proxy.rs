@@ -14,10 +14,11 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::crud::read;
-use super::{AppState, Target};
 use crate::admission::webhook::connect;
 use crate::kubelet_client::kubelet_address;
 use crate::registry::resources::NODES;
+use crate::request::Target;
+use crate::state::AppState;
 use crate::status::ApiError;
 
 /// Query parameters of PodLogOptions the kubelet understands.
@@ -190,7 +191,7 @@ pub async fn exec(
         .map(|axum::extract::Query(p)| p)
         .unwrap_or_default();
     if let Some(options) = connect::options_object(subresource, &pairs) {
-        connect::admit_connect(state, target, subresource, options).await?;
+        connect::admit_connect(&state.admission_context(), target, subresource, options).await?;
     }
     let uri = format!(
         "/{subresource}/{}/{}/{}?{raw_query}",
@@ -200,7 +201,14 @@ pub async fn exec(
     );
     // kubectl ≥ 1.30's WebSocket v5: ended here and spoken to the kubelet as SPDY.
     if crate::stream_translator::wants_translation(req.headers()) {
-        return crate::stream_translator::serve(state, addr, uri, &pairs, req);
+        return crate::stream_translator::serve(
+            &state.kubelet,
+            state.metrics.stream_translator(),
+            addr,
+            uri,
+            &pairs,
+            req,
+        );
     }
     let client_upgrade = hyper::upgrade::on(&mut req);
     let mut upstream = http::Request::builder()

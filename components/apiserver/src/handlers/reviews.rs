@@ -8,11 +8,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::{json_response, AppState};
 use crate::auth::{Attributes, Identity, User};
 use crate::registry::lifecycle::check_identity;
 use crate::registry::ResourceSpec;
-use crate::status::ApiError;
+use crate::state::AppState;
+use crate::status::{json_response, ApiError};
 
 fn text<'a>(v: &'a Value, field: &str) -> &'a str {
     v[field].as_str().unwrap_or("")
@@ -119,7 +119,7 @@ async fn token_review(state: &AppState, spec: &Value) -> Result<Value, ApiError>
         .tokens
         .review(token, &audiences)
         .await
-        .map_err(super::crud::store_error)?;
+        .map_err(crate::storage_status::store_error)?;
     Ok(match reviewed {
         Some(r) => {
             let mut user = json!({"username": r.user.name, "groups": r.user.groups});

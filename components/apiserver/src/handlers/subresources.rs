@@ -11,13 +11,14 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::crud::{guaranteed_update, patch_request, read, required_name};
-use super::{json_response, ok_json, AppState, Target};
 use crate::patch;
 use crate::registry::lifecycle::{now_rfc3339, UpdateScope};
 use crate::registry::strategy::ScaleSpec;
 use crate::registry::ResourceSpec;
+use crate::request::Target;
 use crate::selectors::label_selector_string;
-use crate::status::ApiError;
+use crate::state::AppState;
+use crate::status::{json_response, ok_json, ApiError};
 
 /// The Scale view of a scalable object.
 pub fn to_scale(spec: &ResourceSpec, obj: &Value) -> Value {
@@ -124,7 +125,7 @@ pub async fn scale(
     let obj = match verb {
         "get" => read(state, target, required_name(target)?).await?.0,
         "update" => {
-            let scale = super::parse_body(headers, body)?;
+            let scale = crate::request_body::parse_body(headers, body)?;
             guaranteed_update(state, target, UpdateScope::Main, query, |old| {
                 from_scale(spec, old, &scale)
             })
@@ -166,7 +167,7 @@ pub async fn binding(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let binding = super::parse_body(headers, body)?;
+    let binding = crate::request_body::parse_body(headers, body)?;
     let name = required_name(target)?;
     if let Some(n) = binding["metadata"]["name"].as_str() {
         if !n.is_empty() && n != name {
@@ -294,7 +295,7 @@ async fn node_uid(state: &AppState, node: &str) -> Result<Option<String>, ApiErr
         .store
         .get(&key)
         .await
-        .map_err(super::crud::store_error)?;
+        .map_err(crate::storage_status::store_error)?;
     Ok(match stored {
         Some(v) => crate::registry::lifecycle::from_stored(&v.value, v.mod_revision)?["metadata"]
             ["uid"]
@@ -313,7 +314,7 @@ pub async fn token(
     _query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let request = super::parse_body(headers, body)?;
+    let request = crate::request_body::parse_body(headers, body)?;
     let name = required_name(target)?;
     let ns = target.namespace.clone().unwrap_or_default();
     if !state.tokens.keys.as_ref().is_some_and(|k| k.can_sign()) {
@@ -437,7 +438,7 @@ pub async fn finalize(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let incoming = super::parse_body(headers, body)?;
+    let incoming = crate::request_body::parse_body(headers, body)?;
     let finalizers = match &incoming["spec"]["finalizers"] {
         Value::Null => json!([]),
         Value::Array(list) if list.iter().all(Value::is_string) => json!(list),

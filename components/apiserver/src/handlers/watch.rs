@@ -10,14 +10,15 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::crud::store_error;
 use super::list::{list_objects, Selectors};
 use super::table::{self, Include};
-use super::{Shared, Target};
 use crate::registry::lifecycle::from_stored;
 use crate::registry::ResourceSpec;
+use crate::request::Target;
+use crate::state::Shared;
 use crate::status::ApiError;
 use crate::storage::StoreEvent;
+use crate::storage_status::store_error;
 
 /// How a watch renders objects; fixed per request.
 struct Render {
@@ -101,7 +102,7 @@ pub async fn watch(
     };
     let bookmarks = query
         .get("allowWatchBookmarks")
-        .is_some_and(|v| super::list_options::flag(v));
+        .is_some_and(|v| crate::request::flag(v));
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

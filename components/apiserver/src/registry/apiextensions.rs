@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::columns as c;
 use super::dns_names::{is_label, DNS1035_MSG, LABEL_MSG};
 use super::strategy::{typed, Column, ResourceSpec};
-use crate::crd::{structural, CLEANUP_FINALIZER};
+use crate::custom_resource::{structural, CLEANUP_FINALIZER};
 use crate::status::Cause;
 
 const TABLE: &[Column] = &[c::NAME_COL, c::CREATED_AT_COL];

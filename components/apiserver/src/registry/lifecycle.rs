@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::dns_names::{is_label, is_subdomain, LABEL_MSG, SUBDOMAIN_MSG};
 use super::ResourceSpec;
-use crate::crd::CustomResource;
+use crate::custom_resource::CustomResource;
 use crate::status::{ApiError, Cause};
 
 /// Which part of an object an update may change.

@@ -5,10 +5,13 @@
 
 use super::strategy::ResourceSpec;
 
+/// The API group metrics-server registers (and `crate::resource_metrics` serves).
+pub const GROUP: &str = "metrics.k8s.io";
+
 const READ_ONLY: &[&str] = &["get", "list"];
 
 pub static NODE_METRICS: ResourceSpec = ResourceSpec {
-    group: crate::resource_metrics::GROUP,
+    group: GROUP,
     version: "v1beta1",
     plural: "nodes",
     singular: "",
@@ -21,7 +24,7 @@ pub static NODE_METRICS: ResourceSpec = ResourceSpec {
 };
 
 pub static POD_METRICS: ResourceSpec = ResourceSpec {
-    group: crate::resource_metrics::GROUP,
+    group: GROUP,
     version: "v1beta1",
     plural: "pods",
     singular: "",

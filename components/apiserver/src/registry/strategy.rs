@@ -102,7 +102,7 @@ pub struct ResourceSpec {
     /// Create records the requesting user in spec.username/uid/groups/extra (CSRs).
     pub records_requester: bool,
     /// A custom resource: its schema, printer columns and scale paths come from its CRD.
-    pub custom: Option<&'static crate::crd::CustomResource>,
+    pub custom: Option<&'static crate::custom_resource::CustomResource>,
     /// The etcd key root when it is not `/registry/<plural>` (custom resources live under
     /// `/registry/<group>/<plural>`, as upstream, so two groups' plurals never share keys).
     pub key_root: Option<&'static str>,
@@ -234,6 +234,13 @@ impl ResourceSpec {
                 .find(|f| f.name == field)
                 .map(|f| f.pointer),
         }
+    }
+}
+
+/// Field selectors (`crate::selectors`) read a kind's selectable fields through this.
+impl crate::selectors::SelectableFields for ResourceSpec {
+    fn field_pointer(&self, field: &str) -> Option<&'static str> {
+        ResourceSpec::field_pointer(self, field)
     }
 }
 

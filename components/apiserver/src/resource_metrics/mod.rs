@@ -18,16 +18,15 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::handlers::path::ResourcePath;
-use crate::handlers::{ok_json, AppState};
 use crate::kubelet_client::{kubelet_address, KubeletClient};
 use crate::registry::lifecycle::{from_stored, now_rfc3339};
 use crate::registry::resources::{NODES, PODS};
 use crate::registry::ResourceSpec;
+use crate::request_path::ResourcePath;
 use crate::selectors::LabelSelector;
-use crate::status::ApiError;
+use crate::status::{ok_json, ApiError};
+use crate::storage::Store;
 
-pub const GROUP: &str = "metrics.k8s.io";
 /// How long a node's Summary is reused.
 pub const RESOLUTION: Duration = Duration::from_secs(15);
 /// A kubelet that does not answer within this is left out of the answer (metrics-server's
@@ -140,9 +139,8 @@ impl KubeletFetcher<'_> {
     }
 }
 
-async fn list_stored(state: &AppState, prefix: &str) -> Result<Vec<Value>, ApiError> {
-    let (items, _) = state
-        .store
+async fn list_stored(store: &Store, prefix: &str) -> Result<Vec<Value>, ApiError> {
+    let (items, _) = store
         .list(prefix)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -166,9 +164,12 @@ fn list_of(spec: &ResourceSpec, items: Vec<Value>) -> Value {
     })
 }
 
-/// get/list of nodes or pods in metrics.k8s.io (the caller has authorized the request).
+/// get/list of nodes or pods in metrics.k8s.io (the caller has authorized the request); `cache`
+/// holds the kubelets' recent summaries.
 pub async fn serve(
-    state: &AppState,
+    store: &Store,
+    kubelet: &KubeletClient,
+    cache: &Cache,
     spec: &'static ResourceSpec,
     rp: &ResourcePath,
     verb: &str,
@@ -181,8 +182,8 @@ pub async fn serve(
         return Err(ApiError::method_not_allowed(verb, spec.group, spec.plural));
     }
     let sel = selector(query)?;
-    let nodes = list_stored(state, &NODES.key_prefix(None)).await?;
-    let fetcher = KubeletFetcher(&state.kubelet);
+    let nodes = list_stored(store, &NODES.key_prefix(None)).await?;
+    let fetcher = KubeletFetcher(kubelet);
     let now = now_rfc3339();
     if spec.kind == "NodeMetrics" {
         let wanted: Vec<Value> = nodes
@@ -192,7 +193,7 @@ pub async fn serve(
                 None => sel.matches(n),
             })
             .collect();
-        let summaries = state.resource_metrics.summaries(&fetcher, &wanted).await;
+        let summaries = cache.summaries(&fetcher, &wanted).await;
         let items: Vec<Value> = wanted
             .iter()
             .filter_map(|n| {
@@ -210,7 +211,7 @@ pub async fn serve(
             None => Ok(ok_json(&list_of(spec, items))),
         };
     }
-    let pods = list_stored(state, &PODS.key_prefix(rp.namespace.as_deref())).await?;
+    let pods = list_stored(store, &PODS.key_prefix(rp.namespace.as_deref())).await?;
     let wanted: Vec<Value> = pods
         .into_iter()
         .filter(|p| p["status"]["phase"] == "Running")
@@ -231,10 +232,7 @@ pub async fn serve(
                 .is_some_and(|m| on.contains(&m))
         })
         .collect();
-    let summaries = state
-        .resource_metrics
-        .summaries(&fetcher, &their_nodes)
-        .await;
+    let summaries = cache.summaries(&fetcher, &their_nodes).await;
     let items: Vec<Value> = wanted
         .iter()
         .filter_map(|p| {

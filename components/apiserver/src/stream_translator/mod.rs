@@ -28,7 +28,6 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::handlers::AppState;
 use crate::kubelet_client::KubeletClient;
 use crate::status::ApiError;
 use channels::Options;
@@ -70,14 +69,16 @@ pub fn wants_translation(headers: &HeaderMap) -> bool {
 fn accept(request: &HeaderMap) -> Result<Response, ApiError> {
     let mut out = Response::new(Body::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    crate::handlers::websocket_accept::accept_headers(request, Some(V5), out.headers_mut())?;
+    crate::websocket_accept::accept_headers(request, Some(V5), out.headers_mut())?;
     Ok(out)
 }
 
 /// Answers the client's WebSocket handshake and runs the session in the background: dial the
-/// kubelet's `kubelet_path` with a SPDY upgrade, then translate until the command ends.
+/// kubelet's `kubelet_path` with a SPDY upgrade, then translate until the command ends; `counter`
+/// counts the session's outcome.
 pub fn serve(
-    state: &AppState,
+    kubelet: &KubeletClient,
+    counter: counter::Requests,
     addr: SocketAddr,
     kubelet_path: String,
     pairs: &[(String, String)],
@@ -86,8 +87,7 @@ pub fn serve(
     let out = accept(req.headers())?;
     let opts = Options::from_query(pairs);
     let client_upgrade = hyper::upgrade::on(&mut req);
-    let kubelet = state.kubelet.clone();
-    let counter = state.metrics.stream_translator();
+    let kubelet = kubelet.clone();
     tokio::spawn(async move {
         let client = match client_upgrade.await {
             Ok(u) => u,

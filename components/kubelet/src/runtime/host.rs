@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::supervisor::{self, Backoff, ProcessSpec, RestartPolicy, SharedStatus};
-use super::{ContainerState, ContainerStatus, PodStatus, Runtime, RuntimeError, DEFAULT_GRACE};
+use super::supervisor::{self, Backoff, ProcessSpec, SharedStatus};
+use super::{PodStatus, Runtime, RuntimeError, DEFAULT_GRACE};
+use crate::container_status::{ContainerState, ContainerStatus, RestartPolicy};
 use crate::logs::pod_log_dir;
 
 pub const HANDLER: &str = "kiln-host";

@@ -11,9 +11,11 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::container_status::ContainerStatus;
+
 pub use cri::CriRuntime;
 pub use host::HostRuntime;
-pub use supervisor::{Backoff, RestartPolicy};
+pub use supervisor::Backoff;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -28,58 +30,6 @@ pub enum RuntimeError {
         handler: &'static str,
         message: String,
     },
-}
-
-/// Why and how a container run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Terminated {
-    pub exit_code: i32,
-    pub signal: Option<i32>,
-    /// Completed (exit 0), Error, or StartError when it could not be started.
-    pub reason: String,
-    pub message: Option<String>,
-    pub started_at: Option<SystemTime>,
-    pub finished_at: SystemTime,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ContainerState {
-    Waiting {
-        reason: String,
-        message: Option<String>,
-    },
-    Running {
-        pid: u32,
-        started_at: SystemTime,
-    },
-    Terminated(Terminated),
-}
-
-/// One container as the runtime knows it, enough for the API's ContainerStatus.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerStatus {
-    pub name: String,
-    pub image: String,
-    /// `<handler>://<id>`, as ContainerStatus.containerID.
-    pub container_id: String,
-    pub restart_count: i32,
-    pub state: ContainerState,
-    pub last_termination: Option<Terminated>,
-    /// Running and passing its readiness probe (if it has one).
-    pub ready: bool,
-    /// Exited (the state is Terminated) and to be started again per restartPolicy: the pod is not
-    /// finished, whatever the exit code.
-    pub restarting: bool,
-    /// Running and past its startupProbe (if it has one): ContainerStatus.started.
-    pub started: bool,
-    /// An init container with restartPolicy Always (a sidecar, [`crate::sidecars`]).
-    pub restartable: bool,
-}
-
-impl ContainerStatus {
-    pub fn is_running(&self) -> bool {
-        matches!(self.state, ContainerState::Running { .. })
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,32 +12,7 @@ use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio::sync::watch;
 
-use super::{ContainerState, ContainerStatus, Terminated};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestartPolicy {
-    Always,
-    OnFailure,
-    Never,
-}
-
-impl RestartPolicy {
-    pub fn parse(s: Option<&str>) -> Self {
-        match s {
-            Some("OnFailure") => RestartPolicy::OnFailure,
-            Some("Never") => RestartPolicy::Never,
-            _ => RestartPolicy::Always,
-        }
-    }
-
-    pub fn restarts_after(self, exit_code: i32) -> bool {
-        match self {
-            RestartPolicy::Always => true,
-            RestartPolicy::OnFailure => exit_code != 0,
-            RestartPolicy::Never => false,
-        }
-    }
-}
+use crate::container_status::{ContainerState, ContainerStatus, RestartPolicy, Terminated};
 
 /// The kubelet's crash-loop backoff: `base`, doubling per restart, capped at `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,10 +12,10 @@ use time::OffsetDateTime;
 use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::cri_log::{self, LogFormat, RenderOptions};
 use super::pods::{self, NodePod, PodSource};
 use super::query;
-use crate::runtime::ContainerState;
+use crate::container_status::ContainerState;
+use crate::cri_log::{self, LogFormat, RenderOptions};
 
 /// How often a followed file is checked for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);

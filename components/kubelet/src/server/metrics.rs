@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 
 use super::pods::NodePod;
-use crate::runtime::ContainerState;
+use crate::container_status::ContainerState;
 
 #[derive(Default)]
 pub struct Metrics {

@@ -7,7 +7,6 @@
 
 pub mod auth;
 pub mod container_logs;
-pub mod cri_log;
 pub mod exec;
 mod metrics;
 pub mod pods;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 
-use super::cri_log::LogFormat;
+use crate::cri_log::LogFormat;
 use crate::mirror::api_status;
 use crate::runtime::{CriRuntime, PodStatus};
 use crate::static_pods::StaticPods;

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kiln_kubelet::runtime::{ContainerState, ContainerStatus, PodStatus, Runtime, RuntimeError};
+use kiln_kubelet::container_status::{ContainerState, ContainerStatus};
+use kiln_kubelet::runtime::{PodStatus, Runtime, RuntimeError};
 
 /// The IP of every pod [`RunningRuntime`] runs.
 pub const POD_IP: &str = "10.244.9.2";

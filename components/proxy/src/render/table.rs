@@ -14,8 +14,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use super::{cleanup_script, BASE_CHAINS, TABLE};
-use crate::model::{EndpointGroup, Ipv4Cidr, ServiceInfo};
-use crate::topology::NodeTopology;
+use crate::model::{EndpointGroup, Ipv4Cidr, NodeTopology, ServiceInfo};
 
 pub(crate) const SERVICE_IPS: &str = "service-ips";
 pub(crate) const SERVICE_NODEPORTS: &str = "service-nodeports";

@@ -13,10 +13,11 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::watcher;
 
 use super::SchedulingLoop;
-use crate::algorithm::FitError;
-use crate::cache::{pdb_key, pod_key, PodInfo, PodKey};
-use crate::preemption::Nomination;
+use crate::cache::pdb_key;
+use crate::fit_error::FitError;
+use crate::pod_info::{pod_key, PodInfo, PodKey};
 use crate::preemption_exec::{self, KubePreemptionApi, Plan, PreemptionError};
+use crate::preemption_verdict::Nomination;
 
 /// A preemption's API calls finished.
 pub(super) struct PreemptionDone {

@@ -1,13 +1,12 @@
 //! etcd's auth: users, roles and key-range permissions, enforced on the etcd API once enabled
 //! (etcd 3.4's auth/store.go semantics and error texts).
 //!
-//! Changes are Raft commands ([`command`]) applied by every member to one JSON record in the
-//! state machine's metadata ([`state`]); passwords are bcrypt-hashed by the member that takes
-//! the request, before proposing. Callers are named by a token (`token` metadata, from
+//! Changes are Raft commands ([`crate::command::auth`]) applied by every member to one JSON
+//! record in the state machine's metadata ([`state`]); passwords are bcrypt-hashed by the member
+//! that takes the request, before proposing. Callers are named by a token (`token` metadata, from
 //! Authenticate: simple or JWT, [`provider`]) or, without one, by the CN of their verified client
 //! certificate.
 
-pub mod command;
 pub mod error;
 pub mod guard;
 pub mod jwt;
@@ -22,9 +21,9 @@ use std::time::Duration;
 use rocksdb::{WriteBatch, DB};
 use tonic::Request;
 
-use crate::db::{self, CF_SM_META};
-use crate::raft::types::{store_request::Op, store_response, StoreRequest, StoreResponse};
-use command::{auth_command::Cmd, AuthApplied, AuthCommand};
+use crate::command::auth::{auth_command::Cmd, AuthApplied, AuthCommand};
+use crate::command::{store_request::Op, store_response, StoreRequest, StoreResponse};
+use crate::storage::db::{self, CF_SM_META};
 use error::AuthError;
 use perm::Access;
 use provider::TokenProvider;

@@ -8,17 +8,17 @@ use etcd_client::proto::{PbAuthEnableRequest, PbAuthUserAddRequest, PbAuthUserGr
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
 
-use crate::auth::command::{auth_command::Cmd, AuthCommand, Authenticate};
 use crate::auth::perm::Access;
 use crate::auth::AuthStore;
-use crate::lease::Lessor;
-use crate::mvcc::Mvcc;
-use crate::raft::state_machine::StateMachine;
-use crate::raft::types::{store_request::Op, StoreRequest, TypeConfig};
-use crate::waiters::Waiters;
+use crate::command::auth::{auth_command::Cmd, AuthCommand, Authenticate};
+use crate::command::{store_request::Op, StoreRequest, TypeConfig};
+use crate::member::lease::Lessor;
+use crate::member::raft::state_machine::StateMachine;
+use crate::member::waiters::Waiters;
+use crate::storage::mvcc::Mvcc;
 
 fn machine(dir: &std::path::Path) -> (StateMachine, Arc<AuthStore>) {
-    let db = crate::db::open(&dir.join("member")).unwrap();
+    let db = crate::storage::db::open(&dir.join("member")).unwrap();
     let auth = Arc::new(AuthStore::open(&db, Duration::from_secs(300), 4).unwrap());
     let mvcc = Arc::new(Mvcc::open(db).unwrap());
     let sm = StateMachine::new(

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::command::{auth_command::Cmd, AuthApplied};
 use crate::auth::error::AuthError;
 use crate::auth::perm::{self, Access, Perm};
+use crate::command::auth::{auth_command::Cmd, AuthApplied};
 
 /// The root user and role (root role: every permission; enabling auth needs root with it).
 pub const ROOT: &str = "root";

@@ -13,10 +13,10 @@ use kiln_common::bbolt::SHA256_LEN;
 use kiln_common::etcd_db as layout;
 
 use super::{Borrowed, Entries, EtcdSnapshotError};
-use crate::db::{CF_EVENTS, CF_KV, CF_LEASES, CF_LEASE_KEYS, CF_SM_META};
-use crate::mvcc::keys::{self, EVENT_DELETE, EVENT_PUT};
-use crate::mvcc::{LeaseRecord, META_COMPACT_REVISION, META_REVISION};
-use crate::raft::snapshot::Record;
+use crate::storage::db::{CF_EVENTS, CF_KV, CF_LEASES, CF_LEASE_KEYS, CF_SM_META};
+use crate::storage::mvcc::keys::{self, EVENT_DELETE, EVENT_PUT};
+use crate::storage::mvcc::{LeaseRecord, META_COMPACT_REVISION, META_REVISION};
+use crate::storage::snapshot::Record;
 
 /// The restored families, each sorted by key.
 pub struct Loaded {

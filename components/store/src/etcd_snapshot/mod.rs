@@ -3,7 +3,7 @@
 //! `etcdctl snapshot restore` + etcd start from it; `kiln-store snapshot restore` turns such a file, from
 //! kiln-store or from a real etcd, back into kiln-store's column families ([`load`]). The bbolt reader and
 //! writer and etcd's bucket layout are in `kiln_common::{bbolt, etcd_db}` (the CLI reads these files too).
-//! Raft snapshots between members stay in kiln's own framing (`raft::snapshot`).
+//! Raft snapshots between members stay in kiln's own framing (`storage::snapshot`).
 
 pub mod auth;
 pub mod load;

@@ -16,11 +16,11 @@ use kiln_common::bbolt::PAGE_SIZE;
 use kiln_common::etcd_db::{self as layout, BUCKETS};
 
 use super::{Entries, EtcdSnapshotError};
-use crate::db::{self, CF_EVENTS, CF_KV, CF_LEASES, CF_SM_META};
-use crate::mvcc::keys::{self, StoredEvent, Version};
-use crate::mvcc::{LeaseRecord, META_ALARMS, META_COMPACT_REVISION};
-use crate::raft::state_machine::{META_LAST_APPLIED, META_MEMBERSHIP};
-use crate::raft::types::MemberNode;
+use crate::command::MemberNode;
+use crate::storage::db::{self, CF_EVENTS, CF_KV, CF_LEASES, CF_SM_META};
+use crate::storage::db::{META_LAST_APPLIED, META_MEMBERSHIP};
+use crate::storage::mvcc::keys::{self, StoredEvent, Version};
+use crate::storage::mvcc::{LeaseRecord, META_ALARMS, META_COMPACT_REVISION};
 
 type Snapshot<'a> = rocksdb::SnapshotWithThreadMode<'a, DB>;
 

@@ -5,16 +5,20 @@
 //! A call's body is a small protobuf frame: the request as JSON, plus raw bytes for snapshot
 //! chunks (so they do not grow fourfold as JSON arrays). Peers authenticate each other with
 //! mutual TLS when the peer URLs are https.
+//!
+//! Here: the protocol (`Frame`, [`PeerRequest`], `forward`'s leader requests and answers) and the
+//! client (`client`, `codec`); the server that dispatches calls to a member is
+//! `api::grpc::peer`, above the member layer that uses this client.
 
 pub mod client;
 pub mod codec;
-pub mod service;
+pub mod forward;
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use serde::{Deserialize, Serialize};
 
-use crate::leader::LeaderOp;
-use crate::raft::types::{MemberNode, TypeConfig};
+use crate::command::{MemberNode, TypeConfig};
+use crate::peer::forward::LeaderOp;
 
 /// gRPC path of the only peer method.
 pub const CALL_PATH: &str = "/kiln.store.Peer/Call";

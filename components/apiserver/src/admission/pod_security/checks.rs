@@ -196,9 +196,7 @@ pub static CHECKS: &[Check] = &[
 /// The policy version this server evaluates `latest` (and any newer version) as: its own Kubernetes
 /// minor, as a kube-apiserver of that minor knows no later revision of a check.
 pub fn server_minor() -> u32 {
-    crate::handlers::discovery::KUBE_MINOR
-        .parse()
-        .unwrap_or(u32::MAX)
+    kiln_common::version::KUBE_MINOR.parse().unwrap_or(u32::MAX)
 }
 
 /// The checks in upstream's evaluation (and message) order: baseline ids sorted, then

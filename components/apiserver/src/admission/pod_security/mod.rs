@@ -22,9 +22,10 @@ mod checks_tests;
 use serde_json::Value;
 
 use super::webhook::Operation;
-use crate::handlers::{AppState, Target};
+use crate::admission::context::AdmissionContext;
 use crate::registry::lifecycle::from_stored;
 use crate::registry::resources::{NAMESPACES, PODS};
+use crate::request::Target;
 use crate::status::{ApiError, Cause};
 use api::{labels_of, policy_to_evaluate, Level, LevelVersion, Policy};
 use checks::{details, evaluate, Violation};
@@ -51,7 +52,7 @@ fn template_of<'a>(group: &str, plural: &str, obj: &'a Value) -> Option<&'a Valu
 
 /// PodSecurity for a create or update of `obj` (`old` on updates).
 pub async fn admit(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     operation: Operation,
     old: Option<&Value>,
@@ -87,7 +88,7 @@ fn user_of(target: &Target) -> &str {
         .unwrap_or("")
 }
 
-async fn namespace_labels(state: &AppState, ns: &str) -> Result<Value, String> {
+async fn namespace_labels(state: &AdmissionContext<'_>, ns: &str) -> Result<Value, String> {
     match state.store.get(&NAMESPACES.key(None, ns)).await {
         Ok(Some(v)) => from_stored(&v.value, v.mod_revision).map_err(|e| e.message),
         Ok(None) => Err(format!("namespaces {ns:?} not found")),
@@ -109,7 +110,7 @@ fn aggregate(errs: &[Cause]) -> String {
 }
 
 async fn admit_pod(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     config: &Config,
     pod: &Value,
@@ -148,7 +149,7 @@ async fn admit_pod(
 }
 
 async fn admit_workload(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     config: &Config,
     obj: &Value,
@@ -288,7 +289,7 @@ fn significant_update(new: &Value, old: &Value) -> bool {
 }
 
 async fn admit_namespace(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     config: &Config,
     new: &Value,
     old: Option<&Value>,
@@ -311,7 +312,7 @@ async fn admit_namespace(
 }
 
 async fn pods_warnings(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     config: &Config,
     ns: &str,
     enforce: LevelVersion,

@@ -8,14 +8,15 @@ use serde_json::{json, Map, Value};
 
 use super::request::{Operation, Request};
 use super::{chain, dispatch, select, to_api_error, validate_all, warnings};
-use crate::handlers::{AppState, Target};
+use crate::admission::context::AdmissionContext;
+use crate::request::Target;
 use crate::status::ApiError;
 
 /// The options object of a connect, from the request's query pairs (repeated `command` kept in
 /// order, booleans as the query decoder reads them, empty fields left out as Go's omitempty does).
 pub fn options_object(subresource: &str, query: &[(String, String)]) -> Option<Value> {
     let get = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.as_str());
-    let flag = |k: &str| get(k).is_some_and(crate::handlers::list_options::flag);
+    let flag = |k: &str| get(k).is_some_and(crate::request::flag);
     let mut o = Map::new();
     let kind = match subresource {
         "exec" => "PodExecOptions",
@@ -64,7 +65,7 @@ pub fn options_object(subresource: &str, query: &[(String, String)]) -> Option<V
 /// Runs mutating (answers ignored but denials count) and validating webhooks and the validating
 /// admission policies for a connect to `target`'s pod.
 pub async fn admit_connect(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     subresource: &str,
     options: Value,

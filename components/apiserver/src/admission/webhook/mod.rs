@@ -30,10 +30,11 @@ use hook::{Hook, Kind};
 pub use request::Operation;
 use request::Request;
 
-use crate::handlers::{AppState, Target};
+use crate::admission::context::AdmissionContext;
 use crate::registry::admission_registration::GROUP;
 use crate::registry::lifecycle::{from_stored, name_of, validate_name};
 use crate::registry::resources::NAMESPACES;
+use crate::request::Target;
 use crate::status::ApiError;
 
 /// Why a webhook call failed (the text after upstream's `failed to call webhook: `).
@@ -55,7 +56,7 @@ pub enum WebhookError {
 
 /// Admission for a create; `obj` may be changed by mutating webhooks.
 pub async fn admit_create(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     query: &HashMap<String, String>,
     obj: &mut Value,
@@ -65,7 +66,7 @@ pub async fn admit_create(
 
 /// Admission for an update or patch of `old` into `new` (which mutating webhooks may change).
 pub async fn admit_update(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     query: &HashMap<String, String>,
     old: &Value,
@@ -84,7 +85,7 @@ pub async fn admit_update(
 
 /// Admission for a delete of `obj`.
 pub async fn admit_delete(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     query: &HashMap<String, String>,
     obj: &Value,
@@ -151,7 +152,7 @@ pub fn to_api_error(r: Rejection) -> ApiError {
 }
 
 fn build_request(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     query: &HashMap<String, String>,
     operation: Operation,
@@ -202,12 +203,15 @@ fn build_request(
     }
 }
 
-async fn namespace_labels(state: &AppState, ns: &str) -> Result<Map<String, Value>, ApiError> {
+async fn namespace_labels(
+    state: &AdmissionContext<'_>,
+    ns: &str,
+) -> Result<Map<String, Value>, ApiError> {
     let Some(v) = state
         .store
         .get(&NAMESPACES.key(None, ns))
         .await
-        .map_err(crate::handlers::crud::store_error)?
+        .map_err(crate::storage_status::store_error)?
     else {
         return Ok(Map::new());
     };
@@ -220,7 +224,7 @@ async fn namespace_labels(state: &AppState, ns: &str) -> Result<Map<String, Valu
 
 /// The webhooks of `hooks` this request goes to, with the version each is called at.
 async fn select(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     hooks: Vec<std::sync::Arc<Hook>>,
     req: &Request,
     labels: &mut Option<Map<String, Value>>,
@@ -364,7 +368,7 @@ fn revalidate(
 }
 
 async fn run(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     query: &HashMap<String, String>,
     operation: Operation,
@@ -437,7 +441,7 @@ async fn run(
 /// The built-in validating plugin upstream orders between the mutating and the validating
 /// webhooks: PodSecurity sees the object as the mutating webhooks left it.
 async fn pod_security(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     target: &Target,
     operation: Operation,
     old: Option<&Value>,
@@ -450,7 +454,7 @@ async fn pod_security(
 type Hooks = Vec<std::sync::Arc<Hook>>;
 
 /// The mutating and validating webhooks, or None when nothing (webhook or policy) is configured.
-fn chain(state: &AppState) -> Option<(Hooks, Hooks)> {
+fn chain(state: &AdmissionContext<'_>) -> Option<(Hooks, Hooks)> {
     let mutating = state.webhooks.hooks(Kind::Mutating);
     let validating = state.webhooks.hooks(Kind::Validating);
     let none = mutating.is_empty()
@@ -463,7 +467,7 @@ fn chain(state: &AppState) -> Option<(Hooks, Hooks)> {
 /// The validating half of the chain: the matched validating webhooks, then the policies; the
 /// warnings gathered on the way are reported with the verdict.
 async fn validate_all(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     caller: &call::HttpsCaller,
     validating: Hooks,
     req: &Request,

@@ -25,9 +25,9 @@ use serde_json::{json, Map, Value};
 use super::hook::parse_conditions;
 use super::policy::{evaluate_match_only, params_for};
 use super::request::{Operation, Request};
+use crate::admission::context::AdmissionContext;
 use crate::cel::mutation::{apply_configuration, json_patch, MutationProgram};
 use crate::cel::Program;
-use crate::handlers::AppState;
 use crate::list_keys::{apply_list, field_path, item_path, ApplyList};
 use crate::patch::{self, PatchType};
 use crate::registry::lifecycle::from_stored;
@@ -97,7 +97,7 @@ impl Session {
     /// The invocations this request matches, or `None` when no policy can apply (no bindings, a
     /// delete: a MutatingAdmissionPolicy may not match DELETE, or a connect).
     pub async fn prepare(
-        state: &AppState,
+        state: &AdmissionContext<'_>,
         req: &Request,
         builtin: bool,
     ) -> Result<Option<Session>, ApiError> {
@@ -115,7 +115,7 @@ impl Session {
                 .store
                 .get(&NAMESPACES.key(None, &req.namespace))
                 .await
-                .map_err(crate::handlers::crud::store_error)?
+                .map_err(crate::storage_status::store_error)?
             {
                 namespace_object = from_stored(&v.value, v.mod_revision)?;
                 ns_labels = Some(

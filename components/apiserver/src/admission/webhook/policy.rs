@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use super::hook::{parse_conditions, parse_rules, Endpoint, Hook, Kind};
 use super::matching;
 use super::request::Request;
+use crate::admission::context::AdmissionContext;
 use crate::cel::Program;
-use crate::handlers::AppState;
 use crate::registry::lifecycle::from_stored;
 use crate::registry::resources::NAMESPACES;
 use crate::status::ApiError;
@@ -237,7 +237,7 @@ fn reason_code(reason: &str) -> (u16, &'static str) {
 
 /// The params a binding names: one object by name, or every match of a selector.
 pub(super) async fn params_for(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     policy: &Value,
     binding: &Value,
     req: &Request,
@@ -307,7 +307,7 @@ pub(super) async fn params_for(
 
 /// Every binding of every policy for this request: the first Deny refuses it, Warn adds warnings.
 pub async fn admit(
-    state: &AppState,
+    state: &AdmissionContext<'_>,
     req: &Request,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
@@ -322,7 +322,7 @@ pub async fn admit(
             .store
             .get(&NAMESPACES.key(None, &req.namespace))
             .await
-            .map_err(crate::handlers::crud::store_error)?
+            .map_err(crate::storage_status::store_error)?
         {
             namespace_object = from_stored(&v.value, v.mod_revision)?;
             ns_labels = namespace_object["metadata"]["labels"]

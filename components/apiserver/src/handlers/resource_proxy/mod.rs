@@ -21,12 +21,13 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use super::crud::read;
-use super::{AppState, Requester, Target};
 use crate::admission::webhook::connect::admit_connect;
 use crate::aggregator::headers::strip_hop_by_hop;
 use crate::registry::resources::{NODES, PODS};
 use crate::registry::services::{ENDPOINTS, SERVICES};
 use crate::registry::ResourceSpec;
+use crate::request::{Requester, Target};
+use crate::state::AppState;
 use crate::status::ApiError;
 use client::SendError;
 use links::Rewriter;
@@ -370,7 +371,13 @@ pub async fn serve(
         status: false,
         requester,
     };
-    admit_connect(state, &target, "proxy", options_object(kind, subpath)).await?;
+    admit_connect(
+        &state.admission_context(),
+        &target,
+        "proxy",
+        options_object(kind, subpath),
+    )
+    .await?;
     let id = location::split_scheme_name_port(&id_text).ok_or_else(|| {
         ApiError::from(ProxyError::from(LocationError::InvalidId {
             kind: kind.noun(),

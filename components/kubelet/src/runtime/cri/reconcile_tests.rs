@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use super::*;
+use crate::container_status::ContainerState;
 use crate::runtime::cri::fake::FakeCri;
-use crate::runtime::{Backoff, ContainerState, Runtime};
+use crate::runtime::{Backoff, Runtime};
 
 const PAUSE: &str = "reg/pause:1";
 const IMG: &str = "reg/busybox:1";

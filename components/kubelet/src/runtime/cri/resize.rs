@@ -5,10 +5,10 @@
 //! created later is created with them).
 
 use super::PodWorker;
+use crate::container_status::ContainerState;
 use crate::pod_resize::{self, Step};
 use crate::qos_cgroups;
 use crate::runtime::cri::resources;
-use crate::runtime::ContainerState;
 use k8s_openapi::api::core::v1::Pod;
 
 impl PodWorker {

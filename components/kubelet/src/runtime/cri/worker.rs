@@ -21,14 +21,13 @@ use super::api::{CriApi, CriError, CriState};
 use super::hooks;
 use super::probe::{self, Outcome, ProbeState};
 use super::spec;
+use crate::container_status::{ContainerState, ContainerStatus, RestartPolicy, Terminated};
 use crate::dns_config::{DnsNotice, DnsSettings};
 use crate::env;
 use crate::env_resources::NodeAllocatable;
 use crate::events::{EventRecorder, EventType, NoopRecorder, ObjectRef};
 use crate::pod_objects::PodObjects;
-use crate::runtime::{
-    Backoff, ContainerState, ContainerStatus, PodStatus, RestartPolicy, Terminated, DEFAULT_GRACE,
-};
+use crate::runtime::{Backoff, PodStatus, DEFAULT_GRACE};
 use crate::services::ServiceLister;
 use crate::sidecars;
 use crate::volumes::PodVolumes;

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use super::pods::{PodRuntime, PodSource};
-use crate::runtime::ContainerState;
+use crate::container_status::ContainerState;
 
 /// How often the sampler takes a sample (metrics-server's default resolution is 15 s; its scrapes
 /// then always find a rate at most this old).

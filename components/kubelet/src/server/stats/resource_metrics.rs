@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::super::pods::NodePod;
 use super::summary::{by_pod, pod_cpu, pod_memory};
 use super::{unix_millis, Sample};
-use crate::runtime::ContainerState;
+use crate::container_status::ContainerState;
 
 /// A float as Go's `strconv.FormatFloat(v, 'g', -1, 64)` (what the text format uses): shortest
 /// digits, exponent form from 1e6 up or below 1e-4.

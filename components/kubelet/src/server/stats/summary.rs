@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::super::pods::NodePod;
 use super::{nano_cores, rfc3339, ContainerSample, CpuSample, MemorySample, Sample};
-use crate::runtime::{ContainerState, ContainerStatus};
+use crate::container_status::{ContainerState, ContainerStatus};
 
 fn cpu_json(cur: &CpuSample, nano: Option<u64>) -> Value {
     let mut m = Map::new();

@@ -406,8 +406,7 @@ fn a_rebuild_reuses_the_fragments_of_unchanged_services() {
 
 #[test]
 fn a_local_service_losing_its_local_endpoint_moves_to_drop_and_back() {
-    use crate::model::Endpoint;
-    use crate::topology::NodeTopology;
+    use crate::model::{Endpoint, NodeTopology};
     let with = |local: bool| {
         let mut svc = service("web", "10.96.0.10", None, None);
         svc.internal_local = true;

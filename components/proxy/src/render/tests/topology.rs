@@ -2,7 +2,7 @@
 //! kiln-dns runs hostNetwork on every node) and `internalTrafficPolicy: Local`.
 
 use super::*;
-use crate::topology::NodeTopology;
+use crate::model::NodeTopology;
 
 /// An endpoint on `node` (its node IP), hinted for its node as the EndpointSlice controller does for
 /// PreferSameNode when it is ready.
