@@ -26,8 +26,8 @@ use crate::member::raft::thread::RaftThread;
 use crate::member::raft::{self, RaftSetupError, RaftTiming};
 use crate::member::waiters::Waiters;
 use crate::peer::client::PeerClients;
-use crate::storage::db;
 use crate::storage::mvcc::{Mvcc, MvccError};
+use crate::storage::{close, db};
 use crate::tls::{self, TlsError};
 
 /// How long shutdown waits for connections and tasks before dropping them.
@@ -77,7 +77,7 @@ pub struct StoreHandle {
     shutdown_tx: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     raft: KilnRaft,
-    /// Where Raft runs; dropping it stops Raft.
+    /// Where Raft runs; dropping it stops Raft (`shutdown` also waits for it to end).
     raft_thread: RaftThread,
     ctx: Arc<StoreContext>,
 }
@@ -142,18 +142,23 @@ impl StoreHandle {
         if let Err(e) = raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
-        let db = Arc::downgrade(ctx.mvcc.db());
+        // Keep one strong handle and close the database here (`storage::close` says why).
+        let db = ctx.mvcc.db().clone();
         drop(raft);
-        drop(raft_thread);
         drop(ctx);
-        // openraft's workers drop their storage handles asynchronously; wait (bounded) until
-        // the database is really closed.
-        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
-        while db.strong_count() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        // The Raft thread owns openraft's core, state machine worker and log store (and their
+        // snapshot builds); once it has ended none of them holds the database.
+        if tokio::task::spawn_blocking(move || raft_thread.stop_and_join())
+            .await
+            .is_err()
+        {
+            tracing::warn!("joining the raft thread failed");
         }
-        if db.strong_count() > 0 {
-            tracing::warn!("database still referenced after shutdown");
+        // Client-side stragglers (a watch stream's task, a proposer waiter) end soon after the
+        // shutdown signal; they are waited for, bounded.
+        let holders = close::close_last(db, SHUTDOWN_GRACE).await;
+        if holders > 0 {
+            tracing::warn!(holders, "database still referenced after shutdown");
         }
         tracing::info!("kiln-store stopped");
     }

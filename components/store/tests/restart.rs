@@ -94,3 +94,36 @@ async fn restart_after_raft_snapshots_and_log_purge() {
     c.put("/s/after", "v", None).await.unwrap();
     store.shutdown().await;
 }
+
+/// `shutdown` returns only once the database is closed: reopening the same data dir right
+/// away, again and again, never finds rocksdb's lock still held (the Raft thread used to drop
+/// the last handle, and close the database, after `shutdown` had returned).
+#[tokio::test]
+async fn immediate_restarts_never_see_the_database_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    // Snapshots keep rocksdb and the Raft thread busy right up to the shutdown.
+    config.snapshot_count = 3;
+    for round in 0..12 {
+        let store = tokio::time::timeout(common::WAIT, kiln_store::start(config.clone()))
+            .await
+            .expect("store starts in time")
+            .unwrap_or_else(|e| panic!("restart {round}: {e}"));
+        let mut c = common::client(store.client_addr()).await;
+        for i in 0..4 {
+            c.put(format!("/l/{round:02}/{i}"), "v", None)
+                .await
+                .unwrap();
+        }
+        drop(c);
+        store.shutdown().await;
+    }
+    let store = common::start_with(config).await;
+    let mut c = common::client(store.client_addr()).await;
+    let all = c
+        .get("/l/", Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(all.count(), 48);
+    store.shutdown().await;
+}

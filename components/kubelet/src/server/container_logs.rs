@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use time::OffsetDateTime;
-use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::pods::{self, NodePod, PodSource};
@@ -219,10 +219,18 @@ pub async fn stream(
         Some(n) => cri_log::tail_offset(&mut f, n).map_err(io)?,
         None => 0,
     };
-    let mut r = BufReader::new(tokio::fs::File::from_std(f));
-    r.seek(std::io::SeekFrom::Start(start)).await.map_err(io)?;
     // Follow only the current run; a previous one is complete.
     let follow = opts.follow && !opts.previous;
+    // Without follow the answer is the file as it was when asked: lines the container appends while the
+    // response is sent (slowly, to a slow client) are not part of it, so `tailLines=N` gives exactly N.
+    let end = f.metadata().map_err(io)?.len().max(start);
+    let mut f = tokio::fs::File::from_std(f);
+    f.seek(std::io::SeekFrom::Start(start)).await.map_err(io)?;
+    let mut r: Box<dyn tokio::io::AsyncBufRead + Unpin + Send> = if follow {
+        Box::new(BufReader::new(f))
+    } else {
+        Box::new(BufReader::new(f.take(end - start)))
+    };
     let mut left = opts.limit_bytes;
     let mut line = Vec::new();
     let mut draining = false;
@@ -284,6 +292,50 @@ async fn emit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct NoPods;
+    impl PodSource for NoPods {
+        fn pods(&self) -> Vec<NodePod> {
+            Vec::new()
+        }
+    }
+
+    /// The conformance entry "Kubectl logs ... retrieve and filter logs" reads `--tail=1` of a container
+    /// that writes a line every 100 ms: lines written while the answer is being sent must not be in it.
+    #[tokio::test]
+    async fn without_follow_the_answer_ends_where_the_file_ended_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+        let file = LogFile {
+            path: path.clone(),
+            format: LogFormat::Raw,
+            run: 0,
+            namespace: "ns".into(),
+            pod: "p".into(),
+            container: "c".into(),
+        };
+        let opts = LogOptions {
+            tail_lines: Some(3),
+            ..Default::default()
+        };
+        // Room for one line: the stream cannot reach the file's end before the line below is appended.
+        let (tx, mut rx) = mpsc::channel(1);
+        let task = tokio::spawn(stream(file, opts, Arc::new(NoPods), tx));
+        let mut got = rx.recv().await.unwrap().to_vec();
+        use std::io::Write as _;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"four\n")
+            .unwrap();
+        while let Some(b) = rx.recv().await {
+            got.extend_from_slice(&b);
+        }
+        task.await.unwrap().unwrap();
+        assert_eq!(String::from_utf8(got).unwrap(), "one\ntwo\nthree\n");
+    }
 
     #[test]
     fn picks_current_and_previous_runs() {

@@ -4,6 +4,7 @@
 //! (`snapshot`, what Raft snapshots carry). It knows nothing of Raft's running, of members or
 //! of any API, and uses no gRPC type (`.ci/check-architecture` rule (c)).
 
+pub mod close;
 pub mod db;
 pub mod mvcc;
 pub mod raftlog;

@@ -259,15 +259,26 @@ async fn confirm_pod_count(ctx: &Ctx, sel: &str, n: usize, hard: bool) -> CaseRe
     Ok(())
 }
 
-/// breakHTTPProbe / restoreHTTPProbe on one pod: move the probed file away, or back.
+/// breakHTTPProbe / restoreHTTPProbe on one pod: move the probed file away, or back. Retried as upstream's
+/// ExecInStatefulPods does (RunHostCmdWithRetries, up to StatefulPodTimeout): a pod of a Parallel scale-up
+/// may still be unscheduled or starting when it is listed.
 async fn set_probe(ctx: &Ctx, pod: &str, healthy: bool) -> CaseResult {
     let cmd = if healthy {
         "mv -v /tmp/index.html /www/ || true"
     } else {
         "mv -v /www/index.html /tmp/ || true"
     };
-    ctx.exec(pod, "webserver", &["sh", "-c", cmd]).await?;
-    Ok(())
+    let until = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        match ctx.exec(pod, "webserver", &["sh", "-c", cmd]).await {
+            Ok(_) => return Ok(()),
+            Err(e) if std::time::Instant::now() < until => {
+                tracing::debug!(pod, error = %e, "exec into the stateful pod; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 async fn set_probe_all(ctx: &Ctx, sel: &str, healthy: bool) -> CaseResult {

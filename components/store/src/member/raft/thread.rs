@@ -22,6 +22,9 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 pub struct RaftThread {
     handle: Handle,
     stop: Option<oneshot::Sender<()>>,
+    /// Joined by [`RaftThread::stop_and_join`]: the thread's tasks (and the blocking work they
+    /// started) are only gone, with the database handles they hold, once it has ended.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl RaftThread {
@@ -29,7 +32,7 @@ impl RaftThread {
     pub fn spawn() -> std::io::Result<Self> {
         let (stop, stopped) = oneshot::channel::<()>();
         let (started, start_rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("kiln-raft".into())
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_current_thread()
@@ -56,7 +59,22 @@ impl RaftThread {
         Ok(Self {
             handle,
             stop: Some(stop),
+            thread: Some(thread),
         })
+    }
+
+    /// Stops the thread and waits until it has ended, so every task that ran on it has been
+    /// dropped. Blocks: call it from a blocking context (`spawn_blocking`), not on a runtime
+    /// worker. Plain `drop` only asks the thread to stop and returns at once.
+    pub fn stop_and_join(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::warn!("the raft thread panicked");
+            }
+        }
     }
 
     /// Where Raft's tasks are spawned.
@@ -105,5 +123,38 @@ mod tests {
         let waited =
             rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), gone).await });
         assert!(matches!(waited, Ok(Err(_))), "the pending task was dropped");
+    }
+
+    #[test]
+    fn stop_and_join_returns_only_after_the_tasks_are_dropped() {
+        let thread = RaftThread::spawn().unwrap();
+        let held = std::sync::Arc::new(());
+        let (running, is_running) = std::sync::mpsc::channel();
+        let in_task = held.clone();
+        thread.handle().spawn(async move {
+            let _held = in_task;
+            let _ = running.send(());
+            std::future::pending::<()>().await;
+        });
+        is_running.recv().unwrap();
+        // Dropping the task's last clone is slow on purpose: a plain stop would return first.
+        struct SlowDrop(Option<std::sync::Arc<()>>);
+        impl Drop for SlowDrop {
+            fn drop(&mut self) {
+                std::thread::sleep(Duration::from_millis(200));
+                self.0.take();
+            }
+        }
+        let slow = SlowDrop(Some(held.clone()));
+        thread.handle().spawn(async move {
+            let _slow = slow;
+            std::future::pending::<()>().await;
+        });
+        thread.stop_and_join();
+        assert_eq!(
+            std::sync::Arc::strong_count(&held),
+            1,
+            "no task still holds it"
+        );
     }
 }
