@@ -146,7 +146,10 @@ fn wait_for_heavy_lab() {
     let mut said = false;
     while !marker.exists() && start.elapsed() < Duration::from_secs(45 * 60) {
         if !said {
-            eprintln!("waiting for the conformance lab test to end ({})", marker.display());
+            eprintln!(
+                "waiting for the conformance lab test to end ({})",
+                marker.display()
+            );
             said = true;
         }
         std::thread::sleep(Duration::from_secs(2));
