@@ -22,14 +22,7 @@ pub fn apply(
     compact_revision: i64,
     req: &StoreRequest,
 ) -> Result<Applied, MvccError> {
-    let unchanged = |response: StoreResponse| Applied {
-        response,
-        batch: WriteBatch::default(),
-        events: None,
-        revision,
-        compact_revision,
-        lease_effect: None,
-    };
+    let unchanged = |response| Applied::unchanged(response, revision, compact_revision);
     match &req.op {
         // The state machine unpacks batches; one inside another is never proposed.
         Some(Op::Batch(_)) => Ok(unchanged(StoreResponse::internal(

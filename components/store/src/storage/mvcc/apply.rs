@@ -40,6 +40,21 @@ pub struct Applied {
     pub lease_effect: Option<LeaseEffect>,
 }
 
+impl Applied {
+    /// A command that changed nothing (refused, or failed as the client sees it): only its response,
+    /// the revisions as they were and an empty batch.
+    pub fn unchanged(response: StoreResponse, revision: i64, compact_revision: i64) -> Applied {
+        Applied {
+            response,
+            batch: WriteBatch::default(),
+            events: None,
+            revision,
+            compact_revision,
+            lease_effect: None,
+        }
+    }
+}
+
 fn header(revision: i64) -> Option<PbResponseHeader> {
     Some(PbResponseHeader {
         revision,
@@ -58,14 +73,7 @@ pub fn apply(
     compact_revision: i64,
     req: &StoreRequest,
 ) -> Result<Applied, MvccError> {
-    let unchanged = |response: StoreResponse| Applied {
-        response,
-        batch: WriteBatch::default(),
-        events: None,
-        revision,
-        compact_revision,
-        lease_effect: None,
-    };
+    let unchanged = |response| Applied::unchanged(response, revision, compact_revision);
     let result = apply_op(db, index, revision, compact_revision, req);
     match result {
         Ok(applied) => Ok(applied),
