@@ -142,16 +142,14 @@ fn wait_for_heavy_lab() {
         return;
     };
     let marker = PathBuf::from(marker);
+    if !marker.exists() {
+        eprintln!(
+            "waiting for the conformance lab test to end ({})",
+            marker.display()
+        );
+    }
     let start = Instant::now();
-    let mut said = false;
     while !marker.exists() && start.elapsed() < Duration::from_secs(45 * 60) {
-        if !said {
-            eprintln!(
-                "waiting for the conformance lab test to end ({})",
-                marker.display()
-            );
-            said = true;
-        }
         std::thread::sleep(Duration::from_secs(2));
     }
 }

@@ -109,30 +109,11 @@ pub async fn run(
                 false => None,
             };
             let start = Instant::now();
-            let mut flaky = None;
-            let status = match case {
-                None => Status::Unwritten(reasons::unwritten(l.codename)),
+            let (status, flaky) = match case {
+                None => (Status::Unwritten(reasons::unwritten(l.codename)), None),
                 Some(c) => {
                     let gone = cases::pod_heavy(l.codename).then_some(HEAVY_NAMESPACE_GONE);
-                    let mut attempt = 1;
-                    loop {
-                        let status = run_one(cluster.clone(), c, opts.case_timeout, gone).await;
-                        match status {
-                            Status::Failed(why) if attempt < attempts => {
-                                eprintln!(
-                                    "[retry] {} failed on attempt {attempt}: {why}",
-                                    l.codename
-                                );
-                                flaky.get_or_insert(why);
-                                attempt += 1;
-                            }
-                            Status::Passed => break Status::Passed,
-                            other => {
-                                flaky = None;
-                                break other;
-                            }
-                        }
-                    }
+                    run_attempts(&cluster, c, opts.case_timeout, gone, attempts).await
                 }
             };
             let outcome = Outcome {
@@ -181,6 +162,33 @@ pub async fn run(
     }
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, o)| o).collect()
+}
+
+/// Runs `case` up to `attempts` times until it passes. A pass after a failure comes back with the first
+/// failure (a flake); a last failure, or a pass at once, with none.
+async fn run_attempts(
+    cluster: &Arc<Cluster>,
+    case: &'static Case,
+    timeout: Duration,
+    gone: Option<Duration>,
+    attempts: usize,
+) -> (Status, Option<String>) {
+    let mut first_failure = None;
+    let mut attempt = 1;
+    loop {
+        match run_one(cluster.clone(), case, timeout, gone).await {
+            Status::Passed => return (Status::Passed, first_failure),
+            Status::Failed(why) if attempt < attempts => {
+                eprintln!(
+                    "[retry] {} failed on attempt {attempt}: {why}",
+                    case.codename
+                );
+                first_failure.get_or_insert(why);
+                attempt += 1;
+            }
+            other => return (other, None),
+        }
+    }
 }
 
 /// Run one case in a fresh namespace; with `wait_gone`, wait (up to that long) for the namespace

@@ -45,7 +45,7 @@ use crate::auth::{Attributes, Identity};
 use crate::request::{upstream_verb, Requester, Target};
 use crate::request_body::{parse_body, MAX_BODY};
 use crate::request_path::{self, ApiPath, ResourcePath};
-use crate::state::Shared;
+use crate::state::{AppState, Shared};
 use crate::status::{ok_json, ApiError};
 
 pub fn router(state: Shared) -> Router {
@@ -158,6 +158,16 @@ async fn serve(State(state): State<Shared>, req: Request) -> Response {
     }
 }
 
+/// A request for an extension API server's group/version, proxied to it.
+async fn proxy_to_backend(
+    state: &AppState,
+    backend: crate::aggregator::Backend,
+    who: &Identity,
+    req: Request,
+) -> Response {
+    crate::aggregator::proxy::serve(&state.store, &state.aggregator, backend, who, req).await
+}
+
 async fn serve_inner(state: Shared, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     let query: HashMap<String, String> = Query::try_from_uri(req.uri())
@@ -167,14 +177,7 @@ async fn serve_inner(state: Shared, req: Request) -> Result<Response, ApiError> 
     if let Some(backend) = crate::aggregator::proxy::group_version_backend(&state.aggregator, &path)
     {
         let who = identity(&req);
-        return Ok(crate::aggregator::proxy::serve(
-            &state.store,
-            &state.aggregator,
-            backend,
-            &who,
-            req,
-        )
-        .await);
+        return Ok(proxy_to_backend(&state, backend, &who, req).await);
     }
     match request_path::parse(&path) {
         Some(ApiPath::Resource(rp)) => serve_resource(state, req, rp, query).await,
@@ -269,14 +272,7 @@ async fn serve_resource(
     // A group/version another server serves (an APIService with a service): proxied, once
     // kiln has authenticated and authorized the request, as upstream's aggregator does.
     if let Some(backend) = state.aggregator.route(&rp.group, &rp.version) {
-        return Ok(crate::aggregator::proxy::serve(
-            &state.store,
-            &state.aggregator,
-            backend,
-            &who,
-            req,
-        )
-        .await);
+        return Ok(proxy_to_backend(&state, backend, &who, req).await);
     }
     let spec = state
         .registry

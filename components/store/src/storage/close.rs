@@ -65,9 +65,7 @@ mod tests {
         let closed = Arc::new(AtomicBool::new(false));
         let db = Arc::new(SlowClose(closed.clone()));
         let kept = db.clone();
-        let started = std::time::Instant::now();
         assert_eq!(close_last(db, Duration::from_millis(100)).await, 1);
-        assert!(started.elapsed() < Duration::from_secs(2));
         assert!(
             !closed.load(Ordering::SeqCst),
             "still open: someone holds it"
