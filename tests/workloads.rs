@@ -105,6 +105,7 @@ fn jobs(c: &Cluster) {
         ),
         "CompletionsReached"
     );
+    ended_pods_free_their_addresses(c, &pods);
 
     // backoffLimit 1: two failed pods, then Failed with BackoffLimitExceeded and its event.
     apply(c, &job("failing", "  backoffLimit: 1\n", "exit 3"));
@@ -299,6 +300,34 @@ fn jobs(c: &Cluster) {
         "{err}{}",
         stdout(&o)
     );
+}
+
+/// Succeeded pods (`"<name> Succeeded"` rows) gave their address back on their node at once — the kubelet
+/// stopped their sandboxes, so host-local no longer reserves their IPs — while their status still shows
+/// the podIP, as upstream's. (Before, a node's completed Job pods kept their IPs until deleted, and past
+/// the 253 of its /24 no new pod started.)
+fn ended_pods_free_their_addresses(c: &Cluster, rows: &[String]) {
+    for row in rows {
+        let name = row.split_whitespace().next().unwrap_or_default();
+        let ip = pod_field(c, name, "{.status.podIP}");
+        let node = pod_field(c, name, "{.spec.nodeName}");
+        assert!(!ip.is_empty() && !node.is_empty(), "{name}: ip {ip:?} node {node:?}");
+        let reserved = || {
+            c.lab
+                .ssh_ok(&node, "ls /var/lib/cni/networks/kiln 2>/dev/null || true")
+                .split_whitespace()
+                .any(|f| f == ip)
+        };
+        // The stop follows the sync that saw the exit; give the status post a few seconds' lead.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while reserved() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        assert!(
+            !reserved(),
+            "{name} Succeeded but {node} still reserves its address {ip}"
+        );
+    }
 }
 
 /// A pod's field by jsonpath, empty while the pod does not exist.

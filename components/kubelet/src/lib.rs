@@ -34,6 +34,7 @@ pub mod mirror;
 pub mod node;
 pub mod pod_hostname;
 pub mod pod_objects;
+pub mod pod_phase;
 pub mod pod_resize;
 pub mod qos_cgroups;
 pub mod qos_manager;

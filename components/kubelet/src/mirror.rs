@@ -111,43 +111,9 @@ fn api_state(s: &ContainerState) -> ApiState {
     }
 }
 
-/// The pod phase the kubelet would report for these containers.
+/// The pod phase the kubelet would report for these containers, once initialized ([`crate::pod_phase`]).
 pub fn phase(rt: &PodStatus) -> &'static str {
-    let cs = &rt.containers;
-    if cs.iter().any(|c| c.is_running()) {
-        return "Running";
-    }
-    let never_ran = |c: &&crate::container_status::ContainerStatus| {
-        matches!(c.state, ContainerState::Waiting { .. }) && c.last_termination.is_none()
-    };
-    if cs.is_empty() || cs.iter().any(|c| never_ran(&c)) {
-        return "Pending";
-    }
-    // The app containers have all exited; sidecars still running (until the kubelet stops them)
-    // keep the pod Running, as upstream's getPhase.
-    if rt
-        .init_containers
-        .iter()
-        .any(|c| c.restartable && c.is_running())
-    {
-        return "Running";
-    }
-    // An exit about to be restarted (shown as Terminated until the back-off shows) is not final.
-    let all_terminated = cs
-        .iter()
-        .all(|c| matches!(c.state, ContainerState::Terminated(_)) && !c.restarting);
-    if !all_terminated {
-        // Waiting to restart after a crash: kubectl shows Running with CrashLoopBackOff.
-        return "Running";
-    }
-    let all_ok = cs
-        .iter()
-        .all(|c| matches!(&c.state, ContainerState::Terminated(t) if t.exit_code == 0));
-    if all_ok {
-        "Succeeded"
-    } else {
-        "Failed"
-    }
+    crate::pod_phase::app_phase(&rt.init_containers, &rt.containers)
 }
 
 fn cond(type_: &str, ok: bool, at: &Time) -> PodCondition {
@@ -172,11 +138,7 @@ pub fn api_status(rt: &PodStatus, node_ip: &str, pod_ip: Option<&str>) -> ApiPod
     let ready = !rt.containers.is_empty() && rt.containers.iter().chain(sidecars).all(|c| c.ready);
     let started = time(rt.started_at);
     let init = init_containers::progress(&rt.init_containers, &rt.containers);
-    let pod_phase = match init {
-        init_containers::Progress::Complete => phase(rt),
-        init_containers::Progress::Failed => "Failed",
-        init_containers::Progress::Running { .. } => "Pending",
-    };
+    let pod_phase = crate::pod_phase::pod_phase(&rt.init_containers, &rt.containers);
     let statuses = api_container_statuses(&rt.containers);
     let init_statuses = api_container_statuses(&rt.init_containers);
     let ephemeral_statuses = api_container_statuses(&rt.ephemeral_containers);

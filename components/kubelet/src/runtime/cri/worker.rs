@@ -207,6 +207,8 @@ pub struct PodWorker {
     ephemeral: ephemeral::Ephemeral,
     /// Why the last in-place resize could not be applied ([`resize`]).
     resize_error: Option<String>,
+    /// The pod ended and its sandbox was stopped ([`terminal_sandbox`]): syncing stops.
+    sandbox_released: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -294,6 +296,7 @@ impl PodWorker {
             obj: ObjectRef::pod(pod),
             ephemeral: Default::default(),
             resize_error: None,
+            sandbox_released: false,
         };
         w.add_ephemeral(pod);
         Ok(w)
@@ -394,8 +397,16 @@ impl PodWorker {
         }
     }
 
-    /// One step towards the pod's desired state.
+    /// One step towards the pod's desired state; an ended pod's last step gives its sandbox back.
     pub async fn sync(&mut self, now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.sync_pod(now).await;
+        self.release_terminal_sandbox().await;
+    }
+
+    async fn sync_pod(&mut self, now: Instant) {
         if let Some(sb) = self.sandbox_id.clone() {
             match self.cri.pod_sandbox_status(&sb).await {
                 Ok(s) if s.ready => {}
@@ -1324,6 +1335,9 @@ mod initial_delay;
 #[path = "ephemeral.rs"]
 mod ephemeral;
 
+#[path = "terminal_sandbox.rs"]
+mod terminal_sandbox;
+
 #[cfg(test)]
 #[path = "worker_events_tests.rs"]
 mod events_tests;
@@ -1331,3 +1345,7 @@ mod events_tests;
 #[cfg(test)]
 #[path = "worker_mounts_tests.rs"]
 mod mounts_tests;
+
+#[cfg(test)]
+#[path = "terminal_sandbox_tests.rs"]
+mod terminal_sandbox_tests;

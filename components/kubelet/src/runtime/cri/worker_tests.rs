@@ -48,7 +48,7 @@ pub fn unique_pods_root() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("kiln-worker-tests/{n}"))
 }
 
-fn pod(extra: serde_json::Value) -> Pod {
+pub fn pod(extra: serde_json::Value) -> Pod {
     let mut v = serde_json::json!({
         "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
         "spec": {"containers": [{"name": "main", "image": IMG}]}
@@ -66,7 +66,7 @@ fn pod(extra: serde_json::Value) -> Pod {
     serde_json::from_value(v).unwrap()
 }
 
-fn worker(p: &Pod) -> (PodWorker, Arc<FakeCri>) {
+pub fn worker(p: &Pod) -> (PodWorker, Arc<FakeCri>) {
     let fake = Arc::new(FakeCri::default());
     (PodWorker::new(p, cfg(), fake.clone()).unwrap(), fake)
 }
