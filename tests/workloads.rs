@@ -311,7 +311,10 @@ fn ended_pods_free_their_addresses(c: &Cluster, rows: &[String]) {
         let name = row.split_whitespace().next().unwrap_or_default();
         let ip = pod_field(c, name, "{.status.podIP}");
         let node = pod_field(c, name, "{.spec.nodeName}");
-        assert!(!ip.is_empty() && !node.is_empty(), "{name}: ip {ip:?} node {node:?}");
+        assert!(
+            !ip.is_empty() && !node.is_empty(),
+            "{name}: ip {ip:?} node {node:?}"
+        );
         let reserved = || {
             c.lab
                 .ssh_ok(&node, "ls /var/lib/cni/networks/kiln 2>/dev/null || true")
@@ -328,6 +331,22 @@ fn ended_pods_free_their_addresses(c: &Cluster, rows: &[String]) {
             "{name} Succeeded but {node} still reserves its address {ip}"
         );
     }
+    // Its logs stay while the pod exists (`kubectl logs`), and go with it when it is deleted, as
+    // upstream's container GC removes a deleted pod's log directory.
+    let name = rows[0].split_whitespace().next().unwrap_or_default();
+    let uid = pod_field(c, name, "{.metadata.uid}");
+    let node = pod_field(c, name, "{.spec.nodeName}");
+    let log_dirs = || c.lab.ssh_ok(&node, "ls /var/log/pods");
+    assert!(log_dirs().contains(&uid), "{name}'s logs: {}", log_dirs());
+    c.kubectl(&["delete", "pod", name, "--wait=true"]);
+    c.wait("a deleted pod's log directory removed", 60, || {
+        let dirs = log_dirs();
+        if dirs.contains(&uid) {
+            Err(dirs)
+        } else {
+            Ok(())
+        }
+    });
 }
 
 /// A pod's field by jsonpath, empty while the pod does not exist.

@@ -417,6 +417,10 @@ impl Runtime for AdmissionGate {
         self.inner.status_changes()
     }
 
+    fn forget_pod(&self, namespace: &str, name: &str, uid: &str) {
+        self.inner.forget_pod(namespace, name, uid)
+    }
+
     fn take_final_status(&self, uid: &str) -> Option<PodStatus> {
         self.inner.take_final_status(uid)
     }

@@ -562,6 +562,7 @@ impl WorkloadPods {
                         tracing::warn!(error = %e, "removing deleted pod");
                     } else {
                         tracing::info!(pod = %format!("{namespace}/{name}"), "pod terminated and removed");
+                        self.runtime.forget_pod(&namespace, &name, &uid);
                         self.posted.remove(&uid);
                         self.last.remove(&uid);
                         self.status.forget(&uid);

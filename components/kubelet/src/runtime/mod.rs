@@ -87,4 +87,8 @@ pub trait Runtime: Send + Sync {
     fn take_final_status(&self, _uid: &str) -> Option<PodStatus> {
         None
     }
+    /// The pod is gone from the API and its containers from the node: drop what the node still keeps
+    /// of it — its log directory under the log root — as upstream's container GC does for deleted
+    /// pods (evictPodLogsDirectories). A pod that still exists keeps its logs for `kubectl logs`.
+    fn forget_pod(&self, _namespace: &str, _name: &str, _uid: &str) {}
 }

@@ -475,6 +475,17 @@ impl Runtime for CriRuntime {
             .remove(uid)
     }
 
+    fn forget_pod(&self, namespace: &str, name: &str, uid: &str) {
+        let dir = crate::logs::pod_log_dir(&self.cfg.log_root, namespace, name, uid);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::debug!(dir = %dir.display(), "removed a deleted pod's logs"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted pod's logs")
+            }
+        }
+    }
+
     fn pod_uids(&self) -> Vec<String> {
         self.pods().keys().cloned().collect()
     }

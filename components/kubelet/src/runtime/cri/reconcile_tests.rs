@@ -356,3 +356,22 @@ async fn a_running_pods_new_labels_reach_its_downward_api_volume_and_pods_list()
     ));
     rt.stop_pod("u-labels", Some(Duration::ZERO)).await.unwrap();
 }
+
+#[test]
+fn a_deleted_pods_logs_go_and_other_pods_logs_stay() {
+    let root = tempfile::tempdir().unwrap();
+    let mut c = cfg(root.path());
+    c.log_root = root.path().join("logs");
+    let rt = CriRuntime::new(Arc::new(FakeCri::default()), c, Duration::from_secs(3600));
+    let gone = root.path().join("logs/default_job-1_u1/main");
+    let kept = root.path().join("logs/default_job-2_u2/main");
+    for d in [&gone, &kept] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("0.log"), "line\n").unwrap();
+    }
+    rt.forget_pod("default", "job-1", "u1");
+    assert!(!root.path().join("logs/default_job-1_u1").exists());
+    assert!(kept.join("0.log").exists());
+    // Twice, or a pod that never logged: nothing to do, no panic.
+    rt.forget_pod("default", "job-1", "u1");
+}
