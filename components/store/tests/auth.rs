@@ -3,7 +3,7 @@
 //! a 3-member kiln-store must print the same; simple tokens expire after --auth-token-ttl on both;
 //! auth state survives a member restart; JWT tokens (`--auth-token jwt,…`) are signed, verified
 //! by a member holding only the public key, refused once the auth store moved on or they
-//! expired, like etcd's.
+//! expired, like etcd's, with RS256 and ES512 keys, and each side accepts the other's tokens.
 
 mod common;
 
@@ -552,6 +552,37 @@ async fn jwt_transcript(
     t
 }
 
+/// A P-521 key pair from openssl, as the etcd docs' `openssl ecparam -name secp521r1 -genkey`
+/// but with `-noout`: without it the file starts with an EC PARAMETERS block, on which etcd
+/// 3.4 (and so kiln-store) fails at start. The public key is PKIX.
+fn es512_keys(dir: &std::path::Path) -> (String, String) {
+    let key = dir.join("es512.key");
+    let public = dir.join("es512.pub");
+    for args in [
+        vec![
+            "ecparam",
+            "-name",
+            "secp521r1",
+            "-genkey",
+            "-noout",
+            "-out",
+            key.to_str().unwrap(),
+        ],
+        vec![
+            "ec",
+            "-in",
+            key.to_str().unwrap(),
+            "-pubout",
+            "-out",
+            public.to_str().unwrap(),
+        ],
+    ] {
+        let out = Command::new("openssl").args(&args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    }
+    (key.display().to_string(), public.display().to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_tokens_match_etcds_and_verify_on_a_public_key_only_member() {
     if !have_etcd() {
@@ -560,12 +591,32 @@ async fn jwt_tokens_match_etcds_and_verify_on_a_public_key_only_member() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (key, public) = rsa_keys(dir.path());
+    jwt_session_matches_etcds(dir.path(), "RS256", &key, &public).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn es512_jwt_tokens_match_etcds() {
+    if !have_etcd() {
+        eprintln!("skipping: etcd/etcdctl not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = es512_keys(dir.path());
+    jwt_session_matches_etcds(dir.path(), "ES512", &key, &public).await;
+}
+
+/// etcd 3.4 and a 3-member kiln-store (the last verifying with the public key alone), both on
+/// `method` with the same keys: the same transcript, and each accepts the other's tokens.
+async fn jwt_session_matches_etcds(dir: &std::path::Path, method: &str, key: &str, public: &str) {
     let ttl = Duration::from_secs(2);
-    let flag = format!("jwt,pub-key={public},priv-key={key},sign-method=RS256,ttl=2s");
-    let (etcd_addr, etcd) = start_etcd(dir.path(), &flag).await;
+    let flag = format!("jwt,pub-key={public},priv-key={key},sign-method={method},ttl=2s");
+    let (etcd_addr, etcd) = start_etcd(dir, &flag).await;
     let expected = jwt_transcript(etcd_addr, etcd_addr, ttl).await;
-    drop(etcd);
     eprintln!("etcd: {expected:#?}");
+    assert!(
+        expected[0].contains(&format!("alg=\"{method}\"")),
+        "{expected:?}"
+    );
     assert!(expected[1].ends_with("1 kvs"), "{expected:?}");
     assert!(expected
         .iter()
@@ -576,12 +627,28 @@ async fn jwt_tokens_match_etcds_and_verify_on_a_public_key_only_member() {
         c.bcrypt_cost = 4;
     });
     // The last member verifies with the public key alone.
-    cluster.members[2].config.auth_token = format!("jwt,pub-key={public},sign-method=RS256,ttl=2s");
+    cluster.members[2].config.auth_token =
+        format!("jwt,pub-key={public},sign-method={method},ttl=2s");
     cluster.start_all().await;
     cluster.leader().await;
     let addr = |i: usize| cluster.members[i].handle().client_addr();
     let got = jwt_transcript(addr(0), addr(2), ttl).await;
     assert_eq!(got, expected);
+    // Both auth stores are now at the same revision: a token either signs is good on the
+    // other (the public-key-only member checks etcd's).
+    let from_etcd = authenticate(etcd_addr)
+        .await
+        .expect("alice signs in on etcd");
+    assert_eq!(
+        get(addr(2), &from_etcd, "/pub/a").await,
+        "get /pub/a: 1 kvs"
+    );
+    let from_kiln = authenticate(addr(0)).await.expect("alice signs in on kiln");
+    assert_eq!(
+        get(etcd_addr, &from_kiln, "/pub/a").await,
+        "get /pub/a: 1 kvs"
+    );
+    drop(etcd);
     // It cannot sign: etcd's ErrVerifyOnly, unmapped, so code Unknown with the bare text.
     let refused = authenticate(addr(2)).await.unwrap_err();
     assert_eq!(
@@ -594,11 +661,12 @@ async fn jwt_tokens_match_etcds_and_verify_on_a_public_key_only_member() {
     cluster.shutdown().await;
 
     // A key that does not parse stops the member at start, naming the flag.
-    let mut config = common::config(&dir.path().join("bad"));
-    config.auth_token = format!("jwt,priv-key={public},sign-method=RS256");
+    let mut config = common::config(&dir.join("bad"));
+    config.auth_token = format!("jwt,priv-key={public},sign-method={method}");
     let err = kiln_store::start(config).await.err().expect("refused");
     assert!(
-        err.to_string().contains("auth: invalid priv-key for RS256"),
+        err.to_string()
+            .contains(&format!("auth: invalid priv-key for {method}")),
         "{err}"
     );
 }

@@ -3,10 +3,12 @@
 //! member holding the public key (or the HMAC secret) verifies them without a shared table.
 //! A token older than the auth store is refused on key access (etcd's "auth: revision in
 //! header is old", sent to clients as "etcdserver: revision of auth store is old"), which
-//! makes clients sign in again. Signing and verifying are jsonwebtoken's.
+//! makes clients sign in again. Signing and verifying are jsonwebtoken's, but for ES512
+//! (P-521), which it lacks: that one is [`super::jwt_es512`]'s, on RustCrypto's `p521`.
 //!
-//! Option parsing follows etcd 3.4/3.5's auth/options.go and jwt.go; jsonwebtoken has no
-//! ES512 (P-521) and reads EC private keys as PKCS#8 only, so those two are refused at start.
+//! Option parsing follows etcd 3.4/3.5's auth/options.go and jwt.go; jsonwebtoken reads
+//! ES256/ES384 private keys as PKCS#8 only (SEC1 ones are refused at start), while ES512 keys
+//! are read as etcd reads them, SEC1 or PKCS#8.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,6 +18,8 @@ use jsonwebtoken::crypto::CryptoProvider;
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+
+use super::jwt_es512::{self, Es512Error, Es512Keys};
 
 /// etcd's DefaultTTL for JWT tokens (their `ttl` option; --auth-token-ttl is for simple ones).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
@@ -40,8 +44,6 @@ pub enum JwtError {
     },
     #[error("auth: invalid auth options: auth: invalid auth signature method {0:?}")]
     SignMethod(String),
-    #[error("auth: invalid auth options: sign-method {0} is not supported by kiln-store")]
-    UnsupportedMethod(String),
     #[error("auth: missing key data")]
     MissingKey,
     #[error("auth: public and private keys don't match")]
@@ -52,14 +54,36 @@ pub enum JwtError {
         alg: Algorithm,
         source: jsonwebtoken::errors::Error,
     },
+    #[error("auth: invalid {what} for ES512: {source}")]
+    Es512Key {
+        what: &'static str,
+        source: Es512Error,
+    },
     #[error("auth: no JWT crypto provider in this build")]
     NoProvider,
+}
+
+/// etcd's sign-method: one of jsonwebtoken's algorithms, or ES512 (done by hand around p521).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignMethod {
+    Lib(Algorithm),
+    Es512,
+}
+
+impl std::fmt::Display for SignMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // jsonwebtoken's Debug names are jwt-go's (RS256, EdDSA, …).
+            Self::Lib(alg) => write!(f, "{alg:?}"),
+            Self::Es512 => f.write_str(jwt_es512::ALG),
+        }
+    }
 }
 
 /// The parsed options, keys still as file contents.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtOptions {
-    pub alg: Algorithm,
+    pub method: SignMethod,
     pub public_key: Vec<u8>,
     pub private_key: Vec<u8>,
     pub ttl: Duration,
@@ -77,7 +101,7 @@ impl JwtOptions {
         };
         let public_key = read_key(OPT_PUBLIC_KEY, get(OPT_PUBLIC_KEY))?;
         let private_key = read_key(OPT_PRIVATE_KEY, get(OPT_PRIVATE_KEY))?;
-        let alg = sign_method(get(OPT_SIGN_METHOD))?;
+        let method = sign_method(get(OPT_SIGN_METHOD))?;
         let unknown: Vec<&String> = opts
             .keys()
             .filter(|k| !KNOWN_OPTIONS.contains(&k.as_str()))
@@ -86,7 +110,7 @@ impl JwtOptions {
             tracing::warn!(keys = ?unknown, "unknown JWT options");
         }
         Ok(Self {
-            alg,
+            method,
             public_key,
             private_key,
             ttl,
@@ -105,39 +129,48 @@ fn read_key(option: &'static str, path: &str) -> Result<Vec<u8>, JwtError> {
     })
 }
 
-/// jwt-go's GetSigningMethod names (case-sensitive), less the ones jsonwebtoken lacks.
-fn sign_method(name: &str) -> Result<Algorithm, JwtError> {
-    match name {
-        "ES512" => Err(JwtError::UnsupportedMethod(name.to_string())),
-        _ => name
-            .parse()
-            .map_err(|_| JwtError::SignMethod(name.to_string())),
+/// jwt-go's GetSigningMethod names (case-sensitive).
+fn sign_method(name: &str) -> Result<SignMethod, JwtError> {
+    if name == jwt_es512::ALG {
+        return Ok(SignMethod::Es512);
     }
+    name.parse()
+        .map(SignMethod::Lib)
+        .map_err(|_| JwtError::SignMethod(name.to_string()))
 }
 
-/// The claims etcd puts in a token (jwt.go's assign).
+/// The claims etcd puts in a token (jwt.go's assign), in the order Go writes the map's keys
+/// (sorted), so a token's claims part reads as etcd's would.
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {
-    username: String,
-    revision: u64,
     exp: u64,
+    revision: u64,
+    username: String,
 }
 
 /// A member's signer and verifier.
 pub struct JwtTokens {
-    alg: Algorithm,
-    /// None: only the public key was given, so this member verifies but cannot sign.
-    signer: Option<EncodingKey>,
-    verifier: DecodingKey,
-    validation: Validation,
+    keys: Keys,
     ttl: Duration,
+}
+
+enum Keys {
+    /// jsonwebtoken's algorithms. signer None: only the public key was given, so this
+    /// member verifies but cannot sign.
+    Lib {
+        alg: Algorithm,
+        signer: Option<EncodingKey>,
+        verifier: DecodingKey,
+        validation: Box<Validation>,
+    },
+    Es512(Box<Es512Keys>),
 }
 
 impl std::fmt::Debug for JwtTokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JwtTokens")
-            .field("alg", &self.alg)
-            .field("verify_only", &self.signer.is_none())
+            .field("method", &self.method().to_string())
+            .field("verify_only", &self.verify_only())
             .field("ttl", &self.ttl)
             .finish()
     }
@@ -147,54 +180,17 @@ impl JwtTokens {
     /// etcd's Key(): HMAC needs the secret (priv-key); RSA/EC/EdDSA need the private key to
     /// sign, and verify with the public key given or the private key's own public half.
     pub fn new(opts: &JwtOptions) -> Result<Self, JwtError> {
-        if CryptoProvider::try_get_default().is_none() {
-            return Err(JwtError::NoProvider);
-        }
-        let alg = opts.alg;
-        let key_err = |what| move |source| JwtError::Key { what, alg, source };
-        let (signer, verifier) = if alg.family() == AlgorithmFamily::Hmac {
-            if opts.private_key.is_empty() {
-                return Err(JwtError::MissingKey);
-            }
-            (
-                Some(EncodingKey::from_secret(&opts.private_key).map_err(key_err("secret"))?),
-                DecodingKey::from_secret(&opts.private_key).map_err(key_err("secret"))?,
-            )
-        } else {
-            let signer = match opts.private_key.is_empty() {
-                true => None,
-                false => Some(encoding_key(alg, &opts.private_key).map_err(key_err("priv-key"))?),
-            };
-            let given = match opts.public_key.is_empty() {
-                true => None,
-                false => Some(decoding_key(alg, &opts.public_key).map_err(key_err("pub-key"))?),
-            };
-            match (signer, given) {
-                (None, None) => return Err(JwtError::MissingKey),
-                (None, Some(public)) => (None, public),
-                (Some(private), Some(public)) => (Some(private), public),
-                (Some(private), None) => {
-                    let jwk = Jwk::from_encoding_key(&private, alg).map_err(key_err("priv-key"))?;
-                    let public = DecodingKey::from_jwk(&jwk).map_err(key_err("priv-key"))?;
-                    (Some(private), public)
-                }
-            }
+        let keys = match opts.method {
+            SignMethod::Lib(alg) => lib_keys(alg, opts)?,
+            SignMethod::Es512 => Keys::Es512(Box::new(es512_keys(opts)?)),
         };
-        let mut validation = Validation::new(alg);
-        // jwt-go checks exp exactly, when present, and nothing else.
-        validation.leeway = 0;
-        validation.validate_aud = false;
-        validation.required_spec_claims.clear();
         let tokens = Self {
-            alg,
-            signer,
-            verifier,
-            validation,
+            keys,
             ttl: opts.ttl,
         };
         // Both keys given: a probe token must verify, or the pair is not a pair.
-        if tokens.signer.is_some() && !opts.public_key.is_empty() {
-            let probe = tokens.sign("", 1).map_err(key_err("priv-key"))?;
+        if !tokens.verify_only() && !opts.public_key.is_empty() {
+            let probe = tokens.sign("", 1)?;
             if tokens.verify(&probe).is_none() {
                 return Err(JwtError::KeyMismatch);
             }
@@ -202,8 +198,18 @@ impl JwtTokens {
         Ok(tokens)
     }
 
+    fn method(&self) -> SignMethod {
+        match &self.keys {
+            Keys::Lib { alg, .. } => SignMethod::Lib(*alg),
+            Keys::Es512(_) => SignMethod::Es512,
+        }
+    }
+
     pub fn verify_only(&self) -> bool {
-        self.signer.is_none()
+        match &self.keys {
+            Keys::Lib { signer, .. } => signer.is_none(),
+            Keys::Es512(keys) => keys.verify_only(),
+        }
     }
 
     /// A token for `user` at auth `revision` (etcd's assign), or None on a verify-only member.
@@ -217,10 +223,7 @@ impl JwtTokens {
         }
     }
 
-    fn sign(&self, user: &str, revision: u64) -> Result<String, jsonwebtoken::errors::Error> {
-        let Some(key) = &self.signer else {
-            return Err(jsonwebtoken::errors::ErrorKind::InvalidKeyFormat.into());
-        };
+    fn sign(&self, user: &str, revision: u64) -> Result<String, JwtError> {
         let exp = (SystemTime::now() + self.ttl)
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -230,19 +233,122 @@ impl JwtTokens {
             revision,
             exp,
         };
-        jsonwebtoken::encode(&Header::new(self.alg), &claims, key)
+        match &self.keys {
+            Keys::Lib { alg, signer, .. } => {
+                let alg = *alg;
+                let key_err = |source| JwtError::Key {
+                    what: "priv-key",
+                    alg,
+                    source,
+                };
+                let Some(key) = signer else {
+                    return Err(key_err(
+                        jsonwebtoken::errors::ErrorKind::InvalidKeyFormat.into(),
+                    ));
+                };
+                jsonwebtoken::encode(&Header::new(alg), &claims, key).map_err(key_err)
+            }
+            Keys::Es512(keys) => keys.sign(&claims).map_err(|source| JwtError::Es512Key {
+                what: "priv-key",
+                source,
+            }),
+        }
     }
 
     /// The user and auth revision a valid, unexpired token names (etcd's info).
     pub fn verify(&self, token: &str) -> Option<(String, u64)> {
-        match jsonwebtoken::decode::<Claims>(token, &self.verifier, &self.validation) {
-            Ok(data) => Some((data.claims.username, data.claims.revision)),
+        let claims = match &self.keys {
+            Keys::Lib {
+                verifier,
+                validation,
+                ..
+            } => jsonwebtoken::decode::<Claims>(token, verifier, validation)
+                .map(|data| data.claims)
+                .map_err(|e| e.to_string()),
+            Keys::Es512(keys) => keys.verify::<Claims>(token).map_err(|e| e.to_string()),
+        };
+        match claims {
+            // jwt-go's exp check (now <= exp, no leeway); jsonwebtoken's Validation does the
+            // same itself, this repeats it for ES512.
+            Ok(c) if c.exp >= now_secs() => Some((c.username, c.revision)),
+            Ok(_) => {
+                tracing::debug!("expired JWT token");
+                None
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "invalid JWT token");
                 None
             }
         }
     }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// jsonwebtoken's keys and the checks jwt-go makes.
+fn lib_keys(alg: Algorithm, opts: &JwtOptions) -> Result<Keys, JwtError> {
+    if CryptoProvider::try_get_default().is_none() {
+        return Err(JwtError::NoProvider);
+    }
+    let key_err = |what| move |source| JwtError::Key { what, alg, source };
+    let (signer, verifier) = if alg.family() == AlgorithmFamily::Hmac {
+        if opts.private_key.is_empty() {
+            return Err(JwtError::MissingKey);
+        }
+        (
+            Some(EncodingKey::from_secret(&opts.private_key).map_err(key_err("secret"))?),
+            DecodingKey::from_secret(&opts.private_key).map_err(key_err("secret"))?,
+        )
+    } else {
+        let signer = match opts.private_key.is_empty() {
+            true => None,
+            false => Some(encoding_key(alg, &opts.private_key).map_err(key_err("priv-key"))?),
+        };
+        let given = match opts.public_key.is_empty() {
+            true => None,
+            false => Some(decoding_key(alg, &opts.public_key).map_err(key_err("pub-key"))?),
+        };
+        match (signer, given) {
+            (None, None) => return Err(JwtError::MissingKey),
+            (None, Some(public)) => (None, public),
+            (Some(private), Some(public)) => (Some(private), public),
+            (Some(private), None) => {
+                let jwk = Jwk::from_encoding_key(&private, alg).map_err(key_err("priv-key"))?;
+                let public = DecodingKey::from_jwk(&jwk).map_err(key_err("priv-key"))?;
+                (Some(private), public)
+            }
+        }
+    };
+    let mut validation = Validation::new(alg);
+    // jwt-go checks exp exactly, when present, and nothing else.
+    validation.leeway = 0;
+    validation.validate_aud = false;
+    validation.required_spec_claims.clear();
+    Ok(Keys::Lib {
+        alg,
+        signer,
+        verifier,
+        validation: Box::new(validation),
+    })
+}
+
+/// ES512's keys, read as etcd's ecKey reads them.
+fn es512_keys(opts: &JwtOptions) -> Result<Es512Keys, JwtError> {
+    let key_err = |what| move |source| JwtError::Es512Key { what, source };
+    let signer = match opts.private_key.is_empty() {
+        true => None,
+        false => Some(jwt_es512::signing_key(&opts.private_key).map_err(key_err("priv-key"))?),
+    };
+    let public = match opts.public_key.is_empty() {
+        true => None,
+        false => Some(jwt_es512::verifying_key(&opts.public_key).map_err(key_err("pub-key"))?),
+    };
+    Es512Keys::new(signer, public).ok_or(JwtError::MissingKey)
 }
 
 fn encoding_key(alg: Algorithm, pem: &[u8]) -> jsonwebtoken::errors::Result<EncodingKey> {

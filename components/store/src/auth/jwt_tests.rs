@@ -19,6 +19,24 @@ fn tokens(pairs: &[(&str, &str)]) -> Result<JwtTokens, JwtError> {
     JwtTokens::new(&JwtOptions::parse(&opts(pairs))?)
 }
 
+fn garbage_path(dir: &tempfile::TempDir) -> String {
+    write(dir, "garbage.pem", "not a key")
+}
+
+/// A P-521 pair (SEC1 private key, as `openssl ecparam -genkey -noout` writes it): rcgen's
+/// ring backend has no P-521.
+fn p521_pair() -> (String, String) {
+    use p521::elliptic_curve::Generate;
+    use p521::pkcs8::{EncodePublicKey, LineEnding};
+    let secret = p521::SecretKey::generate();
+    let private = secret.to_sec1_pem(LineEnding::LF).unwrap().to_string();
+    let public = secret
+        .public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
+    (private, public)
+}
+
 fn ec_pair(alg: &'static rcgen::SignatureAlgorithm) -> (String, String) {
     let kp = rcgen::KeyPair::generate_for(alg).unwrap();
     (kp.serialize_pem(), kp.public_key_pem())
@@ -39,10 +57,14 @@ fn option_errors_carry_etcds_texts() {
         msg(&[("sign-method", "RS1024"), ("priv-key", &priv_path)]),
         "auth: invalid auth options: auth: invalid auth signature method \"RS1024\""
     );
-    assert_eq!(
-        msg(&[("sign-method", "ES512"), ("priv-key", &priv_path)]),
-        "auth: invalid auth options: sign-method ES512 is not supported by kiln-store"
+    // A P-256 key is no ES512 key.
+    assert!(msg(&[("sign-method", "ES512"), ("priv-key", &priv_path)])
+        .starts_with("auth: invalid priv-key for ES512: "));
+    assert!(
+        msg(&[("sign-method", "ES512"), ("pub-key", &garbage_path(&dir))])
+            .starts_with("auth: invalid pub-key for ES512: key must be PEM encoded")
     );
+    assert_eq!(msg(&[("sign-method", "ES512")]), "auth: missing key data");
     assert!(msg(&[("sign-method", "ES256"), ("ttl", "5 minutes")])
         .starts_with("auth: invalid auth options: ttl \"5 minutes\""));
     assert!(
@@ -76,7 +98,12 @@ fn ttl_defaults_to_five_minutes_and_takes_go_durations() {
     assert_eq!(o.ttl, Duration::from_secs(300));
     let o = JwtOptions::parse(&opts(&[("sign-method", "HS256"), ("ttl", "1m30s")])).unwrap();
     assert_eq!(o.ttl, Duration::from_secs(90));
-    assert_eq!(o.alg, Algorithm::HS256);
+    assert_eq!(o.method, SignMethod::Lib(Algorithm::HS256));
+    let o = JwtOptions::parse(&opts(&[("sign-method", "ES512")])).unwrap();
+    assert_eq!(
+        (o.method, o.method.to_string()),
+        (SignMethod::Es512, "ES512".into())
+    );
 }
 
 #[test]
@@ -137,4 +164,57 @@ fn expired_and_wrongly_signed_tokens_are_refused() {
     assert_eq!(hs512.verify(&token), None);
     std::thread::sleep(Duration::from_millis(2100));
     assert_eq!(short.verify(&token), None);
+}
+
+#[test]
+fn es512_tokens_verify_on_public_key_members_and_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (private, public) = p521_pair();
+    let pk = write(&dir, "es512.key", &private);
+    let pb = write(&dir, "es512.pub", &public);
+    let signer = tokens(&[("sign-method", "ES512"), ("priv-key", &pk), ("ttl", "1s")]).unwrap();
+    let both = tokens(&[
+        ("sign-method", "ES512"),
+        ("priv-key", &pk),
+        ("pub-key", &pb),
+    ])
+    .unwrap();
+    let verifier = tokens(&[("sign-method", "ES512"), ("pub-key", &pb)]).unwrap();
+    assert!(verifier.verify_only() && !signer.verify_only() && !both.verify_only());
+    assert_eq!(verifier.assign("alice", 3), None);
+
+    let token = signer.assign("alice", 7).unwrap();
+    assert_eq!(verifier.verify(&token), Some(("alice".into(), 7)));
+    assert_eq!(both.verify(&token), Some(("alice".into(), 7)));
+    let mut parts: Vec<&str> = token.split('.').collect();
+    let forged = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        br#"{"username":"root","revision":7,"exp":99999999999}"#,
+    );
+    parts[1] = &forged;
+    assert_eq!(verifier.verify(&parts.join(".")), None);
+
+    // Keys of two different pairs are refused at start.
+    let (_, other_public) = p521_pair();
+    let other = write(&dir, "other-es512.pub", &other_public);
+    assert_eq!(
+        tokens(&[
+            ("sign-method", "ES512"),
+            ("priv-key", &pk),
+            ("pub-key", &other)
+        ])
+        .unwrap_err()
+        .to_string(),
+        "auth: public and private keys don't match"
+    );
+    // An ES512 token is no ES384 one.
+    let (p384_private, _) = ec_pair(&rcgen::PKCS_ECDSA_P384_SHA384);
+    let es384 = tokens(&[
+        ("sign-method", "ES384"),
+        ("priv-key", &write(&dir, "p384", &p384_private)),
+    ])
+    .unwrap();
+    assert_eq!(es384.verify(&token), None);
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(verifier.verify(&token), None);
 }

@@ -10,8 +10,10 @@
 pub mod error;
 pub mod guard;
 pub mod jwt;
+pub mod jwt_es512;
 pub mod perm;
 pub mod provider;
+pub mod recheck;
 pub mod state;
 pub mod token;
 
@@ -21,7 +23,7 @@ use std::time::Duration;
 use rocksdb::{WriteBatch, DB};
 use tonic::Request;
 
-use crate::command::auth::{auth_command::Cmd, AuthApplied, AuthCommand};
+use crate::command::auth::{auth_command::Cmd, AuthApplied, AuthCommand, RequestAuth};
 use crate::command::{store_request::Op, store_response, StoreRequest, StoreResponse};
 use crate::storage::db::{self, CF_SM_META};
 use error::AuthError;
@@ -178,6 +180,19 @@ impl AuthStore {
             return Err(AuthError::AuthOldRevision);
         }
         Ok(user)
+    }
+
+    /// [`Self::key_caller`] for a write: the caller and the auth revision the write's
+    /// permission is checked at, for applying to check again (0 while auth is off, as etcd's
+    /// empty AuthInfo).
+    pub fn key_writer<T>(&self, request: &Request<T>) -> Result<RequestAuth, AuthError> {
+        let state = self.state();
+        let (username, revision) = self.caller_at(&state, request)?;
+        if revision < state.revision {
+            return Err(AuthError::AuthOldRevision);
+        }
+        let revision = if state.enabled { revision } else { 0 };
+        Ok(RequestAuth { username, revision })
     }
 
     /// The caller and the auth revision its credentials stand for (`state`'s own for a

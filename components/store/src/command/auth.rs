@@ -30,6 +30,19 @@ pub struct Authenticate {
     pub checked_revision: u64,
 }
 
+/// Who proposed a client's key-value or lease command and the auth revision their
+/// permission was checked at (etcd's RequestHeader `username` / `auth_revision`). Applying
+/// checks it again against the auth store as it is then (etcd's authApplierV3): an auth
+/// change committed between the check and the apply refuses the command. Revision 0: auth was
+/// off when the request came (etcd's empty AuthInfo).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RequestAuth {
+    #[prost(string, tag = "1")]
+    pub username: String,
+    #[prost(uint64, tag = "2")]
+    pub revision: u64,
+}
+
 pub mod auth_command {
     use super::*;
 

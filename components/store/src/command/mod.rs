@@ -51,6 +51,10 @@ pub struct StoreRequest {
     /// the response straight to the waiting caller (see `member::waiters`). Applying ignores it.
     #[prost(uint64, tag = "9")]
     pub proposal: u64,
+    /// The caller of a client's key-value or lease command, re-checked when it is applied
+    /// (`auth::recheck`). None: nothing to re-check (internal commands, logs from before).
+    #[prost(message, optional, tag = "11")]
+    pub auth: Option<crate::command::auth::RequestAuth>,
 }
 
 /// Several client commands proposed as one Raft entry (group commit: one log append and one
@@ -141,6 +145,15 @@ impl StoreRequest {
         Self {
             op: Some(op),
             proposal: 0,
+            auth: None,
+        }
+    }
+
+    /// A client's command, with who asked and at which auth revision (see [`Self::auth`]).
+    pub fn on_behalf(op: store_request::Op, auth: crate::command::auth::RequestAuth) -> Self {
+        Self {
+            auth: Some(auth),
+            ..Self::new(op)
         }
     }
 }

@@ -67,10 +67,24 @@ impl StoreContext {
     /// Proposes a command through Raft (on the leader, wherever it is) and waits until this
     /// member applied it, so a read here right after sees the write.
     pub async fn write(&self, op: Op) -> Result<store_response::Result, ForwardError> {
-        if grows(&op) {
+        self.propose(StoreRequest::new(op)).await
+    }
+
+    /// A client's key-value or lease write: as [`Self::write`], and applying checks the
+    /// caller's permission again against the auth store as it is then (`auth::recheck`).
+    pub async fn write_as(
+        &self,
+        op: Op,
+        caller: crate::command::auth::RequestAuth,
+    ) -> Result<store_response::Result, ForwardError> {
+        self.propose(StoreRequest::on_behalf(op, caller)).await
+    }
+
+    async fn propose(&self, req: StoreRequest) -> Result<store_response::Result, ForwardError> {
+        if req.op.as_ref().is_some_and(grows) {
             self.check_quota().await?;
         }
-        let reply = leader::leader_call(self, LeaderOp::Write(StoreRequest::new(op))).await?;
+        let reply = leader::leader_call(self, LeaderOp::Write(req)).await?;
         let LeaderReply::Write { index, response } = reply else {
             return Err(ForwardError::internal(
                 "leader answered a write with something else",

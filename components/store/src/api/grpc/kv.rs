@@ -211,11 +211,11 @@ impl PbKvService for KvService {
     }
 
     async fn put(&self, request: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {
-        let user = self.ctx.auth.key_caller(&request)?;
+        let caller = self.ctx.auth.key_writer(&request)?;
         let r = request.into_inner();
         check_put(&r)?;
-        self.ctx.auth.state().check_put(&user, &r)?;
-        let Res::Put(mut resp) = self.ctx.write(Op::Put(r)).await? else {
+        self.ctx.auth.state().check_put(&caller.username, &r)?;
+        let Res::Put(mut resp) = self.ctx.write_as(Op::Put(r), caller).await? else {
             return Err(unexpected());
         };
         self.ctx.fill(&mut resp.header);
@@ -226,11 +226,12 @@ impl PbKvService for KvService {
         &self,
         request: Request<PbDeleteRequest>,
     ) -> Result<Response<PbDeleteResponse>, Status> {
-        let user = self.ctx.auth.key_caller(&request)?;
+        let caller = self.ctx.auth.key_writer(&request)?;
         let r = request.into_inner();
         check_delete(&r)?;
-        self.ctx.auth.state().check_delete(&user, &r)?;
-        let Res::DeleteRange(mut resp) = self.ctx.write(Op::DeleteRange(r)).await? else {
+        self.ctx.auth.state().check_delete(&caller.username, &r)?;
+        let Res::DeleteRange(mut resp) = self.ctx.write_as(Op::DeleteRange(r), caller).await?
+        else {
             return Err(unexpected());
         };
         self.ctx.fill(&mut resp.header);
@@ -238,13 +239,13 @@ impl PbKvService for KvService {
     }
 
     async fn txn(&self, request: Request<PbTxnRequest>) -> Result<Response<PbTxnResponse>, Status> {
-        let user = self.ctx.auth.key_caller(&request)?;
+        let caller = self.ctx.auth.key_writer(&request)?;
         let r = request.into_inner();
         check_txn(&r)?;
-        self.ctx.auth.state().check_txn(&user, &r)?;
+        self.ctx.auth.state().check_txn(&caller.username, &r)?;
         let (writes, serializable) = txn_shape(&r);
         let mut resp = if writes {
-            let Res::Txn(resp) = self.ctx.write(Op::Txn(r)).await? else {
+            let Res::Txn(resp) = self.ctx.write_as(Op::Txn(r), caller).await? else {
                 return Err(unexpected());
             };
             resp

@@ -62,18 +62,19 @@ impl PbLeaseService for LeaseService {
         &self,
         request: Request<PbLeaseRevokeRequest>,
     ) -> Result<Response<PbLeaseRevokeResponse>, Status> {
-        let user = self.ctx.auth.key_caller(&request)?;
+        let caller = self.ctx.auth.key_writer(&request)?;
         let r = request.into_inner();
         if self.ctx.auth.state().enabled {
             // etcd's checkLeasePuts: revoking deletes the lease's keys.
             let keys = self.ctx.mvcc.lease_keys(r.id).map_err(mvcc_status)?;
             self.ctx.auth.state().check_lease_keys(
-                &user,
+                &caller.username,
                 crate::auth::perm::Access::Write,
                 &keys,
             )?;
         }
-        let Res::LeaseRevoke(mut resp) = self.ctx.write(Op::LeaseRevoke(r)).await? else {
+        let Res::LeaseRevoke(mut resp) = self.ctx.write_as(Op::LeaseRevoke(r), caller).await?
+        else {
             return Err(unexpected());
         };
         self.ctx.fill(&mut resp.header);

@@ -1,9 +1,12 @@
 //! Applying one committed command (deterministic: every member computes the same batch from the
 //! same command): auth commands go to the auth store, everything else to the MVCC store
-//! (`storage::mvcc::apply`), which stays below auth and knows nothing of it.
+//! (`storage::mvcc::apply`), which stays below auth and knows nothing of it. A client's write
+//! has its caller's permission checked again first, against the auth state at this point of
+//! the log (`auth::recheck`).
 
 use rocksdb::{WriteBatch, DB};
 
+use crate::auth::state::AuthState;
 use crate::auth::{self, AuthStoreError};
 use crate::command::{
     store_request::Op, store_response::Result as Res, StoreRequest, StoreResponse,
@@ -12,14 +15,16 @@ use crate::storage::mvcc::apply::{self as mvcc_apply, Applied};
 use crate::storage::mvcc::index::KeyIndex;
 use crate::storage::mvcc::MvccError;
 
-/// Applies `req` on top of `revision` / `compact_revision`, which `index` shows.
-/// Client-visible failures (a missing lease, a compacted revision, a refused auth change)
-/// become error responses with an empty batch; only storage failures are errors.
+/// Applies `req` on top of `revision` / `compact_revision`, which `index` shows, with `auth`
+/// the auth state as of the entries before it.
+/// Client-visible failures (a missing lease, a compacted revision, a refused auth change or
+/// write) become error responses with an empty batch; only storage failures are errors.
 pub fn apply(
     db: &DB,
     index: &KeyIndex,
     revision: i64,
     compact_revision: i64,
+    auth: &AuthState,
     req: &StoreRequest,
 ) -> Result<Applied, MvccError> {
     let unchanged = |response| Applied::unchanged(response, revision, compact_revision);
@@ -44,6 +49,12 @@ pub fn apply(
                 ..unchanged(response)
             })
         }
-        _ => mvcc_apply::apply(db, index, revision, compact_revision, req),
+        _ => {
+            let lease_keys = |id| crate::storage::mvcc::lease_keys(db, id);
+            match auth::recheck::recheck(auth, req, lease_keys)? {
+                Ok(()) => mvcc_apply::apply(db, index, revision, compact_revision, req),
+                Err(e) => Ok(unchanged(StoreResponse::error(e.code(), e.to_string()))),
+            }
+        }
     }
 }

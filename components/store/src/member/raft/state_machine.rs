@@ -152,6 +152,7 @@ impl StateMachine {
             self.mvcc.index(),
             self.revision,
             self.compact_revision,
+            &self.auth.state(),
             req,
         )
         .map_err(|e| StorageError::from(StorageIOError::apply(log_id, &e)))?;
@@ -205,7 +206,7 @@ impl StateMachine {
         for (i, req) in b.requests.iter().enumerate().skip(done) {
             let mark = out.events.len();
             let (mut batch, response) = self.apply_command(db, log_id, req, out)?;
-            responses.push(response);
+            let auth_changed = matches!(req.op, Some(Op::Auth(_))) && response.error_code == 0;
             if i + 1 == b.requests.len() {
                 self.finish_entry(db, batch, log_id)?;
             } else {
@@ -222,6 +223,12 @@ impl StateMachine {
                     .map_err(sm_write_err)?;
             }
             self.follow_written(&out.events[mark..]);
+            // The commands after it in this entry are checked against the changed auth
+            // state (`auth::recheck`); the whole entry's effects follow in `applied`.
+            if auth_changed {
+                self.auth.reload(db).map_err(sm_read_err)?;
+            }
+            responses.push(response);
         }
         if b.requests.is_empty() {
             self.finish_entry(db, WriteBatch::default(), log_id)?;
