@@ -6,7 +6,7 @@
 //!
 //! moto runs without signature checks here (its own check refuses any query holding a '/', such as a
 //! listing under a prefix); wrong secrets against a checking server are tested in `kiln`'s unit tests
-//! (`snapshot::s3`). The lab name may be overridden with KILN_TEST_LAB (a developer's own lab).
+//! (`backup_store::s3`). The lab name may be overridden with KILN_TEST_LAB (a developer's own lab).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -59,7 +59,7 @@ fn declared_backups_go_to_s3_are_pruned_and_restore() {
         .stdin
         .take()
         .unwrap()
-        .write_all(include_bytes!("../cli/src/snapshot/testdata/moto_setup.py"))
+        .write_all(include_bytes!("../cli/src/backup_store/testdata/moto_setup.py"))
         .unwrap();
     let creds = setup.wait_with_output().unwrap();
     assert!(creds.status.success());

@@ -5,6 +5,7 @@
 mod context;
 pub mod dry_run;
 mod error;
+pub(crate) mod host_files;
 #[cfg(test)]
 pub(crate) mod golden_tests;
 pub(crate) mod phases;

@@ -12,9 +12,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::catalog::{Kind, Renewable};
 use super::CertsError;
-use crate::bootstrap::phases::push::{
-    control_plane_context, install_files, proxy_context, staged, Install,
-};
+use crate::bootstrap::host_files::{install_files, staged, Install};
+use crate::bootstrap::phases::push::{control_plane_context, proxy_context};
 use crate::bootstrap::phases::{CONTROL_PLANE_MANIFESTS, KILN_ETC, MANIFESTS};
 use crate::bootstrap::pki_hash::{pod_hash, PKI_HASH_ANNOTATION};
 use crate::bootstrap::Context;

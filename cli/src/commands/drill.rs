@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::cluster::{runtime, ClusterArgs};
-use crate::snapshot::{self, drill, KeyMaterial, SaveOptions};
+use crate::backup_store::encrypt::KeyMaterial;
+use crate::snapshot::{self, drill, SaveOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct DrillArgs {

@@ -5,6 +5,7 @@ mod apply;
 mod cluster;
 mod dns_probe;
 mod drill;
+mod encryption;
 mod join_control_plane;
 mod lab;
 mod snapshot;
@@ -91,6 +92,9 @@ pub enum Command {
     /// Certificates of the cluster.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Encryption of Secrets at rest: rotate the key (re-encrypting every Secret), status.
+    #[command(subcommand)]
+    Encryption(encryption::EncryptionCommand),
     /// Undo everything kiln did on every host of the cluster, and verify nothing is left.
     Reset {
         #[command(flatten)]
@@ -185,6 +189,7 @@ pub fn main() -> i32 {
             wait_timeout,
         }) => cluster::renew_certs(cluster, names, wait_timeout),
         Command::Kubeconfig { cluster } => cluster::kubeconfig(cluster),
+        Command::Encryption(c) => encryption::run(c),
         Command::Upgrade(c) => upgrade::run(c),
         Command::Apply {
             cluster,

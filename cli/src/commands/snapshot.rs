@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 
 use super::cluster::{runtime, ClusterArgs};
-use crate::snapshot::{self, offsite, schedule, KeyMaterial, SaveOptions};
+use crate::backup_store::encrypt::KeyMaterial;
+use crate::backup_store::{s3, schedule};
+use crate::snapshot::{self, offsite, run_log, SaveOptions};
 
 /// Where an `s3://` destination is served and how to sign in; each flag defaults to cluster.yaml's
 /// `spec.store.backup.destination.s3`. Credentials are read from the file (0600) or from
@@ -213,11 +215,11 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
                 }
             }
             if let Some(log) = &log_file {
-                let mut line = schedule::log_line(&result);
+                let mut line = run_log::log_line(&result);
                 if let Some(url) = &uploaded {
                     line = format!("{} uploaded={url}\n", line.trim_end());
                 }
-                if let Err(e) = schedule::append_log(log, &line) {
+                if let Err(e) = run_log::append_log(log, &line) {
                     tracing::warn!(log = %log.display(), error = %e, "cannot append to the log");
                 }
             }
@@ -375,8 +377,7 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             let s3 = match &s3 {
                 Some(url) => {
                     let dest = offsite::destination(url, &s3_args.flags(), Some(&ctx.cluster))?;
-                    let creds =
-                        snapshot::s3::Credentials::resolve(dest.credentials_file.as_deref())?;
+                    let creds = s3::Credentials::resolve(dest.credentials_file.as_deref())?;
                     Some((dest, creds))
                 }
                 None => None,
@@ -417,11 +418,7 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
 }
 
 /// `snapshot list --dir s3://…`: the bundles under the prefix, newest first.
-fn print_s3_list(
-    bucket: &str,
-    mut objects: Vec<snapshot::s3::Object>,
-    json: bool,
-) -> anyhow::Result<i32> {
+fn print_s3_list(bucket: &str, mut objects: Vec<s3::Object>, json: bool) -> anyhow::Result<i32> {
     objects.retain(|o| o.key.ends_with(".kiln-bundle.tar"));
     objects.sort_by(|a, b| (b.modified, &b.key).cmp(&(a.modified, &a.key)));
     if json {

@@ -176,7 +176,7 @@ async fn dns(ctx: &crate::bootstrap::Context, client: &kube::Client) {
 /// Per controller: the last scheduled snapshot run and its result (`snapshot schedule --status`'s reader)
 /// and the newest bundle in its backup directory; then the newest bundle in the operator's own directory.
 async fn backups(ctx: &crate::bootstrap::Context, now: time::OffsetDateTime) {
-    use crate::snapshot::schedule;
+    use crate::backup_store::schedule;
     let scheduled = match schedule::status(ctx).await {
         Ok(s) => s,
         Err(e) => {

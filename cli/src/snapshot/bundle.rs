@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::encrypt::{self, DecryptReader, EncryptWriter, KeyMaterial};
 use super::manifest::{self, ObjectRecord};
 use super::{io, SnapshotError};
+use crate::backup_store::encrypt::{self, DecryptReader, EncryptWriter, KeyMaterial};
+use crate::backup_store::BUNDLE_SUFFIX;
 
 pub const FORMAT: &str = "kiln-snapshot/v1";
-pub const SUFFIX: &str = ".kiln-bundle.tar";
 const SKIP_STATE: &[&str] = &["snapshots", "rendered"];
 /// The member that listed the Kubernetes objects at the snapshot's revision in bundles of earlier kiln
 /// versions (now read from the snapshot when a drill asks).
@@ -81,7 +81,7 @@ impl BundleInfo {
             .filter(|c| c.is_ascii_alphanumeric())
             .take(15)
             .collect();
-        format!("{}-{stamp}-r{}{SUFFIX}", self.cluster, self.revision)
+        format!("{}-{stamp}-r{}{BUNDLE_SUFFIX}", self.cluster, self.revision)
     }
 }
 
@@ -523,7 +523,7 @@ pub fn list(dir: &Path, key: Option<&KeyMaterial>) -> Result<Vec<BundleInfo>, Sn
     let mut out = vec![];
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
-        if !p.to_string_lossy().ends_with(SUFFIX) {
+        if !p.to_string_lossy().ends_with(BUNDLE_SUFFIX) {
             continue;
         }
         match info(&p, key) {

@@ -17,7 +17,8 @@ use serde::Serialize;
 use super::bundle::Bundle;
 use super::manifest::{self, ObjectRecord};
 use super::store_client::StoreClient;
-use super::{KeyMaterial, SnapshotError};
+use super::SnapshotError;
+use crate::backup_store::encrypt::KeyMaterial;
 use crate::bootstrap::{Context, Options};
 use crate::lab::{host_ip, Lab, UpOptions};
 

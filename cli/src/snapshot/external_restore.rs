@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use super::bundle::Bundle;
-use super::{KeyMaterial, SnapshotError};
+use super::SnapshotError;
+use crate::backup_store::encrypt::KeyMaterial;
 use crate::bootstrap::phases::external_etcd::StoreAccess;
 use crate::bootstrap::Context;
 

@@ -4,23 +4,23 @@
 
 mod bundle;
 pub mod drill;
-pub mod encrypt;
 pub mod external_restore;
 pub mod manifest;
 pub mod new_hosts;
 pub mod offsite;
 mod restore;
-pub mod s3;
-pub mod schedule;
+pub mod run_log;
 pub mod status;
 pub(crate) mod store_client;
 
 pub use bundle::{Bundle, BundleInfo};
-pub use encrypt::KeyMaterial;
 pub use restore::restore;
 
 use std::path::{Path, PathBuf};
 
+use crate::backup_store::encrypt::{CryptoError, KeyMaterial};
+use crate::backup_store::s3::S3Error;
+use crate::backup_store::{schedule, BackupStoreError};
 use crate::bootstrap::phases::external_etcd::StoreAccess;
 use crate::bootstrap::{BootstrapError, Context};
 
@@ -48,9 +48,18 @@ pub enum SnapshotError {
     #[error(transparent)]
     Transport(#[from] crate::transport::TransportError),
     #[error(transparent)]
-    Crypto(#[from] encrypt::CryptoError),
+    Crypto(#[from] CryptoError),
     #[error(transparent)]
-    S3(#[from] s3::S3Error),
+    S3(#[from] S3Error),
+    /// Boxed: it can carry a `BootstrapError` and more, and would double every `SnapshotError`'s size.
+    #[error(transparent)]
+    BackupStore(Box<BackupStoreError>),
+}
+
+impl From<BackupStoreError> for SnapshotError {
+    fn from(e: BackupStoreError) -> Self {
+        SnapshotError::BackupStore(Box::new(e))
+    }
 }
 
 pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {

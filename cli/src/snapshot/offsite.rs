@@ -1,16 +1,15 @@
 //! Bundles off the host: where a command's S3 destination comes from (an `s3://` URL or flag, completed by
 //! cluster.yaml's `spec.store.backup.destination.s3`), the upload after a save (then the bucket's
-//! retention), the credentials file on the controllers, and fetching a bundle for `restore`/`drill`.
+//! retention), and fetching a bundle for `restore`/`drill`. The declared destination and the credentials
+//! file on the controllers are `backup_store::destination`'s (init's backup-schedule phase needs them too).
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use super::s3::{bundle_key, parse_url, Bucket, Credentials, S3Error, HOST_CREDENTIALS};
 use super::{BundleInfo, SnapshotError};
+use crate::backup_store::destination::declared;
+use crate::backup_store::s3::{bundle_key, parse_url, Bucket, Credentials, S3Error};
 use crate::config::backup::S3Destination;
 use crate::config::ClusterFile;
-use crate::transport::Transport;
 
 /// What a command line says about S3 (every field optional; cluster.yaml fills the gaps).
 #[derive(Debug, Default, Clone)]
@@ -18,33 +17,6 @@ pub struct S3Flags {
     pub endpoint: Option<String>,
     pub region: Option<String>,
     pub credentials_file: Option<PathBuf>,
-}
-
-/// The destination cluster.yaml declares, with its credentials file resolved against cluster.yaml's
-/// directory.
-pub fn declared(cluster: &ClusterFile) -> Option<S3Destination> {
-    let mut d = cluster
-        .config
-        .spec
-        .store
-        .backup
-        .as_ref()?
-        .destination
-        .as_ref()?
-        .s3
-        .clone()?;
-    if let Some(f) = &d.credentials_file {
-        let base = cluster.path.parent().unwrap_or(Path::new("."));
-        d.credentials_file = Some(base.join(expand_home(f)));
-    }
-    Some(d)
-}
-
-fn expand_home(p: &Path) -> PathBuf {
-    match (p.strip_prefix("~"), std::env::var_os("HOME")) {
-        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => p.to_path_buf(),
-    }
 }
 
 /// The destination of `url` (`s3://bucket/prefix`): bucket and prefix from it, the rest from the flags,
@@ -115,27 +87,4 @@ pub async fn fetch(url: &str, dest: &S3Destination, dir: &Path) -> Result<PathBu
     }
     let bucket = open(dest)?;
     Ok(bucket.download(&key, dir).await?)
-}
-
-/// Write the credentials file on a controller (0600) when its content differs; true when written. The
-/// secret travels on the SSH session's stdin-fed upload, never on a command line.
-pub async fn install_credentials(
-    t: &dyn Transport,
-    creds: &Credentials,
-) -> Result<bool, SnapshotError> {
-    let text = creds.to_file_text();
-    let want = hex::encode(Sha256::digest(text.as_bytes()));
-    let have = t
-        .probe(
-            &format!("sha256sum {HOST_CREDENTIALS} 2>/dev/null; true"),
-            None,
-        )
-        .await?
-        .stdout_str();
-    if have.split_whitespace().next() == Some(want.as_str()) {
-        return Ok(false);
-    }
-    t.upload(text.as_bytes().into(), HOST_CREDENTIALS, 0o600)
-        .await?;
-    Ok(true)
 }

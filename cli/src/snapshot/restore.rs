@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use super::bundle::Bundle;
 use super::new_hosts;
 use super::store_client::StoreClient;
-use super::{BundleInfo, KeyMaterial, SnapshotError};
+use super::{BundleInfo, SnapshotError};
+use crate::backup_store::encrypt::KeyMaterial;
 use crate::bootstrap::phases::push;
 use crate::bootstrap::{self, Context, Playbook};
 use crate::transport::{Payload, Transport};
@@ -82,6 +83,7 @@ pub async fn restore_bundle(ctx: &Context, bundle: &Bundle) -> Result<BundleInfo
         });
     }
     let controllers: Vec<_> = ctx.cluster.config.controllers().cloned().collect();
+    adopt_encryption_keys(ctx, bundle, &controllers).await?;
     let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
     let token = format!("kiln-restore-{stamp}");
     let initial_cluster = controllers
@@ -160,6 +162,38 @@ pub async fn restore_bundle(ctx: &Context, bundle: &Bundle) -> Result<BundleInfo
     bootstrap::run(ctx, &waits).await?;
     verify(ctx, &info).await?;
     Ok(info)
+}
+
+/// Keys a rotation retired after the bundle was made still sealed its Secrets: they are added back as
+/// read keys (`encryption::bundle_keys`) and installed on every controller before the stop, so the API
+/// servers start with them (they read the file at start only).
+async fn adopt_encryption_keys(
+    ctx: &Context,
+    bundle: &Bundle,
+    controllers: &[crate::config::Host],
+) -> Result<(), SnapshotError> {
+    let files = crate::encryption::steps::Files::in_state_dir(&ctx.state_dir);
+    let added =
+        crate::encryption::bundle_keys::adopt(&files, &bundle.state_dir()).map_err(|e| {
+            SnapshotError::Bundle {
+                path: bundle.info.path.clone().unwrap_or_default(),
+                message: e.to_string(),
+            }
+        })?;
+    if added.is_empty() {
+        return Ok(());
+    }
+    let remote = crate::bootstrap::phases::apiserver_config::remote_encryption_config();
+    for h in controllers {
+        let t = ctx.transport(&h.name).await?;
+        t.upload(Payload::File(&files.config), &remote, 0o600)
+            .await?;
+    }
+    ctx.say(&format!(
+        "encryption: the bundle's keys {} added back as read keys (`kiln encryption rotate` re-seals their Secrets and drops them)",
+        added.join(", ")
+    ));
+    Ok(())
 }
 
 /// Move the control plane's manifests aside (the kubelet stops those pods) and wait until none of their

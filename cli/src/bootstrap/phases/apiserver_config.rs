@@ -4,10 +4,11 @@
 //! Encryption at rest: the certs phase makes the cluster's EncryptionConfiguration once — a random
 //! 32-byte key named `key1` for the chosen provider, then `identity` so Secrets written before
 //! encryption was turned on still read — and keeps it with the PKI in the state directory
-//! (`pki/encryption-config.yaml`, 0600). It is never made again (the key decrypts what is stored),
-//! travels in snapshot bundles with the rest of the state, and push installs it on every
-//! controller as `/etc/kiln/pki/encryption-config.yaml` (0600), where a controller's scheduled
-//! snapshot bundles pick it up too. Audit: the policy (a file next to cluster.yaml or inline) is
+//! (`pki/encryption-config.yaml`, 0600). It is never made again (the key decrypts what is stored;
+//! `kiln encryption rotate` replaces the key step by step), travels in snapshot bundles with the
+//! rest of the state, and push installs it on every controller as
+//! `/etc/kiln/pki/encryption-config.yaml` (0600), where a controller's scheduled snapshot bundles
+//! pick it up too. Audit: the policy (a file next to cluster.yaml or inline) is
 //! installed as `/etc/kiln/audit-policy.yaml` (0600). Both reach the manifest as flags, and a
 //! hash of both as an annotation, so a changed file restarts the API server.
 
@@ -17,8 +18,8 @@ use base64::Engine;
 use rand::RngCore;
 
 use super::pki::pki_err;
-use super::push::Install;
 use super::KILN_ETC;
+use crate::bootstrap::host_files::Install;
 use crate::bootstrap::{BootstrapError, Context};
 use crate::config::{AuditPolicy, EncryptionProvider};
 

@@ -1,11 +1,11 @@
 //! Phase backup-schedule: `spec.store.backup` installed on each controller exactly as `kiln snapshot
-//! schedule` installs it (`snapshot::schedule::install_on`), so a schedule written in cluster.yaml runs.
+//! schedule` installs it (`backup_store::schedule::install_on`), so a schedule written in cluster.yaml runs.
 //! Unchanged files are not uploaded and a running job is left alone: a re-run reports `skipped`.
 //! Without `spec.store.backup` nothing is installed and a schedule made by hand is left as it is.
 
 use super::Outcome;
+use crate::backup_store::{destination, s3::Credentials, schedule};
 use crate::bootstrap::{BootstrapError, Context};
-use crate::snapshot::{offsite, s3::Credentials, schedule};
 
 pub(super) async fn backup_schedule(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
     let fail = |e: String| BootstrapError::phase("backup-schedule", host, e);
@@ -17,7 +17,7 @@ pub(super) async fn backup_schedule(ctx: &Context, host: &str) -> Result<Outcome
         .as_ref()
         .and_then(|d| d.dir.clone())
         .unwrap_or_else(|| schedule::DEFAULT_DIR.to_string());
-    let s3 = offsite::declared(&ctx.cluster);
+    let s3 = destination::declared(&ctx.cluster);
     let creds = match &s3 {
         // The credentials are resolved on the operator's machine (file or environment) and written to
         // the controller; the error names the field that says where they were looked for.

@@ -13,9 +13,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 
 use super::member_client::{Member, MemberClient};
-use super::push::{install_files, staged, Install};
 use super::store_start::{self, peer_url, StoreStart};
 use super::*;
+use crate::bootstrap::host_files::{install_files, staged, Install};
 
 /// A learner is promoted once its applied index is at most this far behind the leader's, and at most a
 /// tenth of it (a young cluster's whole log may be shorter than this).

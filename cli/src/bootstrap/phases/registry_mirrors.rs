@@ -4,7 +4,7 @@
 //! images (`busybox`, `nginx:1.15.4`) unchanged: the mirror holds them under the same repository path.
 
 use super::pki::pki_err;
-use super::push::Install;
+use crate::bootstrap::host_files::Install;
 use crate::bootstrap::render::render;
 use crate::bootstrap::{BootstrapError, Context};
 use crate::config::Registry;

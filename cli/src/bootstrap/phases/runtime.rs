@@ -2,8 +2,8 @@
 //! reset counterpart. kiln installs no packages: containerd, runc and the CNI plugins come from the host's
 //! package manager (Debian: containerd runc containernetworking-plugins); kiln writes their configuration.
 
-use super::push::{install_files, staged};
 use super::Outcome;
+use crate::bootstrap::host_files::{install_files, staged};
 use crate::bootstrap::{BootstrapError, Context};
 use crate::transport::Transport;
 

@@ -20,7 +20,7 @@ use object_store::{ClientOptions, ObjectStore, RetryConfig, WriteMultipart};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use super::bundle::SUFFIX;
+use super::BUNDLE_SUFFIX;
 use crate::config::backup::S3Destination;
 
 /// Where the scheduled job finds its credentials on a controller (0600, root).
@@ -196,7 +196,7 @@ pub struct Object {
 /// under the prefix are never touched.
 pub fn expired(objects: &[Object], keep: usize) -> Vec<String> {
     let mut by_dir: BTreeMap<&str, Vec<&Object>> = BTreeMap::new();
-    for o in objects.iter().filter(|o| o.key.ends_with(SUFFIX)) {
+    for o in objects.iter().filter(|o| o.key.ends_with(BUNDLE_SUFFIX)) {
         let dir = o.key.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
         by_dir.entry(dir).or_default().push(o);
     }
@@ -605,7 +605,13 @@ mod tests {
         let file = d.path().join("big.kiln-bundle.tar");
         std::fs::write(&file, &big).unwrap();
         let keys: Vec<String> = (1..=3)
-            .map(|i| bundle_key("unit", "c1", &format!("t-2026120{i}T000000-r{i}{SUFFIX}")))
+            .map(|i| {
+                bundle_key(
+                    "unit",
+                    "c1",
+                    &format!("t-2026120{i}T000000-r{i}{BUNDLE_SUFFIX}"),
+                )
+            })
             .collect();
         let want = hex::encode(Sha256::digest(&big));
         for k in &keys {
@@ -613,7 +619,11 @@ mod tests {
         }
         let small = d.path().join("small.kiln-bundle.tar");
         std::fs::write(&small, b"a small bundle").unwrap();
-        let other = bundle_key("unit", "c2", &format!("t-20261201T000000-r1{SUFFIX}"));
+        let other = bundle_key(
+            "unit",
+            "c2",
+            &format!("t-20261201T000000-r1{BUNDLE_SUFFIX}"),
+        );
         rt.block_on(b.upload(&small, &other)).unwrap();
         let listed = rt.block_on(b.objects()).unwrap();
         assert_eq!(listed.len(), 4, "{listed:?}");

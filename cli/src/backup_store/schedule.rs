@@ -6,16 +6,18 @@
 //! systemd timer runs it where systemd runs; elsewhere a small loop script started like the kubelet
 //! supervisor (setsid, pid file in /run/kiln, again at boot from /etc/kiln/boot.sh). Each run appends one
 //! line to /var/log/kiln/snapshots.log. The bundles' directory (default /var/backups/kiln) is user data:
-//! neither `--remove` nor `kiln reset` deletes it.
+//! neither `--remove` nor `kiln reset` deletes it. The line each run appends is `snapshot::run_log`'s.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::s3::Credentials;
-use super::SnapshotError;
-use crate::bootstrap::phases::push::{install_files, staged, Install};
+use super::destination::install_credentials;
+use super::encrypt::KeyMaterial;
+use super::s3::{Credentials, HOST_CREDENTIALS};
+use super::{io, BackupStoreError};
+use crate::bootstrap::host_files::{install_files, staged, Install};
 use crate::bootstrap::Context;
 use crate::config::backup::S3Destination;
 use crate::transport::shell_quote;
@@ -127,7 +129,7 @@ fn save_command(host: &str, s: &Schedule<'_>) -> String {
             " --s3 {} --s3-region {} --s3-credentials-file {}",
             shell_quote(url.trim_end_matches('/')),
             shell_quote(&d.region),
-            super::s3::HOST_CREDENTIALS
+            HOST_CREDENTIALS
         ));
         if !d.endpoint.is_empty() {
             save.push_str(&format!(" --s3-endpoint {}", shell_quote(&d.endpoint)));
@@ -137,7 +139,7 @@ fn save_command(host: &str, s: &Schedule<'_>) -> String {
 }
 
 /// Install (or update) the scheduled job on every controller.
-pub async fn install(ctx: &Context, s: &Schedule<'_>) -> Result<(), SnapshotError> {
+pub async fn install(ctx: &Context, s: &Schedule<'_>) -> Result<(), BackupStoreError> {
     for h in ctx.cluster.config.controllers() {
         install_on(ctx, &h.name, s).await?;
     }
@@ -150,17 +152,19 @@ pub async fn install_on(
     ctx: &Context,
     host: &str,
     s: &Schedule<'_>,
-) -> Result<bool, SnapshotError> {
-    let cadence = cadence(s.every).map_err(|e| SnapshotError::Verify(e.to_string()))?;
+) -> Result<bool, BackupStoreError> {
+    let cadence = cadence(s.every).map_err(|e| BackupStoreError::Invalid(e.to_string()))?;
     if s.keep == 0 {
-        return Err(SnapshotError::Verify("--keep must be at least 1".into()));
+        return Err(BackupStoreError::Invalid(
+            "--keep must be at least 1".into(),
+        ));
     }
     let key = match s.key_file {
         // Refuse an unusable key here rather than in every scheduled run.
-        Some(k) => Some(super::KeyMaterial::from_file(k).map(|_| k)?),
+        Some(k) => Some(KeyMaterial::from_file(k).map(|_| k)?),
         None => None,
     };
-    let exe = std::env::current_exe().map_err(super::io("finding", Path::new("kiln")))?;
+    let exe = std::env::current_exe().map_err(io("finding", Path::new("kiln")))?;
     let conf = format!(
         "# managed by kiln: `kiln snapshot schedule`\nEVERY={}\nKEEP={}\nDIR={}\n{}",
         shell_quote(s.every),
@@ -186,10 +190,10 @@ pub async fn install_on(
         ),
     }
     let conf_file = ctx.state_dir.join("rendered").join(host);
-    std::fs::create_dir_all(&conf_file).map_err(super::io("creating", &conf_file))?;
+    std::fs::create_dir_all(&conf_file).map_err(io("creating", &conf_file))?;
     let conf_file = conf_file.join("snapshot-schedule.conf");
     kiln_pki::files::write_atomic(&conf_file, conf.as_bytes(), 0o600)
-        .map_err(|e| SnapshotError::Verify(format!("writing {}: {e}", conf_file.display())))?;
+        .map_err(|e| BackupStoreError::Invalid(format!("writing {}: {e}", conf_file.display())))?;
     let mut files = vec![
         Install {
             local: exe.clone(),
@@ -222,11 +226,10 @@ pub async fn install_on(
     let mut changed = false;
     match s.s3 {
         Some((_, creds)) => {
-            changed |= super::offsite::install_credentials(&*t, creds).await?;
+            changed |= install_credentials(&*t, creds).await?;
         }
         None => {
-            t.run(&format!("rm -f {}", super::s3::HOST_CREDENTIALS))
-                .await?;
+            t.run(&format!("rm -f {}", HOST_CREDENTIALS)).await?;
         }
     }
     let systemd = t.exec("test -d /run/systemd/system", None).await?.success();
@@ -318,7 +321,7 @@ pub async fn install_on(
 
 /// Stop the loop script by its pid file: TERM to the script alone lets a save in progress finish (the
 /// shell runs its trap after the foreground command), then its whole session is killed if still there.
-async fn stop_loop(t: &dyn crate::transport::Transport) -> Result<(), SnapshotError> {
+async fn stop_loop(t: &dyn crate::transport::Transport) -> Result<(), BackupStoreError> {
     t.run(&format!(
         "p=$(cat {PID} 2>/dev/null) || exit 0; kill -TERM $p 2>/dev/null; \
          for i in $(seq 600); do kill -0 $p 2>/dev/null || break; sleep 0.1; done; kill -KILL -- -$p 2>/dev/null; \
@@ -329,7 +332,7 @@ async fn stop_loop(t: &dyn crate::transport::Transport) -> Result<(), SnapshotEr
 }
 
 /// Uninstall from every controller: timer or loop stopped, its files gone. Bundles and the log stay.
-pub async fn remove(ctx: &Context) -> Result<(), SnapshotError> {
+pub async fn remove(ctx: &Context) -> Result<(), BackupStoreError> {
     for h in ctx.cluster.config.controllers() {
         let t = ctx.transport(&h.name).await?;
         t.run(&format!(
@@ -338,7 +341,7 @@ pub async fn remove(ctx: &Context) -> Result<(), SnapshotError> {
         ))
         .await?;
         stop_loop(&*t).await?;
-        t.run(&format!("rm -f {SCRIPT} {CONF} {KEY} {CLUSTER_YAML} {BIN} {}; rmdir /var/lib/kiln/bin 2>/dev/null; true", super::s3::HOST_CREDENTIALS))
+        t.run(&format!("rm -f {SCRIPT} {CONF} {KEY} {CLUSTER_YAML} {BIN} {}; rmdir /var/lib/kiln/bin 2>/dev/null; true", HOST_CREDENTIALS))
             .await?;
         ctx.say(&format!("[{:>8}] snapshot schedule removed", h.name));
     }
@@ -363,7 +366,7 @@ pub struct HostStatus {
 }
 
 /// Per controller: installed?, interval, last run and result, bundles in the directory.
-pub async fn status(ctx: &Context) -> Result<Vec<HostStatus>, SnapshotError> {
+pub async fn status(ctx: &Context) -> Result<Vec<HostStatus>, BackupStoreError> {
     let mut out = vec![];
     for h in ctx.cluster.config.controllers() {
         let t = ctx.transport(&h.name).await?;
@@ -399,43 +402,6 @@ pub async fn status(ctx: &Context) -> Result<Vec<HostStatus>, SnapshotError> {
         });
     }
     Ok(out)
-}
-
-/// One line for the log of scheduled runs.
-pub fn log_line(result: &Result<super::BundleInfo, SnapshotError>) -> String {
-    let now = time::OffsetDateTime::now_utc()
-        .format(time::macros::format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
-        ))
-        .unwrap_or_default();
-    match result {
-        Ok(i) => format!(
-            "{now} ok {} revision={} objects={} sha256={}{}\n",
-            i.path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            i.revision,
-            i.registry_objects,
-            i.snapshot_sha256,
-            if i.encrypted { " encrypted" } else { "" }
-        ),
-        Err(e) => format!("{now} error {}\n", e.to_string().replace('\n', " ")),
-    }
-}
-
-/// Append a line to the log (0600: it names the bundles).
-pub fn append_log(path: &Path, line: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    // The directory is not created: on a controller it is /var/log/kiln, and a run that ends after
-    // `kiln reset` removed it must not bring it back.
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(line.as_bytes())
 }
 
 #[cfg(test)]
