@@ -143,6 +143,12 @@ pub async fn jobs(
     })
 }
 
+/// How long `count` objects may take: 280 s, or 1 s each for more than that (a busy 2-core machine
+/// starts 1 000 pods at well under 4 per second).
+fn limit_secs(count: usize) -> u64 {
+    (count as u64).max(280)
+}
+
 /// Creates `count` objects (`inflight` create calls at a time) while one watch times each from just
 /// before its create to `finished`.
 async fn finish_all<K>(
@@ -171,7 +177,12 @@ where
         .resource_version
         .unwrap_or_default();
     let mut stream = api
-        .watch(&WatchParams::default().labels(LABEL).timeout(290), &rv)
+        .watch(
+            &WatchParams::default()
+                .labels(LABEL)
+                .timeout(limit_secs(count) as u32 + 10),
+            &rv,
+        )
         .await?
         .boxed();
     let started = Instant::now();
@@ -204,7 +215,7 @@ where
     };
     let mut created: HashMap<String, Instant> = HashMap::new();
     let mut done: HashMap<String, Instant> = HashMap::new();
-    let limit = Duration::from_secs(280);
+    let limit = Duration::from_secs(limit_secs(count));
     while done.len() < count {
         let ev = tokio::select! {
             Some((name, at)) = created_rx.recv() => { created.insert(name, at); continue; }
