@@ -1,8 +1,9 @@
 //! Offline tools, like etcdutl's: `kiln-store snapshot restore FILE ...` turns a snapshot saved
 //! with `etcdctl snapshot save` (against kiln-store) into the data dir of a member of a new
-//! cluster; `kiln-store snapshot status FILE` describes a snapshot. Both verify the trailing
-//! sha256 before they use a byte of it: a corrupt or truncated file is refused before any data is
-//! written, and the empty database a restore creates meanwhile is removed again.
+//! cluster; `kiln-store snapshot status FILE` describes a snapshot. A restore verifies the trailing
+//! sha256 while it parses and writes (the hash takes as long as the rest; one core each), and decides
+//! on it before the restored data dir is complete (its identity, written last, makes it one): a corrupt
+//! or truncated file is refused, and whatever the restore wrote meanwhile is removed again.
 //!
 //! A snapshot is either etcd's own format (a bbolt file with etcd's sha256 trailer: what kiln-store's
 //! Maintenance.Snapshot streams now, and what a real etcd streams) or kiln's older framing (bundles saved
@@ -126,24 +127,27 @@ enum Parsed<'a> {
     Etcd(etcd_snapshot::load::Loaded),
 }
 
-/// Verifies the snapshot once (trailing sha256, then its layout) and returns its records.
+/// Checks etcd's sha256 trailer of an etcd-format snapshot (kiln's framing is checked by [`parse`]).
+fn verify(path: &Path, data: &[u8]) -> Result<(), OfflineError> {
+    if !kiln_common::bbolt::is_bbolt(data) {
+        return Ok(());
+    }
+    etcd_snapshot::load::verify(data).map_err(|source| OfflineError::EtcdSnapshot {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Parses the snapshot: etcd's bbolt file (its trailer is [`verify`]'s, run beside this: the bbolt
+/// reader takes any bytes) or kiln's framing (its checksum first, then its layout).
 fn parse<'a>(path: &Path, data: &'a [u8]) -> Result<Parsed<'a>, OfflineError> {
     if kiln_common::bbolt::is_bbolt(data) {
-        let etcd_err = |source| OfflineError::EtcdSnapshot {
-            path: path.display().to_string(),
-            source,
-        };
-        // The digest is checked beside the loading (two cores, one pass each); a checksum mismatch is
-        // the answer whenever there is one, as it explains any layout error too.
-        return std::thread::scope(|s| {
-            let checked = s.spawn(|| etcd_snapshot::load::verify(data));
-            let loaded = etcd_snapshot::load::load(data);
-            checked
-                .join()
-                .expect("hashing does not panic")
-                .map_err(etcd_err)?;
-            loaded.map(Parsed::Etcd).map_err(etcd_err)
-        });
+        return etcd_snapshot::load::load(data)
+            .map(Parsed::Etcd)
+            .map_err(|source| OfflineError::EtcdSnapshot {
+                path: path.display().to_string(),
+                source,
+            });
     }
     snapshot::parse(data)
         .map(Parsed::Kiln)
@@ -214,20 +218,25 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
 
     let t = Instant::now();
     let data = read(&args.file)?;
-    // The new, empty database is created while the snapshot is verified and parsed; whatever a refused
-    // snapshot or a failed write made is removed again, leaving the data dir as it was.
+    // The new, empty database is created while the snapshot is parsed, and the snapshot's sha256 is
+    // checked while it is parsed and written; whatever a refused snapshot or a failed write made is
+    // removed again, leaving the data dir as it was.
     let member = data_dir.join("member");
-    let (opened, parsed) = std::thread::scope(|s| {
+    let restored = std::thread::scope(|s| {
+        let checked = s.spawn(|| verify(&args.file, &data));
         let opened = s.spawn(|| db::open(&member));
         let parsed = parse(&args.file, &data);
-        (opened.join().expect("opening does not panic"), parsed)
-    });
-    let restored = opened.map_err(OfflineError::from).and_then(|database| {
-        let parsed = parsed?;
+        let opened = opened.join().expect("opening does not panic");
+        let written = opened
+            .map_err(OfflineError::from)
+            .and_then(|database| write_parsed(&database, &data_dir, parsed?).map(|()| database));
+        // The checksum's answer first: a mismatch explains any layout or write error too.
+        checked.join().expect("hashing does not panic")?;
+        let database = written?;
         tracing::debug!(
             seconds = t.elapsed().as_secs_f64(),
             bytes = data.len(),
-            "snapshot read and verified, database created"
+            "snapshot verified, parsed and written"
         );
         // A new cluster ID, also distinct from a cluster formed with the same flags from scratch: salted
         // with the snapshot's own sha256 (its last 32 bytes, verified above), the same on every member.
@@ -238,15 +247,9 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
             &[ident.cluster_id, u64::from_be_bytes(salt)],
             &args.initial_cluster_token,
         );
-        let t = Instant::now();
-        match parsed {
-            Parsed::Kiln(records) => write_records(&database, &data_dir, records)?,
-            Parsed::Etcd(loaded) => write_records(&database, &data_dir, loaded.records())?,
-        }
         // The identity last, synced (and with it what write_records left in the WAL): a data dir with
-        // an identity holds the whole snapshot.
+        // an identity holds the whole snapshot, verified.
         identity::save(&database, &ident)?;
-        tracing::debug!(seconds = t.elapsed().as_secs_f64(), "restored data written");
         Ok(())
     });
     if let Err(e) = restored {
@@ -260,6 +263,17 @@ pub fn restore(args: &RestoreArgs) -> Result<Identity, OfflineError> {
         "restored snapshot"
     );
     Ok(ident)
+}
+
+/// Writes a parsed snapshot's records into the new database.
+fn write_parsed(database: &DB, data_dir: &Path, parsed: Parsed<'_>) -> Result<(), OfflineError> {
+    let t = Instant::now();
+    match parsed {
+        Parsed::Kiln(records) => write_records(database, data_dir, records)?,
+        Parsed::Etcd(loaded) => write_records(database, data_dir, loaded.records())?,
+    }
+    tracing::debug!(seconds = t.elapsed().as_secs_f64(), "restored data written");
+    Ok(())
 }
 
 /// Removes what a refused or failed restore made in `dir`: the whole directory when it did not exist

@@ -156,7 +156,7 @@ async fn etcdctl_snapshot_save_then_restore_into_a_new_cluster() {
     );
     restored.shutdown().await;
 
-    // A corrupt or truncated snapshot is refused before anything is written.
+    // A corrupt or truncated snapshot is refused, and nothing it made is left behind.
     let bytes = std::fs::read(&file).unwrap();
     let mut corrupt = bytes.clone();
     corrupt[100] ^= 0x55;

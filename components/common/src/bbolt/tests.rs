@@ -148,3 +148,68 @@ fn a_page_reached_twice_is_an_error() {
         .unwrap_err();
     assert!(err.to_string().contains("reached twice"), "{err}");
 }
+
+/// The file as a [`write::Writer`] with pieces of at least `piece` bytes hands it over: the pieces.
+fn pieces(buckets: &Buckets, piece: usize) -> Vec<Vec<u8>> {
+    let mut planner = write::Planner::new(PAGE_SIZE);
+    for (name, entries) in buckets {
+        planner.bucket(name).unwrap();
+        for (k, v) in entries {
+            planner.entry(k, v.len()).unwrap();
+        }
+    }
+    let mut out = Vec::new();
+    let mut w = write::Writer::new(planner.finish().unwrap(), piece, |p| {
+        out.push(p);
+        true
+    });
+    for (name, entries) in buckets {
+        w.bucket(name).unwrap();
+        for (k, v) in entries {
+            w.put(k, v).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    out
+}
+
+#[test]
+fn pieces_of_any_size_make_the_same_file() {
+    // Leaves are filled in place in the piece being gathered: whatever the piece size (smaller than a
+    // page, not a multiple of it, smaller than the overflowing entry), the pieces joined are the file.
+    let buckets = sample();
+    let whole = write_all(PAGE_SIZE, &buckets).unwrap();
+    for piece in [1, 1000, PAGE_SIZE, 3 * PAGE_SIZE + 1, 256 << 10] {
+        let got = pieces(&buckets, piece);
+        let (last, full) = got.split_last().unwrap();
+        assert!(full.iter().all(|p| p.len() >= piece), "piece {piece}");
+        assert!(!last.is_empty());
+        assert_eq!(got.concat(), whole, "piece {piece}");
+    }
+}
+
+#[test]
+fn a_reader_gone_ends_the_pieces() {
+    let buckets = sample();
+    let mut planner = write::Planner::new(PAGE_SIZE);
+    for (name, entries) in &buckets {
+        planner.bucket(name).unwrap();
+        for (k, v) in entries {
+            planner.entry(k, v.len()).unwrap();
+        }
+    }
+    let mut taken = 0;
+    let mut w = write::Writer::new(planner.finish().unwrap(), PAGE_SIZE, |_| {
+        taken += 1;
+        taken < 5
+    });
+    for (name, entries) in &buckets {
+        w.bucket(name).unwrap();
+        for (k, v) in entries {
+            w.put(k, v).unwrap();
+        }
+    }
+    assert!(!w.is_open());
+    w.finish().unwrap();
+    assert_eq!(taken, 5, "no piece after the sink said stop");
+}

@@ -63,7 +63,14 @@ impl PlannedBucket {
                 String::from_utf8_lossy(&self.name)
             )));
         }
-        self.last_key = Some(key.to_vec());
+        // One buffer for the whole bucket: an allocation per entry costs more than the planning.
+        match &mut self.last_key {
+            Some(last) => {
+                last.clear();
+                last.extend_from_slice(key);
+            }
+            None => self.last_key = Some(key.to_vec()),
+        }
         let size = ELEMENT + key.len() + value_len;
         match self.leaves.last_mut() {
             Some(leaf) if leaf.bytes + size <= page_size && leaf.count < 0xFFFF => {
@@ -233,9 +240,14 @@ impl Plan {
     }
 }
 
-/// The leaf page being filled.
+/// The most a piece buffer is made ready for at once (a caller may ask for one piece of everything).
+const MAX_PIECE_RESERVE: usize = 4 << 20;
+
+/// The leaf page being filled, in place at the end of the piece being gathered (no page buffer of
+/// its own to allocate, zero and copy over).
 struct OpenLeaf {
-    buf: Vec<u8>,
+    /// Where its first page starts in the piece.
+    at: usize,
     index: usize,
     count: usize,
     data_at: usize,
@@ -266,7 +278,7 @@ impl<F: FnMut(Vec<u8>) -> bool> Writer<F> {
             plan,
             sink,
             piece: piece.max(1),
-            out: Vec::new(),
+            out: Vec::with_capacity(piece_capacity(piece)),
             digest: Sha256::new(),
             open: true,
             bucket: None,
@@ -395,9 +407,10 @@ impl<F: FnMut(Vec<u8>) -> bool> Writer<F> {
                 .get(self.next_leaf)
                 .ok_or_else(|| BboltError::Plan("more entries than planned".into()))?;
             let pages = leaf.bytes.div_ceil(ps);
-            let mut buf = vec![0u8; pages * ps];
+            let at = self.out.len();
+            self.out.resize(at + pages * ps, 0);
             put_header(
-                &mut buf,
+                &mut self.out[at..],
                 self.next_page,
                 FLAG_LEAF,
                 leaf.count as u16,
@@ -405,7 +418,7 @@ impl<F: FnMut(Vec<u8>) -> bool> Writer<F> {
             );
             self.next_page += pages as u64;
             self.leaf = Some(OpenLeaf {
-                buf,
+                at,
                 index: 0,
                 count: leaf.count,
                 data_at: HEADER + leaf.count * ELEMENT,
@@ -413,14 +426,15 @@ impl<F: FnMut(Vec<u8>) -> bool> Writer<F> {
             self.next_leaf += 1;
         }
         let leaf = self.leaf.as_mut().expect("opened above");
-        if leaf.data_at + key.len() + value.len() > leaf.buf.len() {
+        let page = &mut self.out[leaf.at..];
+        if leaf.data_at + key.len() + value.len() > page.len() {
             return Err(BboltError::Plan("an entry larger than planned".into()));
         }
-        leaf.data_at = put_leaf_element(&mut leaf.buf, leaf.index, leaf.data_at, 0, key, value);
+        leaf.data_at = put_leaf_element(page, leaf.index, leaf.data_at, 0, key, value);
         leaf.index += 1;
         if leaf.index == leaf.count {
-            let full = self.leaf.take().expect("open").buf;
-            self.emit(full);
+            self.leaf = None;
+            self.send_if_full();
         }
         Ok(())
     }
@@ -474,8 +488,18 @@ impl<F: FnMut(Vec<u8>) -> bool> Writer<F> {
         } else {
             self.out.extend_from_slice(&page);
         }
+        self.send_if_full();
+    }
+
+    /// Hands the gathered pages over once they make a piece (never while a leaf is open in them).
+    fn send_if_full(&mut self) {
+        if !self.open {
+            self.out.clear();
+            return;
+        }
         if self.out.len() >= self.piece {
-            let full = std::mem::take(&mut self.out);
+            let next = Vec::with_capacity(piece_capacity(self.piece));
+            let full = std::mem::replace(&mut self.out, next);
             self.digest.update(&full);
             self.open = (self.sink)(full);
         }
@@ -485,6 +509,13 @@ impl<F: FnMut(Vec<u8>) -> bool> Writer<F> {
     pub fn is_open(&self) -> bool {
         self.open
     }
+}
+
+/// Room for a piece and the page that completes it, so gathering one never reallocates.
+fn piece_capacity(piece: usize) -> usize {
+    piece
+        .saturating_add(super::PAGE_SIZE)
+        .min(MAX_PIECE_RESERVE)
 }
 
 /// Writes leaf element `i` (its key and value at `data_at`); returns where the next data goes.

@@ -250,20 +250,25 @@ const WINDOW_BYTES: usize = 32 << 20;
 /// A wanted key this close ahead of the iterator is reached by stepping rather than seeking.
 const MAX_STEPS: usize = 8;
 
-/// Reads the `kv` values of versions, in key order.
+/// Reads the `kv` values of versions, in key order, into one buffer reused window after window (a
+/// `Vec` per value costs an allocation and a free per key).
 struct ValueReader<'a> {
     it: rocksdb::DBRawIteratorWithThreadMode<'a, DB>,
+    buf: Vec<u8>,
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 impl ValueReader<'_> {
-    /// The value (without kiln's tag byte) of each version in `window`, in the window's order; empty
-    /// for deletions.
-    fn read(&mut self, window: &[Version1]) -> Result<Vec<Vec<u8>>, EtcdSnapshotError> {
+    /// Reads the value (without kiln's tag byte) of each version in `window`; [`Self::value`] then
+    /// gives them by their place in the window (empty for deletions).
+    fn read(&mut self, window: &[Version1]) -> Result<(), EtcdSnapshotError> {
         let mut order: Vec<usize> = (0..window.len())
             .filter(|&i| !window[i].tombstone)
             .collect();
         order.sort_unstable_by(|&a, &b| window[a].kv_key.cmp(&window[b].kv_key));
-        let mut values = vec![Vec::new(); window.len()];
+        self.buf.clear();
+        self.spans.clear();
+        self.spans.resize(window.len(), 0..0);
         for i in order {
             let want = &window[i].kv_key[..];
             let mut steps = 0;
@@ -280,14 +285,17 @@ impl ValueReader<'_> {
                     "a version vanished from the snapshot".into(),
                 ));
             }
-            values[i] = self
-                .it
-                .value()
-                .and_then(|v| v.get(1..))
-                .unwrap_or_default()
-                .to_vec();
+            let value = self.it.value().and_then(|v| v.get(1..)).unwrap_or_default();
+            let start = self.buf.len();
+            self.buf.extend_from_slice(value);
+            self.spans[i] = start..self.buf.len();
         }
-        Ok(values)
+        Ok(())
+    }
+
+    /// The value of the version at `i` in the window last read.
+    fn value(&self, i: usize) -> &[u8] {
+        &self.buf[self.spans[i].clone()]
     }
 }
 
@@ -308,6 +316,8 @@ pub fn write_to(
     let mut w = Writer::new(plan, piece, sink);
     let mut reader = ValueReader {
         it: snap.raw_iterator_cf_opt(db::cf(db, CF_KV), read_opts()),
+        buf: Vec::with_capacity(WINDOW_BYTES.min(versions.iter().map(|v| v.value_len).sum())),
+        spans: Vec::new(),
     };
     for name in BUCKETS {
         w.bucket(name)?;
@@ -323,14 +333,14 @@ pub fn write_to(
                     end += 1;
                 }
                 let window = &versions[start..end];
-                let values = reader.read(window)?;
-                for (v, value) in window.iter().zip(values) {
+                reader.read(window)?;
+                for (i, v) in window.iter().enumerate() {
                     let rev = layout::rev_key(v.main, v.sub, v.tombstone);
                     if v.tombstone {
                         let (key, _) = keys::decode_kv_key(&v.kv_key).unwrap_or_default();
                         w.put(&rev, &layout::tombstone_value(&key))?;
                     } else {
-                        w.put(&rev, &value)?;
+                        w.put(&rev, reader.value(i))?;
                     }
                 }
                 start = end;

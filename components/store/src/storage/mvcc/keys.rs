@@ -41,6 +41,18 @@ pub fn kv_after(key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Appends the `kv` key of `key` at `revision` to `out` (bulk writers that keep keys in one buffer).
+pub fn put_kv_key(out: &mut Vec<u8>, key: &[u8], revision: i64) {
+    for &b in key {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&inverted(revision));
+}
+
 fn inverted(revision: i64) -> [u8; 8] {
     (!(revision as u64)).to_be_bytes()
 }
@@ -139,10 +151,15 @@ const EVENT_REF: u8 = 0;
 /// revision is in `kv`, stored once: a put writes its value once, and a snapshot carries it once.
 pub fn encode_event_ref(ty: i32, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len() + 2);
+    put_event_ref(&mut out, ty, key);
+    out
+}
+
+/// Appends [`encode_event_ref`]'s encoding to `out`.
+pub fn put_event_ref(out: &mut Vec<u8>, ty: i32, key: &[u8]) {
     out.push(EVENT_REF);
     out.push(ty as u8);
     out.extend_from_slice(key);
-    out
 }
 
 /// An `events` value: what it says of the change.
