@@ -172,6 +172,11 @@ pub struct Flags {
     /// The most processes one pod may run (its cgroup's pids.max); -1: unlimited.
     #[arg(long, default_value_t = -1)]
     pub pod_max_pids: i64,
+    /// Unsafe sysctls (names, or prefixes ending in `*`, e.g. `kernel.msg*,net.core.somaxconn`) pods may
+    /// set besides the safe set; each must be namespaced (kernel.shm*, kernel.msg*, kernel.sem,
+    /// fs.mqueue.*, net.*).
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// The kubelet's HTTPS server (:10250).
@@ -239,6 +244,8 @@ pub struct KubeletConfig {
     pub enforce_pods_allocatable: bool,
     /// `--pod-max-pids` (None: unlimited).
     pub pod_pids_limit: Option<i64>,
+    /// `--allowed-unsafe-sysctls`, checked to be namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// Whether workload pods get kubepods/QoS/pod cgroups made and limited by the kubelet (off for
     /// in-process test kubelets, which must not touch the host's cgroups).
     pub pod_cgroups: bool,
@@ -277,6 +284,7 @@ impl KubeletConfig {
             eviction_reserve: Default::default(),
             enforce_pods_allocatable: true,
             pod_pids_limit: None,
+            allowed_unsafe_sysctls: Vec::new(),
             pod_cgroups: false,
         }
     }
@@ -355,6 +363,13 @@ impl KubeletConfig {
         c.eviction_reserve = crate::allocatable::eviction_reserve(&flags.eviction_hard);
         c.enforce_pods_allocatable = enforce_pods(&flags.enforce_node_allocatable)?;
         c.pod_pids_limit = (flags.pod_max_pids > 0).then_some(flags.pod_max_pids);
+        crate::sysctl_admission::Allowlist::new(None, &flags.allowed_unsafe_sysctls).map_err(
+            |e| ConfigError::Invalid {
+                flag: "allowed-unsafe-sysctls",
+                message: e.to_string(),
+            },
+        )?;
+        c.allowed_unsafe_sysctls = flags.allowed_unsafe_sysctls;
         c.pod_cgroups = !flags.container_runtime_endpoint.is_empty();
         if !flags.local_path_dir.is_empty() && !c.local_path_dir.is_absolute() {
             return Err(ConfigError::Invalid {

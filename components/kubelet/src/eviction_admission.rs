@@ -214,6 +214,8 @@ pub struct AdmissionGate {
     posted: Mutex<HashMap<String, Instant>>,
     failer: Arc<dyn PodFailer>,
     recorder: Arc<dyn EventRecorder>,
+    /// The other admit handlers (sysctls, AppArmor, ...), run on each new pod after eviction's.
+    handlers: Vec<Arc<dyn crate::pod_admit::AdmitHandler>>,
 }
 
 /// Posting a Failed status: attempts and the pause between them (the API server may be briefly away).
@@ -240,7 +242,14 @@ impl AdmissionGate {
             posted: Mutex::new(HashMap::new()),
             failer,
             recorder,
+            handlers: Vec::new(),
         }
+    }
+
+    /// Adds the admit handlers new pods must pass besides eviction and host ports.
+    pub fn with_handlers(mut self, handlers: Vec<Arc<dyn crate::pod_admit::AdmitHandler>>) -> Self {
+        self.handlers = handlers;
+        self
     }
 
     fn refuse(&self, pod: &Pod, why: &str) -> RuntimeError {
@@ -370,6 +379,18 @@ impl Runtime for AdmissionGate {
         }
         // A running pod is admitted once; only a new one is checked against the ports others hold.
         let known = self.inner.pod_uids().iter().any(|u| u == uid);
+        if let Some(r) = (!known)
+            .then(|| crate::pod_admit::first_refusal(&self.handlers, pod))
+            .flatten()
+        {
+            let failure = Failure {
+                reason: r.reason.clone(),
+                message: format!("Pod was rejected: {}", r.message),
+                disruption: false,
+            };
+            self.reject(pod, uid, failure, &r.message);
+            return Err(self.refuse(pod, &format!("was rejected: {}", r.message)));
+        }
         if !known && !self.ports_fit(pod, uid) {
             let failure = Failure {
                 reason: host_ports::REASON.into(),

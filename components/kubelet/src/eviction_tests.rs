@@ -934,3 +934,53 @@ async fn a_pod_whose_host_port_is_taken_is_rejected_with_node_ports() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason, "NodePorts");
 }
+
+#[tokio::test]
+async fn a_pod_with_a_forbidden_sysctl_is_rejected_with_sysctl_forbidden() {
+    let inner = Arc::new(CountingRuntime::default());
+    let failer = Arc::new(FakeFailer::default());
+    let recorder = Arc::new(FakeRecorder::default());
+    let (_tx, rx) = pressure_channel();
+    let allow = crate::sysctl_admission::Allowlist::new(Some((6, 1)), &[]).unwrap();
+    let g = super::admission::AdmissionGate::new(
+        inner.clone(),
+        rx,
+        Evicted::default(),
+        failer.clone(),
+        recorder.clone(),
+    )
+    .with_handlers(vec![Arc::new(allow)]);
+    let sysctl = |name: &str, sysctl: &str| {
+        pod(
+            name,
+            json!({"spec": {"securityContext": {"sysctls": [{"name": sysctl, "value": "1"}]}}}),
+        )
+    };
+    g.run_pod(&sysctl("safe", "net.ipv4.tcp_syncookies"))
+        .await
+        .unwrap();
+    let unsafe_pod = sysctl("unsafe", "kernel.msgmax");
+    let e = g.run_pod(&unsafe_pod).await.unwrap_err().to_string();
+    assert!(e.contains("default/unsafe"), "{e}");
+    assert!(g.run_pod(&unsafe_pod).await.is_err(), "stays rejected");
+    assert_eq!(*inner.started.lock().unwrap(), ["safe"]);
+    let message = r#"forbidden sysctl: "kernel.msgmax" not allowlisted"#;
+    let failed = after_spawned_tasks(|| failer.failed.lock().unwrap().clone()).await;
+    assert_eq!(
+        failed,
+        vec![(
+            "unsafe".to_string(),
+            Failure {
+                reason: "SysctlForbidden".into(),
+                message: format!("Pod was rejected: {message}"),
+                disruption: false,
+            }
+        )]
+    );
+    let events = recorder.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].reason.as_str(), events[0].message.as_str()),
+        ("SysctlForbidden", message)
+    );
+}

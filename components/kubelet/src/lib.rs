@@ -9,6 +9,7 @@ pub mod agent;
 pub mod allocatable;
 pub mod api_client;
 pub mod apiserver_lb;
+pub mod apparmor;
 pub mod cgroupfs;
 pub mod cni;
 pub mod cni_gc;
@@ -32,6 +33,7 @@ pub mod logs;
 pub mod manifest;
 pub mod mirror;
 pub mod node;
+pub mod pod_admit;
 pub mod pod_hostname;
 pub mod pod_objects;
 pub mod pod_phase;
@@ -45,6 +47,7 @@ pub mod services;
 pub mod sidecars;
 pub mod static_pods;
 pub mod status_manager;
+pub mod sysctl_admission;
 pub mod termination_message;
 pub mod tls_bootstrap;
 pub mod volumes;
@@ -384,7 +387,8 @@ async fn run_workloads(
     tokio::spawn(sink.run(client.clone(), shutdown.clone()));
     let recorder: Arc<dyn events::EventRecorder> = Arc::new(recorder);
     rt.set_recorder(recorder.clone());
-    let workload_rt = start_eviction(&cfg, &rt, &client, recorder, pressure, &shutdown);
+    let handlers = admit_handlers(&cfg, &rt).await;
+    let workload_rt = start_eviction(&cfg, &rt, &client, recorder, pressure, &shutdown, handlers);
     // Leaked CNI IP reservations: released once the runtime has reconciled, then periodically.
     if let Some(cri) = &cfg.cri {
         let gc = cni_gc::run(
@@ -408,6 +412,35 @@ async fn run_workloads(
         .await;
 }
 
+/// The admit handlers new workload pods pass (upstream's order: sysctls, the node's features,
+/// AppArmor); what the host and runtime support is read once, here.
+async fn admit_handlers(
+    cfg: &KubeletConfig,
+    rt: &Arc<CriRuntime>,
+) -> Vec<Arc<dyn pod_admit::AdmitHandler>> {
+    let mut handlers: Vec<Arc<dyn pod_admit::AdmitHandler>> = Vec::new();
+    // The patterns were checked when the flags were read; only the kernel version is new here.
+    match sysctl_admission::Allowlist::for_host(&cfg.allowed_unsafe_sysctls) {
+        Ok(w) => handlers.push(Arc::new(w)),
+        Err(e) => tracing::error!(error = %e, "--allowed-unsafe-sysctls"),
+    }
+    let runtime_supports = rt
+        .cri()
+        .supplemental_groups_policy()
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the runtime's features");
+            false
+        });
+    handlers.push(Arc::new(pod_admit::SupplementalGroupsPolicy {
+        runtime_supports,
+    }));
+    handlers.push(Arc::new(pod_admit::AppArmor {
+        host_enabled: apparmor::host_enabled(std::path::Path::new("/sys")),
+    }));
+    handlers
+}
+
 /// Starts the eviction manager; returns the runtime the workload loop uses (admission behind it).
 fn start_eviction(
     cfg: &KubeletConfig,
@@ -416,17 +449,21 @@ fn start_eviction(
     recorder: Arc<dyn events::EventRecorder>,
     pressure: watch::Sender<eviction::Pressure>,
     shutdown: &watch::Receiver<bool>,
+    handlers: Vec<Arc<dyn pod_admit::AdmitHandler>>,
 ) -> Arc<dyn Runtime> {
     let failer: Arc<dyn eviction::PodFailer> = Arc::new(eviction::admission::ApiFailer {
         client: client.clone(),
     });
     let evicted = eviction::admission::Evicted::default();
-    let gate = eviction::gate(
-        rt.clone(),
-        pressure.subscribe(),
-        evicted.clone(),
-        failer.clone(),
-        recorder.clone(),
+    let gate: Arc<dyn Runtime> = Arc::new(
+        eviction::admission::AdmissionGate::new(
+            rt.clone(),
+            pressure.subscribe(),
+            evicted.clone(),
+            failer.clone(),
+            recorder.clone(),
+        )
+        .with_handlers(handlers),
     );
     let disk = Arc::new(eviction::fs::HostDisk {
         pods_root: cfg.root_dir.join("pods"),

@@ -145,13 +145,53 @@ impl PodWorker {
         self.pod_ip = if self.host_network {
             Some(self.cfg.node_ip.clone())
         } else {
-            sandbox.ip.clone()
+            // A stopped sandbox has no network left: the address the pod was reported with.
+            sandbox
+                .ip
+                .clone()
+                .or_else(|| self.pod.status.as_ref().and_then(|s| s.pod_ip.clone()))
         };
+        if !sandbox.ready {
+            self.adopt_ended(&by_name);
+        }
         // The pod keeps the start time it was reported with.
         if let Some(t) = self.pod.status.as_ref().and_then(|s| s.start_time.as_ref()) {
             self.started_at = SystemTime::from(t.0);
         }
         tracing::info!(pod = %self.key, sandbox = %sandbox.id, ip = ?self.pod_ip, containers = found.len() - surplus.len(), "adopted the running pod");
         surplus
+    }
+
+    /// The stopped sandbox of a pod that may have ended before the restart (its sandbox is stopped
+    /// as soon as it ends, [`super::terminal_sandbox`], and the restart may come before its status
+    /// was posted): app containers whose exit is final under the pod's policy are taken as
+    /// terminated, and if that ends the pod it stays ended — never a new sandbox and a second run
+    /// of a completed container (upstream's computePodActions: no sandbox for a pod that will not
+    /// restart). Otherwise the next sync replaces the sandbox as for any lost one.
+    fn adopt_ended(&mut self, by_name: &HashMap<&str, Vec<&CriContainer>>) {
+        let n_init = self.n_init;
+        for c in &mut self.ctrs[n_init..] {
+            let Some(current) = by_name.get(c.spec.name.as_str()).and_then(|r| r.first()) else {
+                continue;
+            };
+            let final_exit = current.state == CriState::Exited
+                && match c.policy {
+                    RestartPolicy::Never => true,
+                    RestartPolicy::OnFailure => current.exit_code == 0,
+                    RestartPolicy::Always => false,
+                };
+            if final_exit {
+                c.state = ContainerState::Terminated(terminated_of(current));
+                c.done = true;
+                c.exit_handled = true;
+                c.ready = false;
+            }
+        }
+        let status = self.status();
+        let phase = crate::pod_phase::pod_phase(&status.init_containers, &status.containers);
+        if crate::pod_phase::is_terminal(phase) {
+            tracing::info!(pod = %self.key, phase, "adopted a pod that ended before the restart");
+            self.sandbox_released = true;
+        }
     }
 }

@@ -172,4 +172,9 @@ pub trait CriApi: Send + Sync {
     async fn image_user(&self, _image: &str) -> Result<ImageUser, CriError> {
         Ok(ImageUser::default())
     }
+    /// Whether the runtime honours `supplementalGroupsPolicy: Strict` and reports the container's
+    /// user (RuntimeStatus `features.supplemental_groups_policy`); runtimes that do not say, do not.
+    async fn supplemental_groups_policy(&self) -> Result<bool, CriError> {
+        Ok(false)
+    }
 }

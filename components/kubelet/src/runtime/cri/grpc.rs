@@ -188,6 +188,16 @@ impl CriApi for GrpcCri {
             .collect())
     }
 
+    async fn supplemental_groups_policy(&self) -> Result<bool, CriError> {
+        let s = self
+            .rt()
+            .status(request(cri::StatusRequest::default(), CALL_TIMEOUT))
+            .await
+            .map_err(|e| CriError::call("Status", e))?
+            .into_inner();
+        Ok(s.features.is_some_and(|f| f.supplemental_groups_policy))
+    }
+
     async fn image_present(&self, image: &str) -> Result<bool, CriError> {
         Ok(self.image_status(image).await?.is_some())
     }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::api::{CriContainer, Sandbox};
 use super::*;
+use crate::container_status::RestartPolicy;
 use crate::volumes;
 
 /// What [`CriRuntime::reconcile`] did.
@@ -55,10 +56,14 @@ impl CriRuntime {
                 // Started by this run: its worker owns its sandboxes.
                 continue;
             }
-            // One ready sandbox is adopted (the newest, should there be several); the rest go.
+            // One ready sandbox is adopted (the newest, should there be several); the rest go. A
+            // pod that may have ended (a policy other than Always) keeps its stopped sandbox: the
+            // worker sees whether its containers are done ([`PodWorker::adopt`]).
             list.sort_by_key(|s| std::cmp::Reverse(s.ready));
             let adopt = match wanted.get(uid.as_str()) {
-                Some(pod) if list.first().is_some_and(|s| s.ready) => Some((*pod, list.remove(0))),
+                Some(pod) if list.first().is_some_and(|s| s.ready || may_have_ended(pod)) => {
+                    Some((*pod, list.remove(0)))
+                }
                 _ => None,
             };
             for sb in &list {
@@ -149,3 +154,10 @@ impl CriRuntime {
 #[cfg(test)]
 #[path = "reconcile_tests.rs"]
 mod tests;
+
+/// A pod whose containers are not all restarted whatever their exit (restartPolicy Never or
+/// OnFailure): its stopped sandbox may be that of a pod that ended.
+fn may_have_ended(pod: &Pod) -> bool {
+    let policy = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+    RestartPolicy::parse(policy) != RestartPolicy::Always
+}

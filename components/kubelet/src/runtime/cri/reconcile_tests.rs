@@ -375,3 +375,53 @@ fn a_deleted_pods_logs_go_and_other_pods_logs_stay() {
     // Twice, or a pod that never logged: nothing to do, no panic.
     rt.forget_pod("default", "job-1", "u1");
 }
+
+/// A pod that ended just before the restart (its sandbox already stopped, its status maybe not yet
+/// posted) is adopted as ended: no new sandbox, no second run of its container; one that has not
+/// ended (Always, or OnFailure after a failure) gets a new sandbox as before.
+#[tokio::test]
+async fn an_ended_pods_stopped_sandbox_is_adopted_as_ended_and_never_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeCri::default());
+    let mut done_pod = pod("done", "u-done", serde_json::json!({}));
+    done_pod.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let mut w = PodWorker::new(&done_pod, Arc::new(cfg(dir.path())), fake.clone()).unwrap();
+    w.sync(Instant::now()).await;
+    fake.exit("main", 0);
+    w.sync(Instant::now()).await;
+    assert_eq!(
+        fake.st().sandboxes["sb1"].ready,
+        false,
+        "stopped when it ended"
+    );
+    drop(w);
+    fake.take_calls();
+
+    let rt = runtime(&fake, dir.path());
+    let done = rt.reconcile(std::slice::from_ref(&done_pod)).await.unwrap();
+    assert_eq!(done.adopted, vec!["u-done".to_string()]);
+    let calls = fake.take_calls();
+    assert!(makes_nothing(&calls), "{calls:?}");
+    let st = rt.pod_status("u-done").unwrap();
+    assert_eq!(
+        crate::pod_phase::pod_phase(&st.init_containers, &st.containers),
+        "Succeeded"
+    );
+    assert_eq!(st.pod_ip.as_deref(), Some("10.244.1.2"));
+    // Its periodic syncs change nothing either.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(makes_nothing(&fake.take_calls()));
+
+    // restartPolicy Always: a stopped sandbox is never taken for an ended pod.
+    let fake = Arc::new(FakeCri::default());
+    let always = pod("always", "u-always", serde_json::json!({}));
+    first_run(&fake, dir.path(), &always).await;
+    fake.st().sandboxes.get_mut("sb1").unwrap().ready = false;
+    let rt = runtime(&fake, dir.path());
+    let done = rt.reconcile(std::slice::from_ref(&always)).await.unwrap();
+    assert!(done.adopted.is_empty());
+    assert_eq!(
+        done.removed, 1,
+        "its stopped sandbox goes; the pod starts again"
+    );
+}

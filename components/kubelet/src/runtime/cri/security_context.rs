@@ -57,6 +57,22 @@ pub enum SecurityError {
         pod: String,
         container: String,
     },
+    #[error(transparent)]
+    AppArmor(#[from] crate::apparmor::AppArmorError),
+    /// Upstream's text (determineEffectiveSecurityContext); the API server refuses such a pod first.
+    #[error("unsupported supplementalGroupsPolicy: {0}")]
+    SupplementalGroupsPolicy(String),
+}
+
+/// The pod's `supplementalGroupsPolicy` as CRI's enum (unset: Merge, CRI's zero value).
+pub fn supplemental_groups_policy(pod: &Pod) -> Result<i32, SecurityError> {
+    let policy = pod_security_context(pod).and_then(|s| s.supplemental_groups_policy.as_deref());
+    match policy {
+        None => Ok(cri::SupplementalGroupsPolicy::Merge as i32),
+        Some(p) => cri::SupplementalGroupsPolicy::from_str_name(p)
+            .map(|v| v as i32)
+            .ok_or_else(|| SecurityError::SupplementalGroupsPolicy(p.to_string())),
+    }
 }
 
 /// The user an image's config names, as CRI ImageStatus reports it: a numeric user as `uid`, a name as
@@ -289,6 +305,12 @@ pub fn complete_container(
     )?);
     out.masked_paths = masked_paths(&sc);
     out.readonly_paths = readonly_paths(&sc);
+    // Both AppArmor fields: containerd 1.6 reads only the deprecated string.
+    #[allow(deprecated)]
+    {
+        (out.apparmor, out.apparmor_profile) = crate::apparmor::cri_profile(pod, c)?;
+    }
+    out.supplemental_groups_policy = supplemental_groups_policy(pod)?;
     if out.run_as_user.is_none() {
         let (uid, name) = image.resolved();
         out.run_as_user = uid.map(|value| cri::Int64Value { value });
@@ -333,6 +355,7 @@ pub fn complete_sandbox(
         seccomp_cfg.runtime_default,
     )?);
     out.privileged = has_privileged_container(pod);
+    out.supplemental_groups_policy = supplemental_groups_policy(pod)?;
     Ok(())
 }
 

@@ -285,3 +285,75 @@ fn a_privileged_container_anywhere_makes_the_sandbox_privileged() {
     complete_sandbox(&p, &cfg(), &mut sb).unwrap();
     assert!(sb.privileged);
 }
+
+#[test]
+fn apparmor_and_the_supplemental_groups_policy_reach_the_container_and_sandbox() {
+    #[allow(deprecated)]
+    let fields = |out: &cri::LinuxContainerSecurityContext| {
+        (
+            out.apparmor.clone(),
+            out.apparmor_profile.clone(),
+            out.supplemental_groups_policy,
+        )
+    };
+    let p = pod(
+        serde_json::json!({"supplementalGroupsPolicy": "Strict",
+            "appArmorProfile": {"type": "Localhost", "localhostProfile": "k8s-deny-write"}}),
+        serde_json::json!({}),
+    );
+    assert_eq!(
+        fields(&completed(&p, &ImageUser::default())),
+        (
+            Some(cri::SecurityProfile {
+                profile_type: ProfileType::Localhost as i32,
+                localhost_ref: "k8s-deny-write".into()
+            }),
+            "localhost/k8s-deny-write".into(),
+            cri::SupplementalGroupsPolicy::Strict as i32
+        )
+    );
+    let mut sandbox = cri::LinuxSandboxSecurityContext::default();
+    complete_sandbox(&p, &cfg(), &mut sandbox).unwrap();
+    assert_eq!(
+        sandbox.supplemental_groups_policy,
+        cri::SupplementalGroupsPolicy::Strict as i32
+    );
+    // Nothing asked: no AppArmor field (the runtime's default) and Merge.
+    let plain = pod(serde_json::json!({}), serde_json::json!({}));
+    assert_eq!(
+        fields(&completed(&plain, &ImageUser::default())),
+        (
+            None,
+            String::new(),
+            cri::SupplementalGroupsPolicy::Merge as i32
+        )
+    );
+    // An unknown policy or a Localhost profile without a name: CreateContainerConfigError texts.
+    let mut out = cri::LinuxContainerSecurityContext::default();
+    let bad = pod(
+        serde_json::json!({"supplementalGroupsPolicy": "Loose"}),
+        serde_json::json!({}),
+    );
+    assert_eq!(
+        complete_container(&bad, first(&bad), &ImageUser::default(), &cfg(), &mut out)
+            .unwrap_err()
+            .to_string(),
+        "unsupported supplementalGroupsPolicy: Loose"
+    );
+    let nameless = pod(
+        serde_json::json!({}),
+        serde_json::json!({"appArmorProfile": {"type": "Localhost"}}),
+    );
+    assert_eq!(
+        complete_container(
+            &nameless,
+            first(&nameless),
+            &ImageUser::default(),
+            &cfg(),
+            &mut out
+        )
+        .unwrap_err()
+        .to_string(),
+        "missing localhost apparmor profile name"
+    );
+}

@@ -296,3 +296,55 @@ async fn a_secret_for_another_registry_leaves_the_pull_anonymous() {
     assert_eq!(waiting(&r.w).0, "Running");
     assert!(r.fake.calls().contains(&format!("PullImage {IMG}")));
 }
+
+#[tokio::test]
+async fn apparmor_and_the_supplemental_groups_policy_reach_the_runtime() {
+    let p = pod(
+        serde_json::json!({"securityContext": {"supplementalGroupsPolicy": "Strict"}}),
+        serde_json::json!({"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}),
+    );
+    let mut r = rig(&p);
+    r.w.sync(Instant::now()).await;
+    assert_eq!(waiting(&r.w).0, "Running");
+    let sc = created_config(&r.fake)
+        .linux
+        .unwrap()
+        .security_context
+        .unwrap();
+    assert_eq!(
+        sc.apparmor.map(|a| a.profile_type),
+        Some(ProfileType::RuntimeDefault as i32)
+    );
+    #[allow(deprecated)]
+    let deprecated = sc.apparmor_profile;
+    assert_eq!(deprecated, "runtime/default");
+    let strict = cri::SupplementalGroupsPolicy::Strict as i32;
+    assert_eq!(sc.supplemental_groups_policy, strict);
+    let sb = r
+        .fake
+        .st()
+        .sandbox_configs
+        .values()
+        .next()
+        .cloned()
+        .unwrap();
+    let sb_sc = sb.linux.unwrap().security_context.unwrap();
+    assert_eq!(sb_sc.supplemental_groups_policy, strict);
+}
+
+#[tokio::test]
+async fn a_localhost_apparmor_profile_without_a_name_is_a_config_error() {
+    let p = pod(
+        serde_json::json!({}),
+        serde_json::json!({"securityContext": {"appArmorProfile": {"type": "Localhost"}}}),
+    );
+    let mut r = rig(&p);
+    r.w.sync(Instant::now()).await;
+    assert_eq!(
+        waiting(&r.w),
+        (
+            "CreateContainerConfigError".into(),
+            "missing localhost apparmor profile name".into()
+        )
+    );
+}
