@@ -257,6 +257,34 @@ fn encrypted_bundles_schedules_and_drills() {
         .unwrap_or_else(|| panic!("{report}"));
     assert!(verified.0 == verified.1 && verified.1 > 3, "{report}");
     assert!(!std::path::Path::new("/run/netns/kiln-lab-drill-t-day2").exists());
+    // The drill is recorded in the state dir, and `kiln status` shows the bundle it proved restorable
+    // with the RPO (time since it was taken) and the RTO the drill measured (issue #26).
+    let sealed_name = std::path::Path::new(&sealed)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(lab.dir.join("t-day2.kiln/drills.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        record["drills"][0]["bundle"],
+        sealed_name.as_str(),
+        "{record}"
+    );
+    assert_eq!(record["drills"][0]["passed"], true, "{record}");
+    let status = ok(&mut k(&["status", "-f", &cluster]));
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("last verified-restorable bundle: "))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        line.contains(&format!("bundle: {sealed_name} (taken "))
+            && line.contains(&format!("{}/{} objects), RPO ", verified.0, verified.1))
+            && line.contains(", RTO "),
+        "{status}"
+    );
+    assert!(!status.contains("WARNING: the last drill"), "{status}");
 
     let plain = ok(&mut k(&[
         "snapshot", "save", "-f", &cluster, "-o", &backups,
@@ -327,6 +355,21 @@ fn encrypted_bundles_schedules_and_drills() {
         "{problems}"
     );
     assert!(!std::path::Path::new("/run/netns/kiln-lab-drill-t-day2").exists());
+    // A failed drill is a warning in `kiln status`; the last verified bundle is still the sealed one.
+    let status = ok(&mut k(&["status", "-f", &cluster]));
+    assert!(
+        status.contains(&format!(
+            "last verified-restorable bundle: {sealed_name} (taken "
+        )),
+        "{status}"
+    );
+    assert!(
+        status.lines().any(|l| l
+            .starts_with("WARNING: the last drill (tampered.kiln-bundle.tar at ")
+            && l.contains(") FAILED: ")
+            && l.contains("does not match bundle.json")),
+        "{status}"
+    );
 
     // `kiln reset` with a schedule installed leaves nothing of it (the lab's /var/lib/kiln is an empty mount
     // point, as for reset's own check), and keeps the bundles (user data).

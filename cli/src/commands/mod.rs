@@ -10,6 +10,7 @@ mod join_control_plane;
 mod lab;
 mod snapshot;
 mod status;
+mod status_drills;
 mod token;
 mod upgrade;
 

@@ -125,6 +125,7 @@ pub fn run(cluster: ClusterArgs) -> anyhow::Result<i32> {
             Err(e) => println!("certificates: cannot read them: {e}"),
         }
         backups(&ctx, now).await;
+        super::status_drills::print(&ctx, now);
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(0)

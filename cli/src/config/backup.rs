@@ -14,7 +14,13 @@
 //!         prefix: prod             # keys are <prefix>/<host>/<bundle>.kiln-bundle.tar
 //!         region: us-east-1
 //!         credentialsFile: ~/.kiln/s3.credentials   # 0600, on the operator's machine; else AWS_* env
+//!     drill:                       # routine restore drills (default: none)
+//!       every: 4                   # drill the newest bundle once 4 new ones exist since the last drill
 //! ```
+//!
+//! Drills run where scratch hosts can be made: a `kiln lab` on the operator's machine, by
+//! `kiln drill -f cluster.yaml --scheduled` from the operator's cron or timer (a controller cannot make
+//! lab hosts); `every` may not exceed `retention`, since only kept bundles can be counted.
 //!
 //! The secret itself never appears here: `credentialsFile` names a file (AWS shared-credentials format,
 //! mode 0600) that `init` copies to each controller as /etc/kiln/s3.credentials (0600); without it the
@@ -54,6 +60,14 @@ pub struct S3Destination {
     pub credentials_file: Option<PathBuf>,
 }
 
+/// `spec.store.backup.drill`: how often the schedule's newest bundle is proved restorable.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DrillSchedule {
+    /// Drill the newest bundle once this many bundles were taken since the last drill.
+    pub every: u32,
+}
+
 fn default_region() -> String {
     "us-east-1".into()
 }
@@ -90,6 +104,19 @@ pub(super) fn validate(c: &ClusterConfig, out: &mut Vec<Problem>) {
     }
     if b.retention == 0 {
         push("retention", "must keep at least 1 snapshot".into());
+    }
+    if let Some(d) = &b.drill {
+        if d.every == 0 {
+            push("drill.every", "must be at least 1".into());
+        } else if d.every > b.retention {
+            push(
+                "drill.every",
+                format!(
+                    "{} is more than retention ({}): only kept bundles can be counted",
+                    d.every, b.retention
+                ),
+            );
+        }
     }
     let Some(d) = &b.destination else {
         return;
@@ -155,6 +182,19 @@ mod tests {
     fn a_declared_backup_is_checked_field_by_field() {
         let ok = "      schedule: '@every 1m'\n      retention: 3\n      destination:\n        dir: /var/backups/kiln\n        s3: {endpoint: 'http://10.250.0.1:9000', bucket: kiln-backups, prefix: lab, credentialsFile: s3.creds}\n";
         assert_eq!(problems(ok), Vec::<String>::new());
+        let drills = "      schedule: '@every 1m'\n      retention: 3\n      drill: {every: 4}\n";
+        assert_eq!(
+            problems(drills),
+            ["spec.store.backup.drill.every: 4 is more than retention (3): only kept bundles can be counted"]
+        );
+        assert_eq!(
+            problems("      schedule: '@daily'\n      drill: {every: 0}\n"),
+            ["spec.store.backup.drill.every: must be at least 1"]
+        );
+        assert_eq!(
+            problems("      schedule: '@daily'\n      retention: 7\n      drill: {every: 7}\n"),
+            Vec::<String>::new()
+        );
         let bad = "      schedule: '* * *'\n      retention: 0\n      destination:\n        dir: backups\n        s3: {endpoint: '10.250.0.1:9000', bucket: Kiln_Backups, prefix: /abs, region: ''}\n";
         assert_eq!(
             problems(bad),

@@ -282,6 +282,10 @@ pub struct Kubelet {
     /// The most processes one pod may run; unset: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_pids_limit: Option<i64>,
+    /// Unsafe sysctls pods may set besides the safe set: names, or prefixes ending in `*`
+    /// (`kernel.msg*`), each namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 impl Kubelet {
@@ -299,6 +303,13 @@ impl Kubelet {
         }
         if let Some(n) = self.pod_pids_limit {
             out.push_str(&format!(" --pod-max-pids={n}"));
+        }
+        if !self.allowed_unsafe_sysctls.is_empty() {
+            // Quoted: a shell would expand the `*` of a prefix.
+            out.push_str(&format!(
+                " '--allowed-unsafe-sysctls={}'",
+                self.allowed_unsafe_sysctls.join(",")
+            ));
         }
         out
     }
@@ -378,6 +389,9 @@ pub struct Backup {
     /// Where the bundles go (default: /var/backups/kiln on each controller); see `config::backup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<super::backup::BackupDestination>,
+    /// Routine restore drills of the newest bundle (default: none); see `config::backup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<super::backup::DrillSchedule>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -571,12 +571,12 @@ fn scratch_cluster(
 
 /// This thread (the main one, before the runtime's threads exist: they inherit it) in another network
 /// namespace until dropped.
-struct NetnsGuard {
+pub(crate) struct NetnsGuard {
     back: std::fs::File,
 }
 
 impl NetnsGuard {
-    fn enter(ns: &Path) -> std::io::Result<NetnsGuard> {
+    pub(crate) fn enter(ns: &Path) -> std::io::Result<NetnsGuard> {
         let back = std::fs::File::open("/proc/thread-self/ns/net")?;
         let target = std::fs::File::open(ns)?;
         nix::sched::setns(&target, nix::sched::CloneFlags::CLONE_NEWNET)

@@ -4,6 +4,8 @@
 
 mod bundle;
 pub mod drill;
+pub mod drill_record;
+pub mod drill_source;
 pub mod external_restore;
 pub mod manifest;
 pub mod new_hosts;
