@@ -387,6 +387,7 @@ fn security_contexts(c: &Cluster) {
         message.contains("/var/lib/kiln/kubelet/seccomp/profiles/missing.json"),
         "{message}"
     );
+    sysctls_and_apparmor(c);
     for p in [
         "plain",
         "hardened",
@@ -395,8 +396,108 @@ fn security_contexts(c: &Cluster) {
         "nonroot-uid0",
         "nonroot-ok",
         "no-profile",
+        "sysctl-safe",
+        "sysctl-unsafe",
+        "apparmor",
     ] {
         c.kubectl(&["delete", "pod", p, "--wait=false"]);
+    }
+}
+
+/// Waits for the pod to be Failed; returns `reason|message`.
+fn wait_failed(c: &Cluster, pod: &str) -> String {
+    c.wait(&format!("{pod} failed"), 120, || {
+        let got = jsonpath(
+            c,
+            &format!("pod/{pod}"),
+            "{.status.phase}|{.status.reason}|{.status.message}",
+        );
+        match got.split_once('|') {
+            Some(("Failed", rest)) => Ok(rest.to_string()),
+            _ => Err(got),
+        }
+    })
+}
+
+/// The kubelet's sysctl and AppArmor admission: a safe sysctl runs, an unsafe one (not in
+/// --allowed-unsafe-sysctls) fails the pod with upstream's reason and message; a pod asking for an
+/// AppArmor profile runs where the host enforces AppArmor and fails with reason AppArmor elsewhere.
+fn sysctls_and_apparmor(c: &Cluster) {
+    let sysctl = |name: &str, value: &str| {
+        format!("  securityContext:\n    sysctls:\n    - name: {name}\n      value: \"{value}\"\n")
+    };
+    apply(
+        c,
+        &pod(
+            "sysctl-safe",
+            BUSYBOX,
+            &sysctl("net.ipv4.ip_unprivileged_port_start", "0"),
+            "",
+        ),
+    );
+    wait_running(c, "sysctl-safe");
+    let got = c.kubectl(&[
+        "exec",
+        "sysctl-safe",
+        "--",
+        "cat",
+        "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+    ]);
+    assert_eq!(got.trim(), "0");
+    apply(
+        c,
+        &pod(
+            "sysctl-unsafe",
+            BUSYBOX,
+            &sysctl("kernel.msgmax", "65536"),
+            "",
+        ),
+    );
+    assert_eq!(
+        wait_failed(c, "sysctl-unsafe"),
+        "SysctlForbidden|Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted"
+    );
+    let events = events_of(c, "sysctl-unsafe");
+    assert!(
+        events.contains(
+            "Warning SysctlForbidden: forbidden sysctl: \"kernel.msgmax\" not allowlisted"
+        ),
+        "{events}"
+    );
+    apply(
+        c,
+        &pod(
+            "apparmor",
+            BUSYBOX,
+            "",
+            "    securityContext:\n      appArmorProfile:\n        type: RuntimeDefault\n",
+        ),
+    );
+    let node = c.wait("apparmor scheduled", 60, || {
+        let n = jsonpath(c, "pod/apparmor", "{.spec.nodeName}");
+        if n.is_empty() {
+            Err(n)
+        } else {
+            Ok(n)
+        }
+    });
+    // What the kubelet reads (runc's check): securityfs has AppArmor and the module says Y.
+    let enabled = c
+        .lab
+        .ssh(
+            &node,
+            "test -d /sys/kernel/security/apparmor && cat /sys/module/apparmor/parameters/enabled",
+        )
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().starts_with('Y'))
+        .unwrap_or(false);
+    if enabled {
+        wait_running(c, "apparmor");
+    } else {
+        assert_eq!(
+            wait_failed(c, "apparmor"),
+            "AppArmor|Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host"
+        );
     }
 }
 

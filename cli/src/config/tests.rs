@@ -424,3 +424,33 @@ fn reservations_become_kubelet_flags() {
         " --system-reserved=cpu=100m,memory=256Mi --pod-max-pids=4096"
     );
 }
+
+#[test]
+fn allowed_unsafe_sysctls_become_a_quoted_kubelet_flag_and_must_be_namespaced() {
+    let (file, text) = fixture("minimal.yaml");
+    let with = format!(
+        "{text}  kubelet:\n    allowedUnsafeSysctls: [\"kernel.msg*\", net.core.somaxconn]\n"
+    );
+    let mut c = parse(&with, &file).unwrap();
+    assert!(
+        validate::validate(&c).is_empty(),
+        "{:?}",
+        validate::validate(&c)
+    );
+    assert_eq!(
+        c.spec.kubelet.reserved_flags(),
+        " '--allowed-unsafe-sysctls=kernel.msg*,net.core.somaxconn'"
+    );
+    c.spec.kubelet.allowed_unsafe_sysctls = vec!["vm.swappiness".into(), "net.$(x)".into()];
+    let problems: Vec<String> = validate::validate(&c)
+        .iter()
+        .map(|p| format!("{}: {}", p.path, p.message))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            "spec.kubelet.allowedUnsafeSysctls[0]: 'vm.swappiness': not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)",
+            "spec.kubelet.allowedUnsafeSysctls[1]: 'net.$(x)': expected a sysctl name, or a prefix ending in *",
+        ]
+    );
+}

@@ -14,6 +14,32 @@ pub struct Problem {
     pub message: String,
 }
 
+/// What the kubelet would refuse at start in an `--allowed-unsafe-sysctls` entry (its characters,
+/// or a sysctl not known to be namespaced), None when it takes it.
+fn unsafe_sysctl_problem(s: &str) -> Option<&'static str> {
+    const NAMESPACED: &[&str] = &["kernel.shm", "kernel.msg", "fs.mqueue.", "net."];
+    let name = s.strip_suffix('*').unwrap_or(s);
+    let chars_ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-_./".contains(&c));
+    if !chars_ok {
+        return Some("expected a sysctl name, or a prefix ending in *");
+    }
+    let dotted = if name
+        .find(['.', '/'])
+        .is_some_and(|i| name.as_bytes()[i] == b'/')
+    {
+        name.replace('/', ".")
+    } else {
+        name.to_string()
+    };
+    let namespaced = dotted == "kernel.sem" || NAMESPACED.iter().any(|p| dotted.starts_with(p));
+    (!namespaced).then_some(
+        "not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)",
+    )
+}
+
 fn problem(path: impl Into<String>, message: impl Into<String>) -> Problem {
     Problem {
         path: path.into(),
@@ -308,6 +334,14 @@ fn kubelet(c: &ClusterConfig, out: &mut Vec<Problem>) {
             out.push(problem(
                 "spec.kubelet.podPidsLimit",
                 format!("{n}: expected a positive number, or -1 for unlimited"),
+            ));
+        }
+    }
+    for (i, s) in c.spec.kubelet.allowed_unsafe_sysctls.iter().enumerate() {
+        if let Some(why) = unsafe_sysctl_problem(s) {
+            out.push(problem(
+                format!("spec.kubelet.allowedUnsafeSysctls[{i}]"),
+                format!("'{s}': {why}"),
             ));
         }
     }

@@ -151,6 +151,7 @@ pub fn pod_spec_validation(spec: &Value, path: &str) -> Vec<Cause> {
     }
     causes.extend(super::pod_resources::validation(spec, path));
     causes.extend(super::security_context_fields::validation(spec, path));
+    causes.extend(super::security_context_apparmor::validation(spec, path));
     causes.extend(container_restart_policies(spec, path));
     causes
 }

@@ -28,6 +28,7 @@ pub mod rbac;
 pub mod replication;
 pub mod resources;
 pub mod runtime_classes;
+pub mod security_context_apparmor;
 pub mod security_context_fields;
 pub mod services;
 pub mod statefulsets;
