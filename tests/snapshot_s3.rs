@@ -59,7 +59,9 @@ fn declared_backups_go_to_s3_are_pruned_and_restore() {
         .stdin
         .take()
         .unwrap()
-        .write_all(include_bytes!("../cli/src/backup_store/testdata/moto_setup.py"))
+        .write_all(include_bytes!(
+            "../cli/src/backup_store/testdata/moto_setup.py"
+        ))
         .unwrap();
     let creds = setup.wait_with_output().unwrap();
     assert!(creds.status.success());

@@ -5,9 +5,9 @@
 mod context;
 pub mod dry_run;
 mod error;
-pub(crate) mod host_files;
 #[cfg(test)]
 pub(crate) mod golden_tests;
+pub(crate) mod host_files;
 pub(crate) mod phases;
 pub(crate) mod pki_hash;
 mod playbook;
