@@ -14,8 +14,7 @@ use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
-use crate::index::{reverse_ip, Index, ServiceView};
-use crate::model::ServiceKind;
+use crate::index::{reverse_ip, Index, Kind, ServiceView};
 
 /// The schema version of the Kubernetes DNS spec this implements (`dns-version.<zone>` TXT).
 pub const SCHEMA_VERSION: &str = "1.1.0";
@@ -98,7 +97,7 @@ fn reverse(index: &Index, q: &Query, mut resp: Message) -> Option<Outcome> {
     let ttl = index.settings().ttl;
     let answers: Vec<Record> = index
         .ptr(ip)
-        .map(|n| Record::from_rdata(q.name().clone(), ttl, RData::PTR(PTR(n.clone()))))
+        .map(|n| Record::from_rdata(q.name().clone(), ttl, RData::PTR(PTR(n))))
         .collect();
     if answers.is_empty() {
         return None;
@@ -252,7 +251,7 @@ fn lookup(index: &Index, name: &Name, qtype: RecordType) -> Lookup {
             Some(view) if view.has_protocol(&proto[1..]) => Lookup::NoData,
             _ => Lookup::NxDomain,
         },
-        [host, svc, ns, "svc"] => match index.service(ns, svc).and_then(|v| v.hosts.get(*host)) {
+        [host, svc, ns, "svc"] => match index.service(ns, svc).and_then(|v| v.host(host)) {
             Some(h) => {
                 records_or_nodata(addr_records(name, &h.addresses, qtype, s.ttl), Vec::new())
             }
@@ -286,16 +285,16 @@ fn apex(index: &Index, name: &Name, qtype: RecordType) -> Lookup {
     records_or_nodata(answers, additionals)
 }
 
-fn service(view: &ServiceView, name: &Name, qtype: RecordType, ttl: u32) -> Lookup {
-    match &view.kind {
-        ServiceKind::ExternalName(target) => Lookup::Cname(target.clone()),
-        ServiceKind::Headless if view.addresses.is_empty() => Lookup::NxDomain,
-        _ => records_or_nodata(addr_records(name, &view.addresses, qtype, ttl), Vec::new()),
+fn service(view: ServiceView<'_>, name: &Name, qtype: RecordType, ttl: u32) -> Lookup {
+    match view.kind() {
+        Kind::ExternalName(target) => Lookup::Cname(Name::clone(target)),
+        Kind::Headless if view.addresses().is_empty() => Lookup::NxDomain,
+        _ => records_or_nodata(addr_records(name, view.addresses(), qtype, ttl), Vec::new()),
     }
 }
 
 fn srv(
-    view: &ServiceView,
+    view: ServiceView<'_>,
     name: &Name,
     port: &str,
     proto: &str,

@@ -1,7 +1,7 @@
 use super::*;
 use crate::index::tests::{cluster_ip, ep, headless, ip, port, slice};
 use crate::index::ZoneSettings;
-use crate::model::{ServiceInfo, ServiceKey};
+use crate::model::{ServiceInfo, ServiceKey, ServiceKind};
 use hickory_proto::op::MessageType;
 
 fn name(s: &str) -> Name {

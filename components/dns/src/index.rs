@@ -1,13 +1,20 @@
 //! The in-memory index the answers come from. The watchers apply every Service and EndpointSlice event
-//! to it; a change rebuilds only the view of the one Service it touches (its names, hosts and PTRs),
-//! so an update is answerable as soon as the event is applied.
+//! to it; a change rebuilds only the view of the one Service it touches (its hosts and PTRs), so an
+//! update is answerable as soon as the event is applied. How it is stored is in [`view`]: compact,
+//! since at 10 000 Services the index is most of kiln-dns's memory (issue #22).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
 use crate::model::{Port, ServiceInfo, ServiceKey, ServiceKind, SliceInfo, SliceKey};
+
+#[path = "index_view.rs"]
+mod view;
+use view::{Endpoint, Entry, Slice, Spec, SERVICE_ITSELF};
+pub use view::{Host, Kind, ServiceView};
 
 /// What the zone is, independent of the cluster's objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,29 +36,6 @@ impl Default for ZoneSettings {
     }
 }
 
-/// An endpoint name `<hostname>.<service>.<ns>.svc.<zone>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host {
-    pub name: Name,
-    pub addresses: Vec<IpAddr>,
-    /// The ports of the slices the endpoint is in (what its SRV records carry).
-    pub ports: Vec<Port>,
-}
-
-/// Everything one Service answers, precomputed when it or one of its slices changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceView {
-    /// `<service>.<ns>.svc.<zone>`.
-    pub name: Name,
-    pub kind: ServiceKind,
-    /// The Service name's A/AAAA answers: the ClusterIPs, or for a headless Service its endpoints.
-    pub addresses: Vec<IpAddr>,
-    pub ports: Vec<Port>,
-    /// By lowercase hostname: the endpoint's `hostname`, or one derived from its IP.
-    pub hosts: BTreeMap<String, Host>,
-    records: usize,
-}
-
 /// Counts for /metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexStats {
@@ -61,15 +45,30 @@ pub struct IndexStats {
     pub records: usize,
 }
 
+/// A PTR entry: the Service (its key, shared with the services map) and which of its names.
+#[derive(Debug, Clone)]
+struct PtrTarget {
+    service: Arc<str>,
+    /// An index into the Service's hosts, or [`SERVICE_ITSELF`].
+    host: u32,
+}
+
 #[derive(Debug, Default)]
 pub struct Index {
     settings: ZoneSettings,
-    services: HashMap<ServiceKey, ServiceInfo>,
-    slices: HashMap<SliceKey, SliceInfo>,
-    slices_of: HashMap<ServiceKey, BTreeSet<SliceKey>>,
-    views: HashMap<ServiceKey, ServiceView>,
-    namespaces: HashMap<String, usize>,
-    ptr: HashMap<IpAddr, Vec<(ServiceKey, Name)>>,
+    /// By `<ns>/<name>` (lowercase; neither part can hold a `/`): each Service once, with its
+    /// slices; also the slices of a Service not seen yet.
+    services: HashMap<Arc<str>, Entry>,
+    /// EndpointSlice `<ns>/<name>` → the key of the Service whose entry holds it.
+    slices: HashMap<Arc<str>, Arc<str>>,
+    namespaces: HashMap<Box<str>, usize>,
+    ptr: HashMap<IpAddr, Vec<PtrTarget>>,
+    /// Interned ports: thousands of Services share a few `http/tcp/80`s.
+    ports: HashSet<Arc<Port>>,
+    /// When the interned ports are next swept of ones nothing uses.
+    ports_sweep_at: usize,
+    /// Services that answer (exist and their name fits).
+    views: usize,
     records: usize,
     serial: u32,
     /// Bumped on every change that can alter an answer (a rebuild, the first sync): what the
@@ -93,10 +92,12 @@ pub fn ip_hostname(ip: IpAddr) -> String {
     }
 }
 
-fn push_unique<T: PartialEq + Clone>(list: &mut Vec<T>, item: &T) {
-    if !list.contains(item) {
-        list.push(item.clone());
-    }
+fn service_key(key: &ServiceKey) -> String {
+    format!("{}/{}", key.namespace, key.name)
+}
+
+fn slice_key(key: &SliceKey) -> String {
+    format!("{}/{}", key.namespace, key.name)
 }
 
 impl Index {
@@ -147,282 +148,310 @@ impl Index {
         self.serial
     }
 
-    pub fn service(&self, namespace: &str, name: &str) -> Option<&ServiceView> {
-        self.views.get(&ServiceKey::new(namespace, name))
+    pub fn service(&self, namespace: &str, name: &str) -> Option<ServiceView<'_>> {
+        if namespace.contains('/') || name.contains('/') {
+            return None;
+        }
+        let mut key = format!("{namespace}/{name}");
+        key.make_ascii_lowercase();
+        self.view(&key)
+    }
+
+    fn view(&self, key: &str) -> Option<ServiceView<'_>> {
+        let (key, entry) = self.services.get_key_value(key)?;
+        let spec = entry.spec.as_ref().filter(|_| entry.answers)?;
+        Some(ServiceView {
+            key,
+            zone: &self.settings.zone,
+            spec,
+            entry,
+        })
     }
 
     /// Whether `<ns>.svc.<zone>` exists: some Service lives in the namespace.
     pub fn has_namespace(&self, namespace: &str) -> bool {
         self.namespaces
-            .contains_key(&namespace.to_ascii_lowercase())
+            .contains_key(namespace.to_ascii_lowercase().as_str())
     }
 
-    /// The names an IP reverse-resolves to (ClusterIPs and endpoint addresses).
-    pub fn ptr(&self, ip: IpAddr) -> impl Iterator<Item = &Name> {
-        self.ptr.get(&ip).into_iter().flatten().map(|(_, n)| n)
+    /// The names an IP reverse-resolves to (ClusterIPs and endpoint addresses), built on demand.
+    pub fn ptr(&self, ip: IpAddr) -> impl Iterator<Item = Name> + '_ {
+        self.ptr.get(&ip).into_iter().flatten().filter_map(|t| {
+            let view = self.view(&t.service)?;
+            if t.host == SERVICE_ITSELF {
+                return Some(view.name());
+            }
+            let host = view.hosts().get(usize::try_from(t.host).ok()?)?;
+            Some(view.host_name(host))
+        })
     }
 
     pub fn stats(&self) -> IndexStats {
         IndexStats {
-            services: self.views.len(),
+            services: self.views,
             slices: self.slices.len(),
             records: self.records,
         }
     }
 
+    /// The map's own copy of `key` (so an entry, its slices and PTRs share one), or a new one.
+    fn shared_key(&self, key: String) -> Arc<str> {
+        match self.services.get_key_value(key.as_str()) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(key),
+        }
+    }
+
+    fn intern(&mut self, port: &Port) -> Arc<Port> {
+        if let Some(p) = self.ports.get(port) {
+            return p.clone();
+        }
+        if self.ports.len() >= self.ports_sweep_at {
+            self.ports.retain(|p| Arc::strong_count(p) > 1);
+            self.ports_sweep_at = (2 * self.ports.len()).max(64);
+        }
+        let p = Arc::new(port.clone());
+        self.ports.insert(p.clone());
+        p
+    }
+
+    fn intern_all(&mut self, ports: &[Port]) -> Box<[Arc<Port>]> {
+        ports.iter().map(|p| self.intern(p)).collect()
+    }
+
+    fn spec(&mut self, info: ServiceInfo) -> Spec {
+        let kind = match info.kind {
+            ServiceKind::ClusterIp(ips) => Kind::ClusterIp(ips.into_boxed_slice()),
+            ServiceKind::Headless => Kind::Headless,
+            ServiceKind::ExternalName(n) => Kind::ExternalName(Box::new(n)),
+        };
+        Spec {
+            kind,
+            ports: self.intern_all(&info.ports),
+            publish_not_ready: info.publish_not_ready,
+        }
+    }
+
+    fn slice(&mut self, key: Arc<str>, info: SliceInfo) -> Slice {
+        let endpoints = info
+            .endpoints
+            .into_iter()
+            .map(|e| Endpoint {
+                addresses: e.addresses.into_boxed_slice(),
+                hostname: e.hostname.map(String::into_boxed_str),
+                ready: e.ready,
+            })
+            .collect();
+        Slice {
+            key,
+            endpoints,
+            ports: self.intern_all(&info.ports),
+        }
+    }
+
     /// Adds or replaces a Service. Returns whether anything changed.
     pub fn upsert_service(&mut self, info: ServiceInfo) -> bool {
-        let key = info.key.clone();
-        match self.services.insert(key.clone(), info) {
-            Some(old) if Some(&old) == self.services.get(&key) => return false,
-            Some(_) => {}
-            None => *self.namespaces.entry(key.namespace.clone()).or_default() += 1,
+        let key = self.shared_key(service_key(&info.key));
+        let spec = self.spec(info);
+        let entry = self.services.entry(key.clone()).or_default();
+        if entry.spec.as_ref() == Some(&spec) {
+            return false;
+        }
+        self.unpublish(&key);
+        let entry = self.services.entry(key.clone()).or_default();
+        if entry.spec.replace(spec).is_none() {
+            let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+            *self.namespaces.entry(ns.into()).or_default() += 1;
         }
         self.rebuild(&key);
         true
     }
 
     pub fn remove_service(&mut self, key: &ServiceKey) -> bool {
-        if self.services.remove(key).is_none() {
+        self.remove_service_key(&service_key(key))
+    }
+
+    fn remove_service_key(&mut self, key: &str) -> bool {
+        let Some((key, entry)) = self.services.get_key_value(key) else {
+            return false;
+        };
+        if entry.spec.is_none() {
             return false;
         }
-        if let Some(n) = self.namespaces.get_mut(&key.namespace) {
+        let key = key.clone();
+        self.unpublish(&key);
+        if let Some(entry) = self.services.get_mut(&key) {
+            entry.spec = None;
+        }
+        let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+        if let Some(n) = self.namespaces.get_mut(ns) {
             *n -= 1;
             if *n == 0 {
-                self.namespaces.remove(&key.namespace);
+                self.namespaces.remove(ns);
             }
         }
-        self.rebuild(key);
+        self.rebuild(&key);
         true
     }
 
     /// Adds or replaces an EndpointSlice (also when it moved to another Service).
     pub fn upsert_slice(&mut self, info: SliceInfo) -> bool {
-        let key = info.key.clone();
-        let service = info.service.clone();
-        let old = self.slices.insert(key.clone(), info);
-        if old.as_ref() == self.slices.get(&key) {
-            return false;
+        let skey = slice_key(&info.key);
+        let (skey, old_service) = match self.slices.get_key_value(skey.as_str()) {
+            Some((k, s)) => (k.clone(), Some(s.clone())),
+            None => (Arc::from(skey), None),
+        };
+        let service = self.shared_key(service_key(&info.service));
+        let data = self.slice(skey.clone(), info);
+        if let Some(old) = old_service {
+            let entry = self.services.get_mut(&old);
+            let pos = entry
+                .as_ref()
+                .and_then(|e| e.slices.iter().position(|s| s.key == skey));
+            if let (Some(entry), Some(pos)) = (entry, pos) {
+                if old == service {
+                    if entry.slices[pos] == data {
+                        return false;
+                    }
+                    entry.slices[pos] = data;
+                    self.rebuild(&service);
+                    return true;
+                }
+                entry.slices.remove(pos);
+            }
+            self.rebuild(&old);
         }
-        if let Some(old) = old.filter(|o| o.service != service) {
-            self.unlink_slice(&old.service, &key);
-            self.rebuild(&old.service);
-        }
-        self.slices_of
-            .entry(service.clone())
-            .or_default()
-            .insert(key);
+        self.slices.insert(skey, service.clone());
+        let slices = &mut self.services.entry(service.clone()).or_default().slices;
+        let at = slices.partition_point(|s| s.key < data.key);
+        slices.insert(at, data);
         self.rebuild(&service);
         true
     }
 
     pub fn remove_slice(&mut self, key: &SliceKey) -> bool {
-        let Some(old) = self.slices.remove(key) else {
+        self.remove_slice_key(&slice_key(key))
+    }
+
+    fn remove_slice_key(&mut self, key: &str) -> bool {
+        let Some((skey, service)) = self.slices.remove_entry(key) else {
             return false;
         };
-        self.unlink_slice(&old.service, key);
-        self.rebuild(&old.service);
+        if let Some(entry) = self.services.get_mut(&service) {
+            entry.slices.retain(|s| s.key != skey);
+        }
+        self.rebuild(&service);
         true
     }
 
     /// After a (re)list: the Services are exactly `list`; only those that changed are rebuilt.
-    pub fn replace_services(&mut self, list: Vec<ServiceInfo>) {
-        let keep: BTreeSet<ServiceKey> = list.iter().map(|s| s.key.clone()).collect();
-        let gone: Vec<ServiceKey> = self
+    /// Sorted in place and searched, so the list is not copied (a relist of every Service must not
+    /// double the memory it takes).
+    pub fn replace_services(&mut self, mut list: Vec<ServiceInfo>) {
+        list.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let gone: Vec<Arc<str>> = self
             .services
-            .keys()
-            .filter(|k| !keep.contains(*k))
+            .iter()
+            .filter(|(_, e)| e.spec.is_some())
+            .map(|(k, _)| k)
+            .filter(|k| {
+                let (ns, name) = k.split_once('/').unwrap_or_default();
+                list.binary_search_by(|s| (&*s.key.namespace, &*s.key.name).cmp(&(ns, name)))
+                    .is_err()
+            })
             .cloned()
             .collect();
         for k in gone {
-            self.remove_service(&k);
+            self.remove_service_key(&k);
         }
         for s in list {
             self.upsert_service(s);
         }
     }
 
-    /// After a (re)list: the EndpointSlices are exactly `list`.
-    pub fn replace_slices(&mut self, list: Vec<SliceInfo>) {
-        let keep: BTreeSet<SliceKey> = list.iter().map(|s| s.key.clone()).collect();
-        let gone: Vec<SliceKey> = self
+    /// After a (re)list: the EndpointSlices are exactly `list` (sorted in place, not copied).
+    pub fn replace_slices(&mut self, mut list: Vec<SliceInfo>) {
+        list.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let gone: Vec<Arc<str>> = self
             .slices
             .keys()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| {
+                let (ns, name) = k.split_once('/').unwrap_or_default();
+                list.binary_search_by(|s| (&*s.key.namespace, &*s.key.name).cmp(&(ns, name)))
+                    .is_err()
+            })
             .cloned()
             .collect();
         for k in gone {
-            self.remove_slice(&k);
+            self.remove_slice_key(&k);
         }
         for s in list {
             self.upsert_slice(s);
         }
     }
 
-    fn unlink_slice(&mut self, service: &ServiceKey, slice: &SliceKey) {
-        if let Some(set) = self.slices_of.get_mut(service) {
-            set.remove(slice);
-            if set.is_empty() {
-                self.slices_of.remove(service);
-            }
+    /// Takes one Service's view out of the answers: its PTR entries and counts. Done before its
+    /// spec changes too, since the ClusterIPs the PTRs came from are read from the spec.
+    fn unpublish(&mut self, key: &Arc<str>) {
+        let Some(entry) = self.services.get_mut(key) else {
+            return;
+        };
+        if !entry.answers {
+            return;
         }
-    }
-
-    /// Recomputes one Service's view and its PTR entries.
-    fn rebuild(&mut self, key: &ServiceKey) {
-        self.serial = self.serial.wrapping_add(1).max(1);
-        self.generation += 1;
-        if let Some(old) = self.views.remove(key) {
-            self.records -= old.records;
-            for ip in old.ptr_ips() {
-                if let Some(names) = self.ptr.get_mut(&ip) {
-                    names.retain(|(k, _)| k != key);
-                    if names.is_empty() {
+        self.views -= 1;
+        self.records -= entry.records;
+        if let Some(spec) = &entry.spec {
+            let old = ServiceView {
+                key,
+                zone: &self.settings.zone,
+                spec,
+                entry,
+            };
+            for (ip, _) in old.ptr_entries() {
+                if let Some(targets) = self.ptr.get_mut(&ip) {
+                    targets.retain(|t| *t.service != **key);
+                    if targets.is_empty() {
                         self.ptr.remove(&ip);
                     }
                 }
             }
         }
-        let Some(info) = self.services.get(key) else {
+        entry.answers = false;
+    }
+
+    /// Recomputes one Service's view and its PTR entries (and drops an entry left with nothing).
+    fn rebuild(&mut self, key: &Arc<str>) {
+        self.serial = self.serial.wrapping_add(1).max(1);
+        self.generation += 1;
+        self.unpublish(key);
+        let Some(entry) = self.services.get_mut(key) else {
             return;
         };
-        let slices = self
-            .slices_of
-            .get(key)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.slices.get(k));
-        let Some(view) = build_view(&self.settings.zone, info, slices) else {
-            tracing::debug!(service = %key, "name too long for DNS; no records");
+        if entry.spec.is_none() && entry.slices.is_empty() {
+            self.services.remove(key);
+            return;
+        }
+        entry.derive(&self.settings.zone, key);
+        let Some(spec) = entry.spec.as_ref().filter(|_| entry.answers) else {
             return;
         };
-        for (ip, name) in view.ptr_entries() {
-            self.ptr.entry(ip).or_default().push((key.clone(), name));
+        let view = ServiceView {
+            key,
+            zone: &self.settings.zone,
+            spec,
+            entry,
+        };
+        for (ip, host) in view.ptr_entries() {
+            let target = PtrTarget {
+                service: key.clone(),
+                host,
+            };
+            self.ptr.entry(ip).or_default().push(target);
         }
-        self.records += view.records;
-        self.views.insert(key.clone(), view);
+        self.views += 1;
+        self.records += entry.records;
     }
-}
-
-impl ServiceView {
-    /// (IP, name) pairs of the reverse zone: ClusterIPs → the Service, endpoint IPs → their host.
-    fn ptr_entries(&self) -> Vec<(IpAddr, Name)> {
-        let mut out = Vec::new();
-        if let ServiceKind::ClusterIp(ips) = &self.kind {
-            out.extend(ips.iter().map(|ip| (*ip, self.name.clone())));
-        }
-        for host in self.hosts.values() {
-            out.extend(host.addresses.iter().map(|ip| (*ip, host.name.clone())));
-        }
-        out
-    }
-
-    fn ptr_ips(&self) -> Vec<IpAddr> {
-        self.ptr_entries().into_iter().map(|(ip, _)| ip).collect()
-    }
-
-    /// The SRV targets for `_<port>._<proto>`: (target, port number, target's addresses).
-    pub fn srv_targets(&self, port: &str, proto: &str) -> Vec<(Name, u16, Vec<IpAddr>)> {
-        let matches = |p: &&Port| p.name == port && p.protocol == proto;
-        match self.kind {
-            ServiceKind::ClusterIp(_) => self
-                .ports
-                .iter()
-                .filter(matches)
-                .map(|p| (self.name.clone(), p.port, self.addresses.clone()))
-                .collect(),
-            // headless: one per endpoint, on the endpoint's (slice's) port, as CoreDNS does
-            ServiceKind::Headless => self
-                .hosts
-                .values()
-                .flat_map(|h| {
-                    h.ports
-                        .iter()
-                        .filter(matches)
-                        .map(|p| (h.name.clone(), p.port, h.addresses.clone()))
-                })
-                .collect(),
-            ServiceKind::ExternalName(_) => Vec::new(),
-        }
-    }
-
-    /// Whether `_<proto>.<service>…` is an empty non-terminal (some named port uses the protocol).
-    pub fn has_protocol(&self, proto: &str) -> bool {
-        match self.kind {
-            ServiceKind::ClusterIp(_) => self.ports.iter().any(|p| p.protocol == proto),
-            ServiceKind::Headless => self
-                .hosts
-                .values()
-                .any(|h| h.ports.iter().any(|p| p.protocol == proto)),
-            ServiceKind::ExternalName(_) => false,
-        }
-    }
-}
-
-fn build_view<'a>(
-    zone: &Name,
-    info: &ServiceInfo,
-    slices: impl Iterator<Item = &'a SliceInfo>,
-) -> Option<ServiceView> {
-    let name = Name::from_labels([
-        info.key.name.as_bytes(),
-        info.key.namespace.as_bytes(),
-        b"svc".as_slice(),
-    ])
-    .ok()?
-    .append_domain(zone)
-    .ok()?;
-    let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
-    let mut endpoint_ips: Vec<IpAddr> = Vec::new();
-    if !matches!(info.kind, ServiceKind::ExternalName(_)) {
-        for slice in slices {
-            let usable = slice
-                .endpoints
-                .iter()
-                .filter(|e| e.ready || info.publish_not_ready);
-            for ep in usable {
-                for ip in &ep.addresses {
-                    push_unique(&mut endpoint_ips, ip);
-                    let hostname = ep.hostname.clone().unwrap_or_else(|| ip_hostname(*ip));
-                    let Ok(host_name) = name.prepend_label(hostname.as_str()) else {
-                        continue;
-                    };
-                    let host = hosts.entry(hostname).or_insert_with(|| Host {
-                        name: host_name,
-                        addresses: Vec::new(),
-                        ports: Vec::new(),
-                    });
-                    push_unique(&mut host.addresses, ip);
-                    for p in &slice.ports {
-                        push_unique(&mut host.ports, p);
-                    }
-                }
-            }
-        }
-    }
-    endpoint_ips.sort();
-    let addresses = match &info.kind {
-        ServiceKind::ClusterIp(ips) => ips.clone(),
-        ServiceKind::Headless => endpoint_ips,
-        ServiceKind::ExternalName(_) => Vec::new(),
-    };
-    let mut view = ServiceView {
-        name,
-        kind: info.kind.clone(),
-        addresses,
-        ports: info.ports.clone(),
-        hosts,
-        records: 0,
-    };
-    let host_addrs: usize = view.hosts.values().map(|h| h.addresses.len()).sum();
-    let srv: usize = match view.kind {
-        ServiceKind::ClusterIp(_) => view.ports.len(),
-        ServiceKind::Headless => view.hosts.values().map(|h| h.ports.len()).sum(),
-        ServiceKind::ExternalName(_) => 0,
-    };
-    let cname = usize::from(matches!(view.kind, ServiceKind::ExternalName(_)));
-    view.records = view.addresses.len() + host_addrs + srv + cname + view.ptr_entries().len();
-    Some(view)
 }
 
 /// `ip6.arpa`/`in-addr.arpa` name → the one address it names (None for a partial name).

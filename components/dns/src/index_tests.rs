@@ -61,9 +61,9 @@ fn host_ips(index: &Index, ns: &str, svc: &str) -> Vec<(String, Vec<IpAddr>)> {
     index
         .service(ns, svc)
         .map(|v| {
-            v.hosts
+            v.hosts()
                 .iter()
-                .map(|(h, host)| (h.clone(), host.addresses.clone()))
+                .map(|host| (host.label.to_string(), host.addresses.to_vec()))
                 .collect()
         })
         .unwrap_or_default()
@@ -79,8 +79,8 @@ fn service_added_changed_removed() {
     let s0 = idx.serial();
     assert!(idx.upsert_service(cluster_ip("default", "web", &["10.96.0.10"], vec![])));
     let v = idx.service("default", "web").unwrap();
-    assert_eq!(v.name.to_ascii(), "web.default.svc.cluster.local.");
-    assert_eq!(v.addresses, [ip("10.96.0.10")]);
+    assert_eq!(v.name().to_ascii(), "web.default.svc.cluster.local.");
+    assert_eq!(v.addresses(), [ip("10.96.0.10")]);
     assert!(idx.has_namespace("default") && idx.has_namespace("DEFAULT"));
     assert_eq!(
         ptr_names(&idx, "10.96.0.10"),
@@ -116,7 +116,7 @@ fn service_added_changed_removed() {
 fn headless_endpoints_follow_readiness() {
     let mut idx = Index::new(ZoneSettings::default());
     idx.upsert_service(headless("db", "pg", vec![port("pg", "tcp", 5432)]));
-    let pg = |idx: &Index| idx.service("db", "pg").unwrap().addresses.clone();
+    let pg = |idx: &Index| idx.service("db", "pg").unwrap().addresses().to_vec();
     assert!(pg(&idx).is_empty(), "no slice yet");
 
     idx.upsert_slice(slice(
@@ -205,14 +205,14 @@ fn publish_not_ready_addresses_counts_every_endpoint() {
     ));
     idx.upsert_service(headless("db", "pg", vec![]));
     assert!(
-        idx.service("db", "pg").unwrap().addresses.is_empty(),
+        idx.service("db", "pg").unwrap().addresses().is_empty(),
         "a slice seen before its Service counts once the Service exists"
     );
     let mut publish = headless("db", "pg", vec![]);
     publish.publish_not_ready = true;
     idx.upsert_service(publish);
     assert_eq!(
-        idx.service("db", "pg").unwrap().addresses,
+        idx.service("db", "pg").unwrap().addresses(),
         [ip("10.244.1.5")]
     );
     assert_eq!(
@@ -228,10 +228,10 @@ fn slice_moving_to_another_service_updates_both() {
     idx.upsert_service(headless("default", "b", vec![]));
     let eps = vec![ep("10.244.1.5", None, true)];
     idx.upsert_slice(slice("default", "s", "a", eps.clone(), vec![]));
-    assert_eq!(idx.service("default", "a").unwrap().addresses.len(), 1);
+    assert_eq!(idx.service("default", "a").unwrap().addresses().len(), 1);
     idx.upsert_slice(slice("default", "s", "b", eps, vec![]));
-    assert!(idx.service("default", "a").unwrap().addresses.is_empty());
-    assert_eq!(idx.service("default", "b").unwrap().addresses.len(), 1);
+    assert!(idx.service("default", "a").unwrap().addresses().is_empty());
+    assert_eq!(idx.service("default", "b").unwrap().addresses().len(), 1);
     assert_eq!(
         ptr_names(&idx, "10.244.1.5"),
         ["10-244-1-5.b.default.svc.cluster.local."]

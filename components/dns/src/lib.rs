@@ -14,6 +14,7 @@ mod fake_upstream;
 pub mod forward;
 pub mod health;
 pub mod index;
+pub mod malloc;
 pub mod metrics;
 pub mod model;
 pub mod reply_cache;

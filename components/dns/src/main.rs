@@ -2,8 +2,17 @@ use clap::Parser;
 use kiln_dns::{DnsConfig, Flags};
 use tokio::signal::unix::{signal, SignalKind};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // before the runtime: its threads must not have made arenas yet
+    kiln_dns::malloc::limit_arenas();
+    // what #[tokio::main] builds (TOKIO_WORKER_THREADS still applies)
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve())
+}
+
+async fn serve() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(

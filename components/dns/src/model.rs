@@ -41,7 +41,7 @@ pub struct SliceKey {
 }
 
 /// A named port: `_<name>._<protocol>` in SRV names. Unnamed ports get no SRV record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Port {
     /// Lowercase.
     pub name: String,
