@@ -118,25 +118,6 @@ impl ClusterEffects<'_> {
         }
     }
 
-    /// An admin client talking to `host`'s API server only.
-    async fn host_client(&self, host: &str) -> Result<kube::Client, String> {
-        let path = self.ctx.admin_conf();
-        let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;
-        let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let addr = self.ctx.host(host).node_address();
-        let addr = if addr.contains(':') {
-            format!("[{addr}]")
-        } else {
-            addr
-        };
-        cfg.cluster_url = format!("https://{addr}:6443")
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| e.to_string())?;
-        kube::Client::try_from(cfg).map_err(|e| e.to_string())
-    }
-
     async fn admin(&self) -> Result<kube::Client, String> {
         crate::bootstrap::phases::wait::admin_client(self.ctx)
             .await
@@ -208,19 +189,9 @@ impl Effects for ClusterEffects<'_> {
             }
         })
         .await?;
-        let client = self.host_client(host).await?;
+        let client = crate::bootstrap::phases::wait::host_admin_client(self.ctx, host).await?;
         self.poll("/readyz", || {
-            let client = client.clone();
-            async move {
-                let req = http::Request::get("/readyz")
-                    .body(vec![])
-                    .map_err(|e| e.to_string())?;
-                match client.request_text(req).await {
-                    Ok(b) if b.trim() == "ok" => Ok(()),
-                    Ok(b) => Err(b),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+            crate::bootstrap::phases::wait::readyz(client.clone())
         })
         .await?;
         Ok(format!(

@@ -123,20 +123,6 @@ impl HostActions<'_> {
         }
     }
 
-    /// An admin client talking to this host's API server only.
-    async fn host_client(&self, host: &str) -> Result<kube::Client, String> {
-        let path = self.ctx.admin_conf();
-        let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;
-        let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let addr = self.ctx.host(host).node_address();
-        cfg.cluster_url = format!("https://{addr}:6443")
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| e.to_string())?;
-        kube::Client::try_from(cfg).map_err(|e| e.to_string())
-    }
-
     fn target(&self, binary: &str) -> Option<&Stamp> {
         self.targets.get(binary).map(|t| &t.stamp)
     }
@@ -221,18 +207,14 @@ impl HostActions<'_> {
                 .await
             }
             Gate::ApiServerReady => {
-                let client = self.host_client(host).await?;
+                let client =
+                    crate::bootstrap::phases::wait::host_admin_client(self.ctx, host).await?;
                 self.poll("/readyz", || {
                     let client = client.clone();
                     async move {
-                        let req = http::Request::get("/readyz")
-                            .body(vec![])
-                            .map_err(|e| e.to_string())?;
-                        match client.request_text(req).await {
-                            Ok(b) if b.trim() == "ok" => Ok("/readyz ok".into()),
-                            Ok(b) => Err(b),
-                            Err(e) => Err(e.to_string()),
-                        }
+                        crate::bootstrap::phases::wait::readyz(client)
+                            .await
+                            .map(|()| "/readyz ok".to_string())
                     }
                 })
                 .await
@@ -354,7 +336,8 @@ impl HostActions<'_> {
         }
         if st.controller {
             if let Some(build) = want("kiln-apiserver") {
-                let client = self.host_client(host).await?;
+                let client =
+                    crate::bootstrap::phases::wait::host_admin_client(self.ctx, host).await?;
                 let v = client
                     .apiserver_version()
                     .await

@@ -16,6 +16,39 @@ pub async fn admin_client(ctx: &Context) -> Result<kube::Client, BootstrapError>
     kube::Client::try_from(cfg).map_err(|e| BootstrapError::phase("wait", "local", e.to_string()))
 }
 
+/// An admin client that talks to `host`'s own API server only (not the balanced address), for the
+/// checks a rolling change makes of each controller in turn (upgrade, encryption key rotation).
+pub async fn host_admin_client(ctx: &Context, host: &str) -> Result<kube::Client, String> {
+    let path = ctx.admin_conf();
+    let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = ctx.host(host).node_address();
+    // An IPv6 node address goes in brackets in a URL.
+    let addr = if addr.contains(':') {
+        format!("[{addr}]")
+    } else {
+        addr
+    };
+    cfg.cluster_url = format!("https://{addr}:6443")
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    kube::Client::try_from(cfg).map_err(|e| e.to_string())
+}
+
+/// One `/readyz` of the API server `client` talks to: Ok when it answers `ok`, else what it said.
+pub async fn readyz(client: kube::Client) -> Result<(), String> {
+    let req = http::Request::get("/readyz")
+        .body(vec![])
+        .map_err(|e| e.to_string())?;
+    match client.request_text(req).await {
+        Ok(b) if b.trim() == "ok" => Ok(()),
+        Ok(b) => Err(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 async fn poll<T, F, Fut>(ctx: &Context, what: &str, mut f: F) -> Result<T, BootstrapError>
 where
     F: FnMut() -> Fut,
