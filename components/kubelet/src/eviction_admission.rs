@@ -438,8 +438,8 @@ impl Runtime for AdmissionGate {
         self.inner.status_changes()
     }
 
-    fn forget_pod(&self, namespace: &str, name: &str, uid: &str) {
-        self.inner.forget_pod(namespace, name, uid)
+    fn forget_pod(&self, uid: &str) {
+        self.inner.forget_pod(uid)
     }
 
     fn take_final_status(&self, uid: &str) -> Option<PodStatus> {

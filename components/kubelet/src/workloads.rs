@@ -463,8 +463,12 @@ impl WorkloadPods {
                 },
                 Some((u, r)) = done_rx.recv() => {
                     self.stopping.remove(&u);
-                    if let Err(e) = r {
-                        tracing::warn!(pod_uid = %u, error = %e, "stopping pod");
+                    match r {
+                        // Stopped because it left the API (a terminal pod is deleted at once,
+                        // without the kubelet's finalize): nothing of it is kept.
+                        Ok(()) if !self.pods.contains_key(&u) => self.runtime.forget_pod(&u),
+                        Ok(()) => {}
+                        Err(e) => tracing::warn!(pod_uid = %u, error = %e, "stopping pod"),
                     }
                 }
                 _ = tick.tick() => {}
@@ -562,7 +566,7 @@ impl WorkloadPods {
                         tracing::warn!(error = %e, "removing deleted pod");
                     } else {
                         tracing::info!(pod = %format!("{namespace}/{name}"), "pod terminated and removed");
-                        self.runtime.forget_pod(&namespace, &name, &uid);
+                        self.runtime.forget_pod(&uid);
                         self.posted.remove(&uid);
                         self.last.remove(&uid);
                         self.status.forget(&uid);

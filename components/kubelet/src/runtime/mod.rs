@@ -90,5 +90,5 @@ pub trait Runtime: Send + Sync {
     /// The pod is gone from the API and its containers from the node: drop what the node still keeps
     /// of it — its log directory under the log root — as upstream's container GC does for deleted
     /// pods (evictPodLogsDirectories). A pod that still exists keeps its logs for `kubectl logs`.
-    fn forget_pod(&self, _namespace: &str, _name: &str, _uid: &str) {}
+    fn forget_pod(&self, _uid: &str) {}
 }

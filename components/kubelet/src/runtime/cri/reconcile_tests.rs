@@ -369,11 +369,11 @@ fn a_deleted_pods_logs_go_and_other_pods_logs_stay() {
         std::fs::create_dir_all(d).unwrap();
         std::fs::write(d.join("0.log"), "line\n").unwrap();
     }
-    rt.forget_pod("default", "job-1", "u1");
+    rt.forget_pod("u1");
     assert!(!root.path().join("logs/default_job-1_u1").exists());
     assert!(kept.join("0.log").exists());
     // Twice, or a pod that never logged: nothing to do, no panic.
-    rt.forget_pod("default", "job-1", "u1");
+    rt.forget_pod("u1");
 }
 
 /// A pod that ended just before the restart (its sandbox already stopped, its status maybe not yet
