@@ -161,6 +161,18 @@ fn container_from_status(s: cri::ContainerStatus) -> CriContainer {
     }
 }
 
+impl GrpcCri {
+    /// CRI Status: the runtime's conditions and the features it reports.
+    async fn runtime_status(&self) -> Result<cri::StatusResponse, CriError> {
+        Ok(self
+            .rt()
+            .status(request(cri::StatusRequest::default(), CALL_TIMEOUT))
+            .await
+            .map_err(|e| CriError::call("Status", e))?
+            .into_inner())
+    }
+}
+
 #[async_trait]
 impl CriApi for GrpcCri {
     async fn version(&self) -> Result<String, CriError> {
@@ -174,12 +186,7 @@ impl CriApi for GrpcCri {
     }
 
     async fn conditions(&self) -> Result<Vec<(String, bool, String)>, CriError> {
-        let s = self
-            .rt()
-            .status(request(cri::StatusRequest::default(), CALL_TIMEOUT))
-            .await
-            .map_err(|e| CriError::call("Status", e))?
-            .into_inner();
+        let s = self.runtime_status().await?;
         Ok(s.status
             .unwrap_or_default()
             .conditions
@@ -189,12 +196,7 @@ impl CriApi for GrpcCri {
     }
 
     async fn supplemental_groups_policy(&self) -> Result<bool, CriError> {
-        let s = self
-            .rt()
-            .status(request(cri::StatusRequest::default(), CALL_TIMEOUT))
-            .await
-            .map_err(|e| CriError::call("Status", e))?
-            .into_inner();
+        let s = self.runtime_status().await?;
         Ok(s.features.is_some_and(|f| f.supplemental_groups_policy))
     }
 
