@@ -22,13 +22,7 @@ pub enum ClientError {
 
 /// A client for the API server named by the kubeconfig file, with its current context.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientError> {
-    kube::Client::try_from(config(kubeconfig).await?).map_err(ClientError::Build)
-}
-
-/// The client configuration [`client`] builds from: components that need a second client of their
-/// own (leader election, on a thread of its own) build it from this.
-pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, ClientError> {
-    match kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let display = path.display().to_string();
             let kc =
@@ -41,10 +35,11 @@ pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, ClientErr
                 .map_err(|source| ClientError::Config {
                     path: display,
                     source,
-                })
+                })?
         }
-        None => kube::Config::infer().await.map_err(ClientError::Infer),
-    }
+        None => kube::Config::infer().await.map_err(ClientError::Infer)?,
+    };
+    kube::Client::try_from(config).map_err(ClientError::Build)
 }
 
 /// `<hostname>_<random>`, like client-go's leader-election identity: unique per process, readable.

@@ -2,10 +2,7 @@
 //! `renewTime` every retry period; a candidate takes over only after it has watched the record stay
 //! unchanged for a whole lease duration (measured on its own clock, so clock skew between hosts does
 //! not matter); every write carries the read resourceVersion, so a conflict means another candidate
-//! won the race. Used by kiln-scheduler and kiln-controller-manager, which run it on a thread and
-//! client of their own ([`own_thread`]), so a busy process cannot starve its own renewals.
-
-pub mod own_thread;
+//! won the race. Used by kiln-scheduler and kiln-controller-manager.
 
 use std::time::{Duration, Instant};
 
@@ -23,8 +20,6 @@ pub enum LeaderElectionError {
         name: String,
         source: kube::Error,
     },
-    #[error("leader election thread: {0}")]
-    Thread(String),
 }
 
 /// Timings and identity, named like kube-scheduler's `--leader-elect-*` flags.
@@ -67,10 +62,9 @@ pub struct LeaderElector {
 }
 
 /// Held leadership: `lost()` resolves when renewals stopped succeeding within the renew deadline.
-/// Dropping it ends the election's thread, and so the renewals.
 pub struct Leadership {
     lost: watch::Receiver<bool>,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Leadership {
@@ -81,6 +75,12 @@ impl Leadership {
                 return;
             }
         }
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -200,9 +200,9 @@ impl LeaderElector {
         }
     }
 
-    /// Returns once this process is the leader, retrying every retry period (API errors included:
+    /// Blocks until this process is the leader, retrying every retry period (API errors included:
     /// a candidate keeps trying while the apiserver is away).
-    async fn wait_until_leader(&mut self) {
+    pub async fn acquire(mut self) -> Leadership {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(true) => break,
@@ -216,6 +216,9 @@ impl LeaderElector {
             identity = %self.config.identity,
             "acquired leadership"
         );
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(async move { self.renew_until_lost(tx).await });
+        Leadership { lost: rx, task }
     }
 
     async fn renew_until_lost(mut self, lost: watch::Sender<bool>) {

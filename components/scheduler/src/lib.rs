@@ -38,16 +38,13 @@ use std::sync::Arc;
 
 pub use config::Options;
 
-use kiln_common::leader_election::own_thread::Candidate;
-use kiln_common::leader_election::LeaderElectionConfig;
+use kiln_common::leader_election::{LeaderElectionConfig, LeaderElector};
 use kiln_common::{client, serving};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
     #[error(transparent)]
     Client(#[from] client::ClientError),
-    #[error(transparent)]
-    LeaderElection(#[from] kiln_common::leader_election::LeaderElectionError),
     #[error(transparent)]
     Serving(#[from] serving::ServingError),
     #[error("leader election lost")]
@@ -89,9 +86,7 @@ impl Drop for RunningScheduler {
 }
 
 pub async fn start(options: Options) -> Result<RunningScheduler, SchedulerError> {
-    // Leader election gets a client (and a thread) of its own, built from the same configuration.
-    let kube_config = client::config(options.kubeconfig.as_deref()).await?;
-    let client = kube::Client::try_from(kube_config.clone()).map_err(client::ClientError::Build)?;
+    let client = client::client(options.kubeconfig.as_deref()).await?;
     let identity = client::process_identity();
     let metrics = Arc::new(metrics::Metrics::default());
     let render = metrics.clone();
@@ -112,7 +107,7 @@ pub async fn start(options: Options) -> Result<RunningScheduler, SchedulerError>
             config.lease_duration = options.leader_elect_lease_duration;
             config.renew_deadline = options.leader_elect_renew_deadline;
             config.retry_period = options.leader_elect_retry_period;
-            leadership = Some(Candidate::spawn(kube_config, config)?.acquired().await?);
+            leadership = Some(LeaderElector::new(client.clone(), config).acquire().await);
         }
         loop_metrics.set_leader(true);
         let scheduling = scheduler::SchedulingLoop::run(
