@@ -184,14 +184,16 @@ fn exec_over_websockets(c: &Cluster) {
     let src = dir.join("blob");
     let back = dir.join("back");
     std::fs::write(&src, &data).unwrap();
+    // -v=6: should a copy ever stall, its stderr shows which of cp's execs (`test -d`, then `tar`)
+    // did and how far the upgrade got.
     let o = shell(
         c,
-        &format!("timeout 60 {k} cp {} web:/tmp/blob", src.display()),
+        &format!("timeout 60 {k} -v=6 cp {} web:/tmp/blob", src.display()),
     );
     assert!(o.status.success(), "cp into the pod: {o:?}");
     let o = shell(
         c,
-        &format!("timeout 60 {k} cp web:/tmp/blob {}", back.display()),
+        &format!("timeout 60 {k} -v=6 cp web:/tmp/blob {}", back.display()),
     );
     assert!(o.status.success(), "cp out of the pod: {o:?}");
     assert!(
