@@ -7,6 +7,25 @@ pub fn pod_log_dir(root: &Path, namespace: &str, name: &str, uid: &str) -> PathB
     root.join(format!("{namespace}_{name}_{uid}"))
 }
 
+/// The pod directories of `uid` under `root`, found by the `_<uid>` their names end with: a pod
+/// deleted at once (a terminal one, grace 0) is gone from the API, name and all, before the kubelet
+/// hears of it, so its directory cannot be named from the pod.
+pub fn pod_log_dirs_of(root: &Path, uid: &str) -> Vec<PathBuf> {
+    let suffix = format!("_{uid}");
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|dir| {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+        })
+        .collect()
+}
+
 pub fn container_log_path(
     root: &Path,
     namespace: &str,

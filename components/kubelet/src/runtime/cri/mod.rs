@@ -476,20 +476,7 @@ impl Runtime for CriRuntime {
     }
 
     fn forget_pod(&self, uid: &str) {
-        // `<namespace>_<name>_<uid>`: found by its uid, since a pod deleted at once (a terminal
-        // one, grace 0) is gone from the API, name and all, before the kubelet hears of it.
-        let suffix = format!("_{uid}");
-        let Ok(entries) = std::fs::read_dir(&self.cfg.log_root) else {
-            return;
-        };
-        for dir in entries.flatten().map(|e| e.path()) {
-            if !dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(&suffix))
-            {
-                continue;
-            }
+        for dir in crate::logs::pod_log_dirs_of(&self.cfg.log_root, uid) {
             match std::fs::remove_dir_all(&dir) {
                 Ok(()) => tracing::debug!(dir = %dir.display(), "removed a deleted pod's logs"),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
