@@ -22,7 +22,13 @@ pub enum ClientError {
 
 /// A client for the API server named by the kubeconfig file, with its current context.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientError> {
-    let config = match kubeconfig {
+    kube::Client::try_from(config(kubeconfig).await?).map_err(ClientError::Build)
+}
+
+/// The client configuration [`client`] builds from: components that need a second client of their
+/// own (leader election, on a thread of its own) build it from this.
+pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, ClientError> {
+    match kubeconfig {
         Some(path) => {
             let display = path.display().to_string();
             let kc =
@@ -35,11 +41,10 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientErr
                 .map_err(|source| ClientError::Config {
                     path: display,
                     source,
-                })?
+                })
         }
-        None => kube::Config::infer().await.map_err(ClientError::Infer)?,
-    };
-    kube::Client::try_from(config).map_err(ClientError::Build)
+        None => kube::Config::infer().await.map_err(ClientError::Infer),
+    }
 }
 
 /// `<hostname>_<random>`, like client-go's leader-election identity: unique per process, readable.

@@ -2,7 +2,10 @@
 //! `renewTime` every retry period; a candidate takes over only after it has watched the record stay
 //! unchanged for a whole lease duration (measured on its own clock, so clock skew between hosts does
 //! not matter); every write carries the read resourceVersion, so a conflict means another candidate
-//! won the race. Used by kiln-scheduler and kiln-controller-manager.
+//! won the race. Used by kiln-scheduler and kiln-controller-manager, which run it on a thread and
+//! client of their own ([`own_thread`]), so a busy process cannot starve its own renewals.
+
+pub mod own_thread;
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +23,8 @@ pub enum LeaderElectionError {
         name: String,
         source: kube::Error,
     },
+    #[error("leader election thread: {0}")]
+    Thread(String),
 }
 
 /// Timings and identity, named like kube-scheduler's `--leader-elect-*` flags.
@@ -62,9 +67,10 @@ pub struct LeaderElector {
 }
 
 /// Held leadership: `lost()` resolves when renewals stopped succeeding within the renew deadline.
+/// Dropping it ends the election's thread, and so the renewals.
 pub struct Leadership {
     lost: watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<()>,
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Leadership {
@@ -75,12 +81,6 @@ impl Leadership {
                 return;
             }
         }
-    }
-}
-
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -200,9 +200,9 @@ impl LeaderElector {
         }
     }
 
-    /// Blocks until this process is the leader, retrying every retry period (API errors included:
+    /// Returns once this process is the leader, retrying every retry period (API errors included:
     /// a candidate keeps trying while the apiserver is away).
-    pub async fn acquire(mut self) -> Leadership {
+    async fn wait_until_leader(&mut self) {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(true) => break,
@@ -216,9 +216,6 @@ impl LeaderElector {
             identity = %self.config.identity,
             "acquired leadership"
         );
-        let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(async move { self.renew_until_lost(tx).await });
-        Leadership { lost: rx, task }
     }
 
     async fn renew_until_lost(mut self, lost: watch::Sender<bool>) {

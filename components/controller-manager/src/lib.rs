@@ -65,7 +65,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use kiln_common::events::EventRecorder;
-use kiln_common::leader_election::{master_status_metric, LeaderElectionConfig, LeaderElector};
+use kiln_common::leader_election::own_thread::Candidate;
+use kiln_common::leader_election::{master_status_metric, LeaderElectionConfig};
 use kiln_common::{client, serving};
 
 pub use config::Options;
@@ -75,6 +76,8 @@ use context::Context;
 pub enum ManagerError {
     #[error(transparent)]
     Client(#[from] client::ClientError),
+    #[error(transparent)]
+    LeaderElection(#[from] kiln_common::leader_election::LeaderElectionError),
     #[error(transparent)]
     Serving(#[from] serving::ServingError),
     #[error("leader election lost")]
@@ -270,7 +273,9 @@ impl Drop for RunningManager {
 }
 
 pub async fn start(options: Options) -> Result<RunningManager, ManagerError> {
-    let client = client::client(options.kubeconfig.as_deref()).await?;
+    // Leader election gets a client (and a thread) of its own, built from the same configuration.
+    let kube_config = client::config(options.kubeconfig.as_deref()).await?;
+    let client = kube::Client::try_from(kube_config.clone()).map_err(client::ClientError::Build)?;
     let identity = client::process_identity();
     let status = Arc::new(Status {
         leader: Default::default(),
@@ -300,7 +305,7 @@ pub async fn start(options: Options) -> Result<RunningManager, ManagerError> {
             config.lease_duration = options.leader_elect_lease_duration;
             config.renew_deadline = options.leader_elect_renew_deadline;
             config.retry_period = options.leader_elect_retry_period;
-            leadership = Some(LeaderElector::new(client.clone(), config).acquire().await);
+            leadership = Some(Candidate::spawn(kube_config, config)?.acquired().await?);
         }
         task_status
             .leader

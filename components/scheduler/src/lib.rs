@@ -38,13 +38,16 @@ use std::sync::Arc;
 
 pub use config::Options;
 
-use kiln_common::leader_election::{LeaderElectionConfig, LeaderElector};
+use kiln_common::leader_election::own_thread::Candidate;
+use kiln_common::leader_election::LeaderElectionConfig;
 use kiln_common::{client, serving};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
     #[error(transparent)]
     Client(#[from] client::ClientError),
+    #[error(transparent)]
+    LeaderElection(#[from] kiln_common::leader_election::LeaderElectionError),
     #[error(transparent)]
     Serving(#[from] serving::ServingError),
     #[error("leader election lost")]
@@ -86,7 +89,9 @@ impl Drop for RunningScheduler {
 }
 
 pub async fn start(options: Options) -> Result<RunningScheduler, SchedulerError> {
-    let client = client::client(options.kubeconfig.as_deref()).await?;
+    // Leader election gets a client (and a thread) of its own, built from the same configuration.
+    let kube_config = client::config(options.kubeconfig.as_deref()).await?;
+    let client = kube::Client::try_from(kube_config.clone()).map_err(client::ClientError::Build)?;
     let identity = client::process_identity();
     let metrics = Arc::new(metrics::Metrics::default());
     let render = metrics.clone();
@@ -107,7 +112,7 @@ pub async fn start(options: Options) -> Result<RunningScheduler, SchedulerError>
             config.lease_duration = options.leader_elect_lease_duration;
             config.renew_deadline = options.leader_elect_renew_deadline;
             config.retry_period = options.leader_elect_retry_period;
-            leadership = Some(LeaderElector::new(client.clone(), config).acquire().await);
+            leadership = Some(Candidate::spawn(kube_config, config)?.acquired().await?);
         }
         loop_metrics.set_leader(true);
         let scheduling = scheduler::SchedulingLoop::run(

@@ -219,6 +219,69 @@ async fn one_leader_and_hand_over() {
     .await;
 }
 
+/// A busy process keeps its lease. Its renewals run on the election's own thread and client, so a
+/// runtime whose workers are all tied up (controllers doing CPU work under load) does not delay
+/// them; a second candidate, waiting a lease duration for the record to go stale, never takes over.
+/// (Renewals on the process's own runtime stalled for the whole block, and the other took over.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_go_on_while_the_process_is_busy() {
+    use kiln_common::leader_election::own_thread::Candidate;
+    use kiln_common::leader_election::LeaderElectionConfig;
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let kube_config = kiln_common::client::config(Some(&c.admin_kubeconfig))
+        .await
+        .unwrap();
+    let config = |identity: &str| {
+        let mut l = LeaderElectionConfig::new("kube-system", "busy-process", identity);
+        l.lease_duration = Duration::from_secs(2);
+        l.renew_deadline = Duration::from_millis(1500);
+        l.retry_period = Duration::from_millis(200);
+        l
+    };
+    let holder = |client: kube::Client| async move {
+        let leases: Api<Lease> = Api::namespaced(client, "kube-system");
+        let spec = leases.get_opt("busy-process").await.ok()??.spec?;
+        Some((spec.holder_identity?, spec.lease_transitions.unwrap_or(0)))
+    };
+
+    let (acquired_tx, acquired_rx) = tokio::sync::oneshot::channel();
+    let a_config = kube_config.clone();
+    let a = std::thread::spawn(move || {
+        // Process A: one worker, like a small controller host.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let mut leadership = Candidate::spawn(a_config, config("a"))
+                .unwrap()
+                .acquired()
+                .await
+                .unwrap();
+            acquired_tx.send(()).unwrap();
+            // Four lease durations of work that never yields, on the worker and on this thread.
+            let hog = tokio::spawn(async { std::thread::sleep(Duration::from_secs(8)) });
+            std::thread::sleep(Duration::from_secs(8));
+            hog.await.unwrap();
+            let lost = tokio::time::timeout(Duration::from_millis(100), leadership.lost()).await;
+            assert!(lost.is_err(), "A lost its leadership while busy");
+        })
+    });
+    acquired_rx.await.unwrap();
+    assert_eq!(holder(client.clone()).await, Some(("a".to_string(), 0)));
+    // Process B campaigns on the same lease all through A's busy spell.
+    let b = Candidate::spawn(kube_config, config("b")).unwrap();
+    let b_won = tokio::time::timeout(Duration::from_secs(7), b.acquired()).await;
+    assert!(b_won.is_err(), "B took the lease from a busy A");
+    assert_eq!(holder(client.clone()).await, Some(("a".to_string(), 0)));
+    tokio::task::spawn_blocking(move || a.join())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream

@@ -3,7 +3,9 @@
 //! that finds no free seat is answered 429 TooManyRequests with `Retry-After: 1` at once, so an
 //! overloaded server sheds load instead of queueing until clients time out. The exempt flows
 //! (system:masters, health probes) and long-running requests (watch, exec, attach, port-forward,
-//! logs, proxy) take no seat.
+//! logs, proxy) take no seat. Leader election has seats of its own (upstream's `leader-election`
+//! priority level), so a flood of controller writes cannot shed the lease renewals that keep the
+//! controller-manager and scheduler alive: losing them restarts every controller at the worst time.
 
 use std::sync::Arc;
 
@@ -16,12 +18,17 @@ use tokio::sync::Semaphore;
 use crate::auth::Identity;
 use crate::status::ApiError;
 
-/// Seats for read-only and for mutating requests.
+/// Seats for read-only and for mutating requests, and leader election's own.
 #[derive(Debug, Clone)]
 pub struct Limits {
     readonly: Arc<Semaphore>,
     mutating: Arc<Semaphore>,
+    leader_election: Arc<Semaphore>,
 }
+
+/// Upstream's APF shares: leader-election's 10 of the 245 nominal shares of the suggested levels.
+const LEADER_ELECTION_SHARES: usize = 10;
+const TOTAL_SHARES: usize = 245;
 
 impl Limits {
     /// 0 means unlimited, as upstream's flags.
@@ -33,9 +40,15 @@ impl Limits {
                 n
             }))
         };
+        let leader_election = if max_readonly == 0 || max_mutating == 0 {
+            0
+        } else {
+            (max_readonly + max_mutating) * LEADER_ELECTION_SHARES / TOTAL_SHARES + 1
+        };
         Limits {
             readonly: seats(max_readonly),
             mutating: seats(max_mutating),
+            leader_election: seats(leader_election),
         }
     }
 }
@@ -46,6 +59,31 @@ pub enum Class {
     Exempt,
     ReadOnly,
     Mutating,
+    LeaderElection,
+}
+
+/// Upstream's `leader-election` flow schema: these users' get/create/update of leases in
+/// kube-system.
+const LEADER_ELECTION_USERS: &[&str] = &[
+    "system:kube-controller-manager",
+    "system:kube-scheduler",
+    "system:serviceaccount:kube-system:kube-controller-manager",
+    "system:serviceaccount:kube-system:kube-scheduler",
+];
+const KUBE_SYSTEM_LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+
+fn is_leader_election(identity: &Identity, method: &Method, path: &str) -> bool {
+    let Identity::User(u) = identity else {
+        return false;
+    };
+    let lease = path == KUBE_SYSTEM_LEASES
+        || path
+            .strip_prefix(KUBE_SYSTEM_LEASES)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'));
+    lease
+        && matches!(*method, Method::GET | Method::POST | Method::PUT)
+        && LEADER_ELECTION_USERS.contains(&u.name.as_str())
 }
 
 const LONG_RUNNING_SUBRESOURCES: &[&str] = &["exec", "attach", "portforward", "log", "proxy"];
@@ -77,6 +115,9 @@ pub fn classify(identity: &Identity, method: &Method, path: &str, query: &str) -
         || segments.iter().rev().nth(1).is_some_and(|s| *s == "proxy");
     if long_running {
         return Class::Exempt;
+    }
+    if is_leader_election(identity, method, path) {
+        return Class::LeaderElection;
     }
     match *method {
         Method::GET | Method::HEAD | Method::OPTIONS => Class::ReadOnly,
@@ -118,6 +159,7 @@ pub async fn shed(
         Class::Exempt => return next.run(req).await,
         Class::ReadOnly => &limits.readonly,
         Class::Mutating => &limits.mutating,
+        Class::LeaderElection => &limits.leader_election,
     };
     match seats.clone().try_acquire_owned() {
         Ok(_seat) => next.run(req).await,
@@ -182,6 +224,48 @@ mod tests {
             ),
             Class::Exempt
         );
+    }
+
+    #[test]
+    fn lease_renewals_of_the_control_plane_have_their_own_level() {
+        let cm = Identity::User(User {
+            name: "system:kube-controller-manager".into(),
+            groups: vec!["system:authenticated".into()],
+        });
+        let lease =
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager";
+        assert_eq!(
+            classify(&cm, &Method::PUT, lease, ""),
+            Class::LeaderElection
+        );
+        assert_eq!(
+            classify(&cm, &Method::GET, lease, ""),
+            Class::LeaderElection
+        );
+        assert_eq!(
+            classify(&cm, &Method::POST, KUBE_SYSTEM_LEASES, ""),
+            Class::LeaderElection
+        );
+        // Not a lease in kube-system, another verb, or another user: the ordinary levels.
+        assert_eq!(classify(&cm, &Method::DELETE, lease, ""), Class::Mutating);
+        assert_eq!(
+            classify(
+                &cm,
+                &Method::PUT,
+                "/apis/coordination.k8s.io/v1/namespaces/default/leases/x",
+                ""
+            ),
+            Class::Mutating
+        );
+        assert_eq!(
+            classify(&user(&["system:authenticated"]), &Method::PUT, lease, ""),
+            Class::Mutating
+        );
+        // Mutating seats all taken: the renewal still finds one.
+        let limits = Limits::new(400, 1);
+        let _taken = limits.mutating.clone().try_acquire_owned().unwrap();
+        assert!(limits.mutating.clone().try_acquire_owned().is_err());
+        assert!(limits.leader_election.clone().try_acquire_owned().is_ok());
     }
 
     #[tokio::test]
