@@ -47,6 +47,7 @@ impl AppState {
             plugins: self.admission,
             pod_security: &self.pod_security,
             webhooks: &self.webhooks,
+            access: &self.authorizer,
         }
     }
 }

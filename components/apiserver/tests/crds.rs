@@ -488,3 +488,54 @@ spec:
         .unwrap();
     assert_eq!(left.kvs().len(), 0, "the CRD's objects are deleted with it");
 }
+
+/// A rule that reads a field the schema lacks, one that is not a bool and a messageExpression
+/// that does not compile are refused when the CRD is written, with upstream's paths and texts;
+/// the corrected CRD is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cel_rules_are_checked_when_the_crd_is_written() {
+    let c = Cluster::start().await;
+    let bad = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: self.replicaz <= 5
+            - rule: self.replicas + 1
+            - rule: self.replicas <= 5
+              messageExpression: "'too many: ' +"
+            properties:
+              replicas: {type: integer}
+"#;
+    let err = fails(&c, &["apply", "-f", &file(&c, "bad.yaml", bad)]).await;
+    for want in [
+        "The CustomResourceDefinition \"gadgets.example.com\" is invalid",
+        "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicaz <= 5\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'replicaz'",
+        "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas + 1\"",
+        ": cel expression must evaluate to a bool",
+        "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].messageExpression: Invalid value: ",
+        ": messageExpression compilation failed: ERROR: <input>:1:",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let good = bad
+        .replace("self.replicaz <= 5", "self.replicas >= 0")
+        .replace("self.replicas + 1", "self.replicas + 1 > 0")
+        .replace("'too many: ' +", "'too many: ' + string(self.replicas)");
+    c.kubectl_ok(&["apply", "-f", &file(&c, "good.yaml", &good)])
+        .await;
+}

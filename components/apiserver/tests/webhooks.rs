@@ -457,3 +457,147 @@ async fn service_client_config_goes_to_a_ready_endpoint() {
         .await
         .unwrap();
 }
+
+const CHECKED_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: checked
+spec:
+  matchConstraints:
+    resourceRules:
+    - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+  validations:
+  - expression: object.data
+  - expression: params.max == 1
+  - expression: "true"
+    messageExpression: "1 + 1"
+"#;
+
+const BIG_CONFIGMAPS: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: big-configmaps
+spec:
+  matchConstraints:
+    resourceRules:
+    - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+  variables:
+  - name: big
+    expression: size(object.data) > 1
+  - name: broken
+    expression: object.data.nope == 'x'
+  - name: mayCreateSecrets
+    expression: authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('create').allowed()
+  validations:
+  - expression: "!variables.big || variables.mayCreateSecrets"
+    message: only those who may create secrets may create big configmaps
+  - expression: "!object.metadata.name.startsWith('broken') || variables.broken"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: big-configmaps
+spec:
+  policyName: big-configmaps
+  validationActions: [Deny]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: configmap-writer, namespace: default}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [create, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-configmaps, namespace: default}
+subjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: Role, name: configmap-writer, apiGroup: rbac.authorization.k8s.io}
+"#;
+
+const SECRET_WRITER: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: secret-writer, namespace: default}
+rules:
+- {apiGroups: [""], resources: [secrets], verbs: [create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-secrets, namespace: default}
+subjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: Role, name: secret-writer, apiGroup: rbac.authorization.k8s.io}
+"#;
+
+/// With the real kubectl: a policy whose expressions do not type-check is refused with
+/// upstream's paths and texts; a policy's `authorizer` checks are answered by RBAC for the
+/// requesting user; a variable is evaluated only when read, so a broken one fails only the
+/// requests whose validation reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_expressions_are_checked_authorized_and_lazy() {
+    let c = Cluster::start().await;
+    let write = |name: &str, content: &str| {
+        let p = c.dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let (ok, _, err) = c
+        .kubectl(
+            &c.admin_kubeconfig,
+            &["apply", "-f", &write("checked.yaml", CHECKED_POLICY)],
+        )
+        .await;
+    assert!(!ok);
+    for want in [
+        "spec.validations[0].expression: Invalid value: \"object.data\": must evaluate to bool",
+        "spec.validations[1].expression: Invalid value: \"params.max == 1\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')",
+        "spec.validations[2].messageExpression: Invalid value: \"1 + 1\": must evaluate to string",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+
+    c.kubectl_ok(&["apply", "-f", &write("big.yaml", BIG_CONFIGMAPS)])
+        .await;
+    let alice = c.kubeconfig_for("alice", &[]);
+    let big = |name: &str| {
+        write(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\ndata: {{a: '1', b: '2'}}\n"),
+        )
+    };
+    // alice may create configmaps but not secrets: her big configmap is refused once the
+    // policy is in force; the admin's passes.
+    let big1 = big("big1");
+    let err = kiln_testkit::eventually("the policy to deny alice", || {
+        let (c, alice, big1) = (&c, alice.clone(), big1.clone());
+        async move {
+            let (ok, _, err) = c.kubectl(&alice, &["create", "-f", &big1]).await;
+            (!ok).then_some(err)
+        }
+    })
+    .await;
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'big-configmaps' with binding 'big-configmaps' denied request: only those who may create secrets may create big configmaps"),
+        "{err}"
+    );
+    c.kubectl_ok(&["create", "-f", &big("big2")]).await;
+    // Small configmaps never read `mayCreateSecrets` nor `broken`.
+    let small = write(
+        "small.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: small, namespace: default}\ndata: {a: '1'}\n",
+    );
+    let (ok, _, err) = c.kubectl(&alice, &["create", "-f", &small]).await;
+    assert!(ok, "{err}");
+    // The broken variable fails the one validation that reads it (the admin passes the other).
+    let (ok, _, err) = c
+        .kubectl(&c.admin_kubeconfig, &["create", "-f", &big("broken1")])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("expression '!object.metadata.name.startsWith('broken') || variables.broken' resulted in error: no such key: nope"),
+        "{err}"
+    );
+    // Once RBAC lets alice create secrets, the check allows her big configmap.
+    c.kubectl_ok(&["apply", "-f", &write("secrets.yaml", SECRET_WRITER)])
+        .await;
+    let (ok, _, err) = c.kubectl(&alice, &["create", "-f", &big1]).await;
+    assert!(ok, "{err}");
+}

@@ -4,6 +4,7 @@
 //! above it.
 
 use super::pod_security::PodSecurity;
+use super::webhook::access::AccessChecker;
 use super::webhook::Webhooks;
 use super::Plugins;
 use crate::registry::Registry;
@@ -16,4 +17,6 @@ pub struct AdmissionContext<'a> {
     pub plugins: Plugins,
     pub pod_security: &'a PodSecurity,
     pub webhooks: &'a Webhooks,
+    /// The server's authorizer, for admission policies' `authorizer` checks.
+    pub access: &'a dyn AccessChecker,
 }

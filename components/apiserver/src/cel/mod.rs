@@ -4,16 +4,25 @@
 //! — messages, reasons, field paths, transition rules — producing field causes (`rules.rs`), also
 //! over a whole schema tree (`tree.rs`).
 
+mod activation;
+pub mod authz;
+mod check;
 mod convert;
 mod library;
 pub mod mutation;
 mod program;
 mod rules;
+mod schema_check;
 mod tree;
+mod types;
 
+pub use activation::Activation;
+pub use check::{check, Decls};
 pub use program::{Bindings, Program};
 pub use rules::{check_rules, RuleSet};
+pub use schema_check::check_schema_rules;
 pub use tree::validate_tree;
+pub use types::Ty;
 
 /// What compiling or evaluating an expression can fail with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -28,6 +28,7 @@ pub(super) fn new_env() -> Env {
     env.add_extension(::cel::extensions::lists)
         .expect("lists extension");
     library::register(&mut env).expect("kubernetes library");
+    super::authz::register(&mut env).expect("kubernetes authz library");
     env
 }
 
@@ -64,9 +65,10 @@ impl<'a> Bindings<'a> {
 
 impl Program {
     pub fn compile(source: &str) -> Result<Program, CelError> {
+        // cel-go indents the source line and caret of each issue with " | ".
         let program = env()
             .compile(source)
-            .map_err(|e| CelError::Compile(e.to_string()))?;
+            .map_err(|e| CelError::Compile(e.to_string().replace("\n| ", "\n | ")))?;
         Ok(Program {
             source: source.to_string(),
             program,
@@ -75,6 +77,11 @@ impl Program {
 
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// The parsed program, for the type checker (`check.rs`).
+    pub(super) fn inner(&self) -> &::cel::Program {
+        &self.program
     }
 
     /// Whether the expression reads `name` (a transition rule reads `oldSelf`).

@@ -12,6 +12,8 @@ use super::columns::{self as c, col};
 use super::strategy::{typed, ResourceSpec};
 use validation::{validate_binding, validate_mutating, validate_policy, validate_validating};
 
+#[path = "admission_registration_cel.rs"]
+mod cel;
 #[path = "admission_registration_validation.rs"]
 mod validation;
 

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use super::cel::{base_decls, check_expression, validate_policy_expressions, Returns};
 use super::ACCEPTED_REVIEW_VERSIONS;
 use crate::status::Cause;
 
@@ -192,8 +193,15 @@ fn validate_client_config(cc: &Value, path: &str, causes: &mut Vec<Cause>) {
 /// Upper bound on matchConditions per webhook / policy, as upstream.
 const MAX_MATCH_CONDITIONS: usize = 64;
 
-/// Names unique and present, expressions that compile (`crate::cel`).
+/// Names unique and present, expressions that compile (`crate::cel`), with `params` declared.
 pub(super) fn validate_match_conditions(list: &Value, path: &str, causes: &mut Vec<Cause>) {
+    check_match_conditions(list, path, true, causes);
+}
+
+/// Names unique and present, bool expressions that type-check against the variables a
+/// webhook's (no `params`) or policy's condition may read.
+fn check_match_conditions(list: &Value, path: &str, has_params: bool, causes: &mut Vec<Cause>) {
+    let decls = base_decls(has_params);
     let conditions = list.as_array().map(Vec::as_slice).unwrap_or_default();
     if conditions.len() > MAX_MATCH_CONDITIONS {
         causes.push(Cause {
@@ -218,12 +226,13 @@ pub(super) fn validate_match_conditions(list: &Value, path: &str, causes: &mut V
         let expression = c["expression"].as_str().unwrap_or("");
         if expression.trim().is_empty() {
             causes.push(Cause::required(&format!("{p}.expression"), ""));
-        } else if let Err(e) = crate::cel::Program::compile(expression) {
-            causes.push(Cause::invalid(
-                &format!("{p}.expression"),
-                &json!(expression),
-                &e.to_string(),
-            ));
+        } else if let Err(cause) = check_expression(
+            expression,
+            &decls,
+            Returns::Bool,
+            &format!("{p}.expression"),
+        ) {
+            causes.push(cause);
         }
     }
 }
@@ -312,9 +321,10 @@ fn validate_webhooks(obj: &Value, mutating: bool) -> Vec<Cause> {
             &format!("{p}.clientConfig"),
             &mut causes,
         );
-        validate_match_conditions(
+        check_match_conditions(
             &h["matchConditions"],
             &format!("{p}.matchConditions"),
+            false,
             &mut causes,
         );
     }
@@ -385,11 +395,13 @@ pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
         }
         _ => causes.push(Cause::required("spec.matchConstraints", "")),
     }
-    validate_match_conditions(
+    check_match_conditions(
         &spec["matchConditions"],
         "spec.matchConditions",
+        spec["paramKind"].is_object(),
         &mut causes,
     );
+    validate_policy_expressions(spec, &mut causes);
     causes
 }
 

@@ -270,6 +270,36 @@ fn check_versions(spec: &Value, out: &mut Vec<Cause>) {
     }
 }
 
+/// The CEL rules of every version's schema, compiled and type-checked (`crate::cel`). Upstream
+/// validates its internal form, where schemas identical in every version are one
+/// `spec.validation`, so that is the path then (a single-version CRD's too).
+fn check_validation_rules(spec: &Value, out: &mut Vec<Cause>) {
+    let versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let schemas: Vec<&Value> = versions
+        .iter()
+        .map(|v| &v["schema"]["openAPIV3Schema"])
+        .collect();
+    let Some(first) = schemas.first() else {
+        return;
+    };
+    if first.is_object() && schemas.iter().all(|s| s == first) {
+        out.extend(crate::cel::check_schema_rules(
+            first,
+            "spec.validation.openAPIV3Schema",
+        ));
+        return;
+    }
+    for (i, schema) in schemas.iter().enumerate() {
+        out.extend(crate::cel::check_schema_rules(
+            schema,
+            &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+        ));
+    }
+}
+
 /// Upstream's ValidateCustomResourceDefinition, for the parts a user meets.
 pub fn crd_validation(obj: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
@@ -304,6 +334,7 @@ pub fn crd_validation(obj: &Value) -> Vec<Cause> {
     }
     check_names(&spec["names"], &mut out);
     check_versions(spec, &mut out);
+    check_validation_rules(spec, &mut out);
     match spec["conversion"]["strategy"].as_str().unwrap_or("None") {
         "None" => {}
         "Webhook" => {

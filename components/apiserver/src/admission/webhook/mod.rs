@@ -5,10 +5,11 @@
 //!
 //! MutatingAdmissionPolicies with their bindings run first (`mutating_policy`), then the mutating
 //! webhooks; ValidatingAdmissionPolicies with their bindings run last (`policy`).
-//! matchConditions are CEL (`crate::cel`) over object/oldObject/request; `authorizer` is not
-//! offered. Connects (exec, attach) are admitted with operation CONNECT (`connect`); the other action
+//! matchConditions are CEL (`crate::cel`) over object/oldObject/request; `authorizer` is offered
+//! to ValidatingAdmissionPolicies only (`access`). Connects (exec, attach) are admitted with operation CONNECT (`connect`); the other action
 //! subresources (binding, eviction, scale, ...) do not call webhooks yet.
 
+pub mod access;
 pub mod cache;
 pub mod call;
 pub mod connect;

@@ -4,13 +4,17 @@
 //! policy's failurePolicy for evaluation errors. `evaluate` is pure; `admit` finds params and the
 //! namespace in the store.
 
+use std::sync::Arc;
+
 use serde_json::{json, Map, Value};
 
+use super::access::{authorizer_for, KnownDecisions, MAX_ROUNDS};
 use super::hook::{parse_conditions, parse_rules, Endpoint, Hook, Kind};
 use super::matching;
 use super::request::Request;
 use crate::admission::context::AdmissionContext;
-use crate::cel::Program;
+use crate::cel::authz::AuthorizerVal;
+use crate::cel::{Activation, Program};
 use crate::registry::lifecycle::from_stored;
 use crate::registry::resources::NAMESPACES;
 use crate::status::ApiError;
@@ -97,13 +101,8 @@ pub fn needs_namespace_labels(m: &Value, req: &Request) -> bool {
     m.is_object() && matching::needs_namespace_labels(&matcher(m, "resourceRules"), req)
 }
 
-fn eval(expression: &str, vars: &[(&str, &Value)]) -> Result<Value, String> {
-    Program::compile(expression)
-        .and_then(|p| p.eval(vars))
-        .map_err(|e| format!("expression '{expression}' resulted in error: {e}"))
-}
-
-/// One policy for one binding and one set of params (`Value::Null` without paramKind).
+/// One policy for one binding and one set of params (`Value::Null` without paramKind), with no
+/// `authorizer` (every check fails).
 pub fn evaluate(
     policy: &Value,
     binding: &Value,
@@ -111,6 +110,27 @@ pub fn evaluate(
     params: &Value,
     namespace_object: &Value,
     ns_labels: Option<&Map<String, Value>>,
+) -> Decision {
+    evaluate_with(
+        policy,
+        binding,
+        req,
+        params,
+        namespace_object,
+        ns_labels,
+        None,
+    )
+}
+
+/// `evaluate` with the `authorizer` variable bound.
+pub fn evaluate_with(
+    policy: &Value,
+    binding: &Value,
+    req: &Request,
+    params: &Value,
+    namespace_object: &Value,
+    ns_labels: Option<&Map<String, Value>>,
+    authorizer: Option<AuthorizerVal>,
 ) -> Decision {
     let spec = &policy["spec"];
     if !match_block(&spec["matchConstraints"], req, ns_labels, false)
@@ -120,7 +140,35 @@ pub fn evaluate(
     }
     let review = req.review("", &req.version);
     let request = &review["request"];
-    let mut variables = Map::new();
+    // Variables are evaluated lazily, when first read (`cel::Activation`).
+    let variables = spec["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let name = v["name"].as_str().unwrap_or("").to_string();
+            (
+                name,
+                Program::compile(v["expression"].as_str().unwrap_or("")).map(Arc::new),
+            )
+        })
+        .collect();
+    let activation = Activation::new(
+        vec![
+            ("object".into(), request["object"].clone()),
+            ("oldObject".into(), request["oldObject"].clone()),
+            ("request".into(), request.clone()),
+            ("params".into(), params.clone()),
+            ("namespaceObject".into(), namespace_object.clone()),
+        ],
+        authorizer,
+        variables,
+    );
+    let eval = |expression: &str| -> Result<Value, String> {
+        Program::compile(expression)
+            .and_then(|p| activation.eval(&p))
+            .map_err(|e| format!("expression '{expression}' resulted in error: {e}"))
+    };
     let ignore = spec["failurePolicy"] == "Ignore";
     let failed = |message: String| {
         if ignore {
@@ -133,22 +181,10 @@ pub fn evaluate(
             }])
         }
     };
-    let vars_with = |variables: &Value| -> Vec<(&'static str, Value)> {
-        vec![
-            ("object", request["object"].clone()),
-            ("oldObject", request["oldObject"].clone()),
-            ("request", request.clone()),
-            ("params", params.clone()),
-            ("namespaceObject", namespace_object.clone()),
-            ("variables", variables.clone()),
-        ]
-    };
     // matchConditions: any false skips the policy; an error is a failure.
     let mut condition_error = None;
     for (name, expression) in parse_conditions(&spec["matchConditions"]) {
-        let owned = vars_with(&Value::Object(variables.clone()));
-        let refs: Vec<(&str, &Value)> = owned.iter().map(|(n, v)| (*n, v)).collect();
-        match eval(&expression, &refs) {
+        match eval(&expression) {
             Ok(Value::Bool(true)) => {}
             Ok(Value::Bool(false)) => return Decision::NoMatch,
             Ok(other) => {
@@ -164,28 +200,16 @@ pub fn evaluate(
     if let Some(e) = condition_error {
         return failed(e);
     }
-    for v in spec["variables"].as_array().into_iter().flatten() {
-        let owned = vars_with(&Value::Object(variables.clone()));
-        let refs: Vec<(&str, &Value)> = owned.iter().map(|(n, v)| (*n, v)).collect();
-        match eval(v["expression"].as_str().unwrap_or(""), &refs) {
-            Ok(value) => {
-                variables.insert(v["name"].as_str().unwrap_or("").to_string(), value);
-            }
-            Err(e) => return failed(e),
-        }
-    }
-    let owned = vars_with(&Value::Object(variables));
-    let refs: Vec<(&str, &Value)> = owned.iter().map(|(n, v)| (*n, v)).collect();
     let mut violations = Vec::new();
     for v in spec["validations"].as_array().into_iter().flatten() {
         let expression = v["expression"].as_str().unwrap_or("");
-        match eval(expression, &refs) {
+        match eval(expression) {
             Ok(Value::Bool(true)) => {}
             Ok(Value::Bool(false)) => {
                 let from_expression = v["messageExpression"]
                     .as_str()
                     .filter(|m| !m.is_empty())
-                    .and_then(|m| eval(m, &refs).ok())
+                    .and_then(|m| eval(m).ok())
                     .and_then(|m| {
                         m.as_str()
                             .map(str::trim)
@@ -351,22 +375,34 @@ pub async fn admit(
                     .into(),
                 reason: "Invalid".into(),
             }],
-            Ok(Some(params)) => params
-                .iter()
-                .flat_map(|p| {
-                    match evaluate(
-                        policy,
-                        binding,
-                        req,
-                        p,
-                        &namespace_object,
-                        ns_labels.as_ref(),
-                    ) {
-                        Decision::Violations(v) => v,
-                        _ => Vec::new(),
+            Ok(Some(params)) => {
+                let mut all = Vec::new();
+                for p in &params {
+                    let decisions = Arc::new(KnownDecisions::default());
+                    let mut rounds = 0;
+                    // Evaluate; while checks of `authorizer` were reached unanswered, answer
+                    // them and evaluate again.
+                    let decision = loop {
+                        let decision = evaluate_with(
+                            policy,
+                            binding,
+                            req,
+                            p,
+                            &namespace_object,
+                            ns_labels.as_ref(),
+                            Some(authorizer_for(req, Arc::clone(&decisions))),
+                        );
+                        rounds += 1;
+                        if rounds > MAX_ROUNDS || !decisions.answer_pending(state.access).await {
+                            break decision;
+                        }
+                    };
+                    if let Decision::Violations(mut v) = decision {
+                        all.append(&mut v);
                     }
-                })
-                .collect(),
+                }
+                all
+            }
             Err(e) if policy["spec"]["failurePolicy"] == "Ignore" => {
                 tracing::warn!(policy = policy_name, binding = binding_name, error = %e, "policy skipped (failurePolicy Ignore)");
                 continue;
