@@ -32,6 +32,11 @@ pub enum LabCommand {
         /// `systemd` (a real boot: sshd, containerd and kiln's units run as systemd units).
         #[arg(long, value_enum, default_value_t = InitMode::Plain)]
         init: InitMode,
+        /// Make each host a qemu VM with its own Debian 12 kernel and systemd, booted from an image kiln
+        /// builds with debootstrap (cached under /var/cache/kiln-lab/vm). KVM when it runs the guest,
+        /// otherwise software emulation.
+        #[arg(long)]
+        vm: bool,
     },
     /// Remove everything of the lab: processes, mounts, links, cgroups, files.
     Down {
@@ -120,6 +125,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
             no_registry,
             images,
             init,
+            vm,
         } => {
             let r = Lab::up(&UpOptions {
                 name: name.name,
@@ -127,11 +133,15 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<i32> {
                 registry: !no_registry,
                 extra_images: images,
                 init,
+                vm,
             })?;
             println!(
                 "lab {} is up in {:.1}s (network namespace {})",
                 r.name, r.seconds, r.netns
             );
+            if let Some(a) = r.accel {
+                println!("hosts are qemu VMs, accelerator {}", a.as_str());
+            }
             for (h, ip) in &r.hosts {
                 println!("  {h}  {ip}");
             }
@@ -220,11 +230,15 @@ fn status(name: Option<String>, output: &str) -> anyhow::Result<i32> {
         } else {
             "half-made (re-run `kiln lab up` or `down`)"
         };
+        let kind = match (s.vm, s.accel) {
+            (true, Some(a)) => format!("qemu VMs ({})", a.as_str()),
+            (true, None) => "qemu VMs".to_string(),
+            (false, _) => format!("init {}", s.init.as_str()),
+        };
         println!(
-            "lab {}: {state}, registry {}, init {}",
+            "lab {}: {state}, registry {}, {kind}",
             s.name,
             if s.registry { "running" } else { "off" },
-            s.init.as_str()
         );
         for h in s.hosts {
             let st = match (h.pid, h.partitioned) {

@@ -43,6 +43,8 @@ pub enum LabError {
     Image { image: String, reason: String },
     #[error("a worker thread panicked")]
     Panicked,
+    #[error(transparent)]
+    Vm(#[from] super::vm::VmError),
 }
 
 impl LabError {

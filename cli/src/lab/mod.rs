@@ -18,6 +18,7 @@ mod registry;
 mod requirements;
 mod state;
 pub mod systemd;
+pub mod vm;
 
 pub use error::LabError;
 pub use layout::{host_ip, LabLayout, LAB_GATEWAY, REGISTRY_ADDR};
@@ -39,6 +40,8 @@ pub struct UpOptions {
     pub extra_images: Vec<String>,
     /// What runs as each host's PID 1: kiln's own minimal init, or systemd.
     pub init: InitMode,
+    /// Hosts are qemu VMs with their own kernel (they always boot systemd; `init` is ignored).
+    pub vm: bool,
 }
 
 /// What `kiln lab up` made, for the caller to print.
@@ -50,6 +53,8 @@ pub struct UpReport {
     pub ssh_config: PathBuf,
     pub hosts: Vec<(String, String)>,
     pub seconds: f64,
+    /// VM labs: how qemu runs the guests.
+    pub accel: Option<vm::Accel>,
 }
 
 /// A lab by name: every operation on one lab goes through this.
@@ -70,7 +75,11 @@ impl Lab {
 
     /// Create the lab, or repair a half-made one. A complete, running lab of that name is an error.
     pub fn up(opts: &UpOptions) -> Result<UpReport, LabError> {
-        requirements::check(opts.registry)?;
+        if opts.vm {
+            requirements::check_vm(opts.registry)?;
+        } else {
+            requirements::check(opts.registry)?;
+        }
         let started = Instant::now();
         let lab = Lab::new(&opts.name)?;
         let l = &lab.layout;
@@ -93,7 +102,14 @@ impl Lab {
             hosts: opts.hosts,
             registry: opts.registry,
             complete: false,
-            init: opts.init,
+            // A VM boots systemd, whatever was asked for namespace hosts.
+            init: if opts.vm {
+                InitMode::Systemd
+            } else {
+                opts.init
+            },
+            vm: opts.vm,
+            accel: state::load(l)?.and_then(|s| s.accel),
         };
         state::save(l, &st)?;
         l.create_dirs()?;
@@ -102,6 +118,14 @@ impl Lab {
         if opts.registry {
             let imgs = images::ensure_images(&opts.extra_images)?;
             registry::ensure_running(l, &imgs)?;
+        }
+        if opts.vm {
+            // The VMs' readiness check logs in with ssh_config and known_hosts, so both come first.
+            cluster_yaml::write_all(l, opts.hosts, opts.registry)?;
+            st.accel = Some(vm::up(l, opts.hosts, st.accel)?);
+            st.complete = true;
+            state::save(l, &st)?;
+            return Ok(lab.report(opts, started));
         }
         // Hosts come up in parallel: each is independent and most of the time is waiting on the kernel.
         let results: Vec<Result<(), LabError>> = std::thread::scope(|s| {
@@ -123,7 +147,12 @@ impl Lab {
         cluster_yaml::write_all(l, opts.hosts, opts.registry)?;
         st.complete = true;
         state::save(l, &st)?;
-        Ok(UpReport {
+        Ok(lab.report(opts, started))
+    }
+
+    fn report(&self, opts: &UpOptions, started: Instant) -> UpReport {
+        let l = &self.layout;
+        UpReport {
             name: opts.name.clone(),
             netns: l.netns.clone(),
             cluster_yaml: l.cluster_yaml(),
@@ -132,13 +161,30 @@ impl Lab {
                 .map(|n| (layout::host_name(n), host_ip(n)))
                 .collect(),
             seconds: started.elapsed().as_secs_f64(),
-        })
+            accel: state::load(l).ok().flatten().and_then(|s| s.accel),
+        }
     }
 
     fn all_running(&self, st: &state::LabState) -> bool {
         net::netns_exists(&self.layout.netns)
-            && (1..=st.hosts).all(|n| host::running_pid(&self.layout, n).is_some())
+            && (1..=st.hosts).all(|n| self.host_pid(st, n).is_some())
             && (!st.registry || registry::running(&self.layout))
+    }
+
+    /// The pid that is host `n`: its PID 1 (namespace hosts) or its qemu (VMs).
+    fn host_pid(&self, st: &state::LabState, n: u32) -> Option<i32> {
+        if st.vm {
+            vm::running_pid(&self.layout, n)
+        } else {
+            host::running_pid(&self.layout, n)
+        }
+    }
+
+    fn is_vm(&self) -> bool {
+        state::load(&self.layout)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.vm)
     }
 
     /// Remove everything of the lab: hosts (processes, mounts, cgroups), registry, netns, files.
@@ -147,10 +193,19 @@ impl Lab {
         requirements::check_root()?;
         let l = &self.layout;
         let hosts = l.existing_hosts();
+        let is_vm = self.is_vm();
         let results: Vec<Result<(), LabError>> = std::thread::scope(|s| {
             let handles: Vec<_> = hosts
                 .iter()
-                .map(|&n| s.spawn(move || host::destroy(l, n, false)))
+                .map(|&n| {
+                    s.spawn(move || {
+                        if is_vm {
+                            vm::destroy(l, n, false)
+                        } else {
+                            host::destroy(l, n, false)
+                        }
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
@@ -171,6 +226,9 @@ impl Lab {
     pub fn stop_host(&self, host: &str) -> Result<(), LabError> {
         let n = self.host_number(host)?;
         let st = state::load(&self.layout)?.ok_or_else(|| self.no_such_lab())?;
+        if st.vm {
+            return vm::stop(&self.layout, n);
+        }
         if st.init == InitMode::Systemd {
             host::shutdown(&self.layout, n);
         }
@@ -182,6 +240,10 @@ impl Lab {
     pub fn start_host(&self, host: &str) -> Result<(), LabError> {
         let n = self.host_number(host)?;
         let st = state::load(&self.layout)?.ok_or_else(|| self.no_such_lab())?;
+        if st.vm {
+            let accel = st.accel.unwrap_or(vm::Accel::Tcg);
+            return vm::start(&self.layout, n, st.hosts, accel);
+        }
         host::ensure_up(&self.layout, n, st.hosts, st.init)
     }
 
@@ -209,6 +271,10 @@ impl Lab {
     /// Run a command on a host's console (all its namespaces and cgroups), inheriting stdio.
     pub fn exec(&self, host: &str, argv: &[String]) -> Result<i32, LabError> {
         let n = self.host_number(host)?;
+        if self.is_vm() {
+            self.require_vm_running(n)?;
+            return vm::exec_interactive(&self.layout, n, argv);
+        }
         let pid = host::running_pid(&self.layout, n).ok_or_else(|| LabError::HostDown {
             lab: self.layout.name.clone(),
             host: layout::host_name(n),
@@ -219,6 +285,10 @@ impl Lab {
     /// Run a command on a host's console and capture its output (for tests and the CLI's own use).
     pub fn exec_output(&self, host: &str, argv: &[&str]) -> Result<std::process::Output, LabError> {
         let n = self.host_number(host)?;
+        if self.is_vm() {
+            self.require_vm_running(n)?;
+            return vm::exec_output(&self.layout, n, argv);
+        }
         let pid = host::running_pid(&self.layout, n).ok_or_else(|| LabError::HostDown {
             lab: self.layout.name.clone(),
             host: layout::host_name(n),
@@ -232,7 +302,7 @@ impl Lab {
             .map(|n| HostStatus {
                 name: layout::host_name(n),
                 address: host_ip(n),
-                pid: host::running_pid(&self.layout, n),
+                pid: self.host_pid(&st, n),
                 partitioned: net::is_partitioned(&self.layout, n),
             })
             .collect();
@@ -244,12 +314,24 @@ impl Lab {
             cluster_yaml: self.layout.cluster_yaml(),
             hosts,
             init: st.init,
+            vm: st.vm,
+            accel: st.accel,
         })
     }
 
     /// Every lab on this machine, by name.
     pub fn list() -> Result<Vec<String>, LabError> {
         layout::list_labs()
+    }
+
+    fn require_vm_running(&self, n: u32) -> Result<(), LabError> {
+        match vm::running_pid(&self.layout, n) {
+            Some(_) => Ok(()),
+            None => Err(LabError::HostDown {
+                lab: self.layout.name.clone(),
+                host: layout::host_name(n),
+            }),
+        }
     }
 
     fn require_exists(&self) -> Result<(), LabError> {

@@ -22,6 +22,18 @@ const REGISTRY: &[(&str, &str)] = &[
     ("gcc", "gcc"),
 ];
 
+/// A VM lab needs qemu and the tools that build its image, not the machine's containerd or sshd.
+const VM: &[(&str, &str)] = &[
+    ("ip", "iproute2"),
+    ("ssh-keygen", "openssh-client"),
+    ("ssh", "openssh-client"),
+    ("qemu-system-x86_64", "qemu-system-x86"),
+    ("qemu-img", "qemu-utils"),
+    ("debootstrap", "debootstrap"),
+    ("mkfs.ext4", "e2fsprogs"),
+    ("mkswap", "util-linux"),
+];
+
 pub fn check_root() -> Result<(), LabError> {
     if nix::unistd::geteuid().is_root() {
         Ok(())
@@ -38,6 +50,18 @@ pub fn check(registry: bool) -> Result<(), LabError> {
     }
     let path = std::env::var("PATH").unwrap_or_default();
     match missing_error(&wanted, &path) {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+pub fn check_vm(registry: bool) -> Result<(), LabError> {
+    check_root()?;
+    let mut wanted: Vec<(&str, &str)> = VM.to_vec();
+    if registry {
+        wanted.extend_from_slice(REGISTRY);
+    }
+    match missing_error(&wanted, &std::env::var("PATH").unwrap_or_default()) {
         None => Ok(()),
         Some(e) => Err(e),
     }
@@ -87,5 +111,15 @@ mod tests {
         assert!(e.contains("no-such-prog-a, no-such-prog-b"), "{e}");
         assert!(e.ends_with("apt-get install -y pkg-x"), "{e}");
         assert!(missing_error(&[("sh", "dash")], "/bin:/usr/bin").is_none());
+    }
+
+    #[test]
+    fn a_vm_lab_without_qemu_names_the_debian_package() {
+        let e = missing_error(VM, "/nonexistent").unwrap().to_string();
+        assert!(e.contains("qemu-system-x86_64"), "{e}");
+        assert!(
+            e.contains("apt-get install -y") && e.contains("qemu-system-x86"),
+            "{e}"
+        );
     }
 }

@@ -17,6 +17,12 @@ pub struct LabState {
     /// Labs made before hosts could boot systemd have no such field: they are plain.
     #[serde(default)]
     pub init: super::InitMode,
+    /// The hosts are qemu VMs (`kiln lab up --vm`).
+    #[serde(default)]
+    pub vm: bool,
+    /// A VM lab's accelerator, once chosen by booting the first VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accel: Option<super::vm::Accel>,
 }
 
 pub fn load(l: &LabLayout) -> Result<Option<LabState>, LabError> {
@@ -57,4 +63,8 @@ pub struct LabStatus {
     pub hosts: Vec<HostStatus>,
     /// What runs as the hosts' PID 1.
     pub init: super::InitMode,
+    /// The hosts are qemu VMs; `pid` is then each VM's qemu.
+    pub vm: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accel: Option<super::vm::Accel>,
 }
