@@ -33,6 +33,26 @@ pub fn run(cmd: &mut Command) -> Result<Output, LabError> {
     Ok(out)
 }
 
+/// A fresh ed25519 SSH host key at `key` (and `key.pub`), labelled `root@<host>`: every lab host
+/// gets its own, never the machine's.
+pub fn ssh_host_keygen(key: &str, host: &str) -> Result<(), LabError> {
+    run(&mut cmd(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            &format!("root@{host}"),
+            "-f",
+            key,
+        ],
+    ))
+    .map(|_| ())
+}
+
 pub fn cmd(program: &str, args: &[&str]) -> Command {
     let mut c = Command::new(program);
     c.args(args);

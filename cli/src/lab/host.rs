@@ -300,20 +300,7 @@ fn make_host_key(l: &LabLayout, n: u32, pid: i32) -> Result<(), LabError> {
         }
     }
     let key = format!("{ssh}/ssh_host_ed25519_key");
-    run(&mut cmd(
-        "ssh-keygen",
-        &[
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            &format!("root@{}", host_name(n)),
-            "-f",
-            &key,
-        ],
-    ))?;
+    super::exec::ssh_host_keygen(&key, &host_name(n))?;
     let pubkey = std::fs::read(format!("{key}.pub")).map_err(LabError::io("reading", &key))?;
     write_file(
         &l.host_dir(n).join("ssh_host_ed25519_key.pub"),

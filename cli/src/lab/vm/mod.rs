@@ -181,20 +181,7 @@ fn prepare(l: &LabLayout, n: u32, count: u32, img: &image::Image) -> Result<(), 
     if !key.exists() || !key.with_extension("pub").exists() {
         let _ = std::fs::remove_file(&key);
         let _ = std::fs::remove_file(key.with_extension("pub"));
-        run(&mut cmd(
-            "ssh-keygen",
-            &[
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                &format!("root@{}", host_name(n)),
-                "-f",
-                &key.display().to_string(),
-            ],
-        ))?;
+        super::exec::ssh_host_keygen(&key.display().to_string(), &host_name(n))?;
     }
     let read = |p: &Path| std::fs::read(p).map_err(LabError::io("reading", p));
     let s = seed::Seed {

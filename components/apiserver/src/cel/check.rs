@@ -311,7 +311,7 @@ impl Checker<'_> {
             ("_+_" | "_-_" | "_*_" | "_/_" | "_%_", None, [a, b]) => match arithmetic(name, a, b) {
                 Some(t) => t,
                 None if all_known => self.no_overload(id, name, None, args),
-                None => Ty::join(a, b),
+                None => arithmetic_with_dyn(name, a, b).unwrap_or_else(|| Ty::join(a, b)),
             },
             ("-_", None, [a]) => {
                 if a.is_known() && !matches!(a, Ty::Int | Ty::Double | Ty::Duration) {
@@ -378,6 +378,36 @@ fn arithmetic(op: &str, a: &Ty, b: &Ty) -> Option<Ty> {
         ("_-_", Timestamp, Duration) => Timestamp,
         _ => return None,
     })
+}
+
+/// One operand known, the other dyn: cel-go keeps the overloads the known operand allows, and when
+/// they all give one result type, that is the expression's type (`'at most ' + params.x + ' keys'`
+/// is a string). None when the overloads disagree or neither operand is known.
+fn arithmetic_with_dyn(op: &str, a: &Ty, b: &Ty) -> Option<Ty> {
+    use Ty::*;
+    let candidates = [
+        Int,
+        Uint,
+        Double,
+        String,
+        Bytes,
+        Duration,
+        Timestamp,
+        List(Box::new(Dyn)),
+    ];
+    let results: Vec<Ty> = match (a.is_known(), b.is_known()) {
+        (true, false) => candidates
+            .iter()
+            .filter_map(|c| arithmetic(op, a, c))
+            .collect(),
+        (false, true) => candidates
+            .iter()
+            .filter_map(|c| arithmetic(op, c, b))
+            .collect(),
+        _ => return None,
+    };
+    let first = results.first()?;
+    results.iter().all(|r| r == first).then(|| first.clone())
 }
 
 /// Result types of the member functions rules commonly call; others are unknown.
@@ -506,6 +536,14 @@ mod tests {
             err.contains("type 'string' does not support field selection"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_known_operand_decides_the_type_of_arithmetic_with_dyn() {
+        assert_eq!(run("'at most ' + dyn(1) + ' keys'"), Ok(Ty::String));
+        assert_eq!(run("dyn(1) + 2"), Ok(Ty::Int));
+        // duration + timestamp and duration + duration differ: no single type.
+        assert_eq!(run("duration('1s') + dyn(1)"), Ok(Ty::Dyn));
     }
 
     #[test]

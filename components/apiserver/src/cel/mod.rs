@@ -41,3 +41,36 @@ pub enum CelError {
     #[error("result has no JSON form: {0}")]
     NotJson(String),
 }
+
+/// `IDENT ::= [_a-zA-Z][_a-zA-Z0-9]* - RESERVED`, as upstream's `isCELIdentifier`.
+pub fn is_identifier(name: &str) -> bool {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !RESERVED.contains(&name)
+}

@@ -89,7 +89,7 @@ pub(super) fn validate_policy_expressions(spec: &Value, causes: &mut Vec<Cause>)
                 &format!("{path}.name"),
                 "name is not specified",
             ));
-        } else if !is_cel_identifier(name) {
+        } else if !crate::cel::is_identifier(name) {
             causes.push(Cause::invalid(
                 &format!("{path}.name"),
                 &json!(name),
@@ -167,39 +167,6 @@ pub(super) fn validate_policy_expressions(spec: &Value, causes: &mut Vec<Cause>)
             causes.push(c);
         }
     }
-}
-
-/// A CEL identifier that is not a reserved word.
-fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !RESERVED.contains(&name)
 }
 
 #[cfg(test)]

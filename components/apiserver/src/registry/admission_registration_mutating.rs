@@ -113,39 +113,6 @@ fn validate_mutation(m: &Value, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// `IDENT ::= [_a-zA-Z][_a-zA-Z0-9]* - RESERVED`, as upstream's `isCELIdentifier`.
-fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !RESERVED.contains(&name)
-}
-
 fn validate_variables(list: &Value, causes: &mut Vec<Cause>) {
     for (i, v) in list.as_array().into_iter().flatten().enumerate() {
         let p = format!("spec.variables[{i}]");
@@ -155,7 +122,7 @@ fn validate_variables(list: &Value, causes: &mut Vec<Cause>) {
                 &format!("{p}.name"),
                 "name is not specified",
             ));
-        } else if !is_cel_identifier(name) {
+        } else if !crate::cel::is_identifier(name) {
             causes.push(Cause::invalid(
                 &format!("{p}.name"),
                 &json!(name),
