@@ -178,7 +178,46 @@ fn wait_for_heavy_lab() {
 
 impl Drop for TestLab {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.save_logs();
+        }
         let _ = run(&mut self.kiln(&["lab", "down"]));
+    }
+}
+
+/// Per host, on a failed test: every container that restarted (a static pod's `N.log` with N > 0) and
+/// the tail of its previous run's log, which is what says why a component went away.
+const RESTART_DIGEST: &str = r#"cd /var/log/pods 2>/dev/null || exit 0
+for f in */*/[1-9]*.log; do
+  [ -e "$f" ] || continue
+  d=${f%/*}; n=${f##*/}; n=${n%.log}; prev=$d/$((n - 1)).log
+  echo "== $f restarted ($(stat -c %y "$f")); the end of $prev:"
+  tail -n 25 "$prev" 2>/dev/null | cut -c1-400
+done
+echo "== kubelet:"; grep -E 'WARN|ERROR' /var/log/kiln/kubelet.log 2>/dev/null | tail -n 25 | cut -c1-400"#;
+
+impl TestLab {
+    /// A failed test's lab goes away with its logs: its hosts' pod and kiln logs are kept in
+    /// /tmp/kiln-lab-logs/<lab>/<host>.tar.gz and a restart digest is printed (CI keeps only stdout).
+    fn save_logs(&self) {
+        let keep = PathBuf::from("/tmp/kiln-lab-logs").join(&self.name);
+        if std::fs::create_dir_all(&keep).is_err() {
+            return;
+        }
+        for i in 1..=self.hosts {
+            let host = format!("host{i}");
+            let digest = run(&mut self.ssh(&host, RESTART_DIGEST));
+            eprintln!(
+                "---- {host} ({}): restarts and kubelet warnings\n{}",
+                self.name,
+                stdout(&digest)
+            );
+            let tar = run(&mut self.ssh(&host, "tar czf - -C /var/log pods kiln 2>/dev/null"));
+            let file = keep.join(format!("{host}.tar.gz"));
+            if std::fs::write(&file, &tar.stdout).is_ok() {
+                eprintln!("---- {host}: logs kept in {}", file.display());
+            }
+        }
     }
 }
 
