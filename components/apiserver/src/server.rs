@@ -265,7 +265,7 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         advertise: advertise.to_string(),
         bookmark_interval: options.bookmark_interval(),
         allocator,
-        authorizer: crate::rbac::Authorizer::new(store.clone()),
+        authorizer: crate::rbac::Authorizer::cached(store.clone(), stopped.clone()),
         tokens: crate::tokens::TokenAuthenticator::new(store.clone(), sa_keys),
         kubelet,
         terminating,

@@ -64,6 +64,8 @@ pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
     observed: Option<(Observed, Instant)>,
+    /// The lease as this process last wrote it (and when): the holder renews it with one PUT.
+    written: Option<(Lease, Instant)>,
 }
 
 /// Held leadership: `lost()` resolves when renewals stopped succeeding within the renew deadline.
@@ -105,6 +107,7 @@ impl LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
             observed: None,
+            written: None,
         }
     }
 
@@ -119,6 +122,9 @@ impl LeaderElector {
     /// One attempt: Ok(true) = this process holds the lease now; Ok(false) = someone else does or
     /// won the write race.
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderElectionError> {
+        if self.renew_written().await {
+            return Ok(true);
+        }
         let now = Timestamp::now();
         let seconds = self.config.lease_duration.as_secs().max(1) as i32;
         let me = self.config.identity.clone();
@@ -144,7 +150,10 @@ impl LeaderElector {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(written) => {
+                    self.written = Some((written, Instant::now()));
+                    Ok(true)
+                }
                 Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => Ok(false),
                 Err(e) => Err(self.api_error(e)),
             };
@@ -194,9 +203,42 @@ impl LeaderElector {
             .replace(&self.config.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                self.written = Some((written, Instant::now()));
+                Ok(true)
+            }
             Err(kube::Error::Api(s)) if s.is_conflict() => Ok(false),
             Err(e) => Err(self.api_error(e)),
+        }
+    }
+
+    /// client-go's fast path: the holder, while its lease is still valid, writes the record it
+    /// wrote last with a new renewTime (its resourceVersion guards against another writer), one
+    /// request instead of a GET and a PUT. Any failure falls back to the full read-decide-write,
+    /// which also learns who holds the lease now.
+    async fn renew_written(&mut self) -> bool {
+        let Some((mut lease, at)) = self.written.take() else {
+            return false;
+        };
+        if at.elapsed() >= self.config.lease_duration {
+            return false;
+        }
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.renew_time = Some(MicroTime(Timestamp::now()));
+        }
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                self.written = Some((written, Instant::now()));
+                true
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "renewing the lease optimistically failed; reading it");
+                false
+            }
         }
     }
 

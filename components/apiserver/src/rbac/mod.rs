@@ -4,11 +4,13 @@
 
 pub mod aggregation_roles;
 pub mod bootstrap;
+pub mod cache;
 pub mod node;
 pub mod rules;
 pub mod storage_roles;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -28,11 +30,39 @@ pub enum RbacError {
     Bootstrap { name: String, message: String },
 }
 
-/// The RBAC + Node authorizer; reads policy from the store on every decision (a watch-fed cache
-/// can replace the reads without changing callers).
+/// The RBAC + Node authorizer. With [`Authorizer::cached`] it reads the policy from a watch-fed
+/// copy ([`cache`]), checking a denial again against the store; [`Authorizer::new`] reads the
+/// store on every decision.
 #[derive(Clone)]
 pub struct Authorizer {
     store: Store,
+    cache: Option<Arc<PolicyCopy>>,
+}
+
+/// The four policy resources' copies.
+pub struct PolicyCopy {
+    cluster_roles: Arc<cache::PrefixCache>,
+    cluster_role_bindings: Arc<cache::PrefixCache>,
+    roles: Arc<cache::PrefixCache>,
+    role_bindings: Arc<cache::PrefixCache>,
+}
+
+impl PolicyCopy {
+    fn of(&self, spec: &ResourceSpec) -> &cache::PrefixCache {
+        match spec.plural {
+            "clusterroles" => &self.cluster_roles,
+            "clusterrolebindings" => &self.cluster_role_bindings,
+            "roles" => &self.roles,
+            _ => &self.role_bindings,
+        }
+    }
+}
+
+/// Where a decision reads the policy from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Copy,
+    Store,
 }
 
 /// A user's effective rules: (rules, where they came from) for SelfSubjectRulesReview.
@@ -40,7 +70,26 @@ pub type RuleSet = Vec<Value>;
 
 impl Authorizer {
     pub fn new(store: Store) -> Self {
-        Authorizer { store }
+        Authorizer { store, cache: None }
+    }
+
+    /// An authorizer over a watch-fed copy of the policy, kept until `stop` changes.
+    pub fn cached(store: Store, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        let copy = |spec: &ResourceSpec| {
+            let c = cache::PrefixCache::new(spec.key_prefix(None));
+            tokio::spawn(c.clone().run(store.clone(), stop.clone()));
+            c
+        };
+        let copies = PolicyCopy {
+            cluster_roles: copy(&CLUSTER_ROLES),
+            cluster_role_bindings: copy(&CLUSTER_ROLE_BINDINGS),
+            roles: copy(&ROLES),
+            role_bindings: copy(&ROLE_BINDINGS),
+        };
+        Authorizer {
+            store,
+            cache: Some(Arc::new(copies)),
+        }
     }
 
     pub async fn authorize(
@@ -63,35 +112,58 @@ impl Authorizer {
             Attributes::Resource { namespace, .. } => *namespace,
             Attributes::NonResource { .. } => None,
         };
-        let rules = self.rules_for(user, namespace).await?;
+        let rules = self.rules_in(user, namespace, Source::Copy).await?;
+        if rules.iter().any(|r| rules::rule_allows(r, attrs)) {
+            return Ok(true);
+        }
+        if self.cache.is_none() {
+            return Ok(false);
+        }
+        // The copy trails the store by a watch event: a binding created a moment ago (a client
+        // that binds a role and then uses it) is read from the store before saying no.
+        let rules = self.rules_in(user, namespace, Source::Store).await?;
         Ok(rules.iter().any(|r| rules::rule_allows(r, attrs)))
     }
 
-    /// Every rule granted to `user` cluster-wide and, with `namespace`, in that namespace.
+    /// Every rule granted to `user` cluster-wide and, with `namespace`, in that namespace, read
+    /// from the store (the reviews answer with what is stored now).
     pub async fn rules_for(
         &self,
         user: &User,
         namespace: Option<&str>,
     ) -> Result<RuleSet, RbacError> {
+        self.rules_in(user, namespace, Source::Store).await
+    }
+
+    async fn rules_in(
+        &self,
+        user: &User,
+        namespace: Option<&str>,
+        source: Source,
+    ) -> Result<RuleSet, RbacError> {
         let mut out = Vec::new();
-        let mut cluster_roles: HashMap<String, Option<Value>> = HashMap::new();
-        for binding in self.list(&CLUSTER_ROLE_BINDINGS, None).await? {
+        let mut cluster_roles: HashMap<String, Option<Arc<Value>>> = HashMap::new();
+        for binding in self.list(&CLUSTER_ROLE_BINDINGS, None, source).await? {
             if rules::binding_applies(&binding, user) {
-                if let Some(role) = self.cluster_role(&binding, &mut cluster_roles).await? {
+                if let Some(role) = self
+                    .cluster_role(&binding, &mut cluster_roles, source)
+                    .await?
+                {
                     out.extend(role["rules"].as_array().cloned().unwrap_or_default());
                 }
             }
         }
         if let Some(ns) = namespace {
-            for binding in self.list(&ROLE_BINDINGS, Some(ns)).await? {
+            for binding in self.list(&ROLE_BINDINGS, Some(ns), source).await? {
                 if !rules::binding_applies(&binding, user) {
                     continue;
                 }
                 let role = if binding["roleRef"]["kind"] == "Role" {
                     let name = binding["roleRef"]["name"].as_str().unwrap_or("");
-                    self.get(&ROLES, Some(ns), name).await?
+                    self.get(&ROLES, Some(ns), name, source).await?
                 } else {
-                    self.cluster_role(&binding, &mut cluster_roles).await?
+                    self.cluster_role(&binding, &mut cluster_roles, source)
+                        .await?
                 };
                 if let Some(role) = role {
                     out.extend(role["rules"].as_array().cloned().unwrap_or_default());
@@ -104,26 +176,46 @@ impl Authorizer {
     async fn cluster_role(
         &self,
         binding: &Value,
-        cache: &mut HashMap<String, Option<Value>>,
-    ) -> Result<Option<Value>, RbacError> {
+        memo: &mut HashMap<String, Option<Arc<Value>>>,
+        source: Source,
+    ) -> Result<Option<Arc<Value>>, RbacError> {
         let name = binding["roleRef"]["name"]
             .as_str()
             .unwrap_or("")
             .to_string();
-        if let Some(hit) = cache.get(&name) {
+        if let Some(hit) = memo.get(&name) {
             return Ok(hit.clone());
         }
-        let role = self.get(&CLUSTER_ROLES, None, &name).await?;
-        cache.insert(name, role.clone());
+        let role = self.get(&CLUSTER_ROLES, None, &name, source).await?;
+        memo.insert(name, role.clone());
         Ok(role)
     }
 
-    async fn list(&self, spec: &ResourceSpec, ns: Option<&str>) -> Result<Vec<Value>, RbacError> {
-        let (items, _) = self.store.list(&spec.key_prefix(ns)).await?;
+    /// From the copy when asked and in sync, else from the store.
+    fn copy_of(&self, spec: &ResourceSpec, source: Source) -> Option<&cache::PrefixCache> {
+        match (&self.cache, source) {
+            (Some(c), Source::Copy) => Some(c.of(spec)),
+            _ => None,
+        }
+    }
+
+    async fn list(
+        &self,
+        spec: &ResourceSpec,
+        ns: Option<&str>,
+        source: Source,
+    ) -> Result<Vec<Arc<Value>>, RbacError> {
+        let prefix = spec.key_prefix(ns);
+        if let Some(items) = self.copy_of(spec, source).and_then(|c| c.list(&prefix)) {
+            return Ok(items);
+        }
+        let (items, _) = self.store.list(&prefix).await?;
         items
             .iter()
             .map(|i| {
-                from_stored(&i.value, i.mod_revision).map_err(|_| RbacError::Corrupt(i.key.clone()))
+                from_stored(&i.value, i.mod_revision)
+                    .map(Arc::new)
+                    .map_err(|_| RbacError::Corrupt(i.key.clone()))
             })
             .collect()
     }
@@ -133,11 +225,16 @@ impl Authorizer {
         spec: &ResourceSpec,
         ns: Option<&str>,
         name: &str,
-    ) -> Result<Option<Value>, RbacError> {
-        match self.store.get(&spec.key(ns, name)).await? {
+        source: Source,
+    ) -> Result<Option<Arc<Value>>, RbacError> {
+        let key = spec.key(ns, name);
+        if let Some(hit) = self.copy_of(spec, source).and_then(|c| c.get(&key)) {
+            return Ok(hit);
+        }
+        match self.store.get(&key).await? {
             None => Ok(None),
             Some(v) => from_stored(&v.value, v.mod_revision)
-                .map(Some)
+                .map(|v| Some(Arc::new(v)))
                 .map_err(|_| RbacError::Corrupt(v.key)),
         }
     }
