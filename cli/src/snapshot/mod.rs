@@ -4,7 +4,6 @@
 
 mod bundle;
 pub mod drill;
-pub mod drill_cron;
 pub mod drill_record;
 pub mod drill_source;
 pub mod external_restore;
