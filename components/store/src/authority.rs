@@ -72,6 +72,10 @@ impl<T> AuthorityFix<T> {
         }
     }
 
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
     /// Moves as many complete units from `input` to `output` as possible.
     fn process(&mut self) {
         loop {

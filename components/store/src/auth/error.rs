@@ -1,7 +1,6 @@
-//! etcd's auth errors, with etcd's exact texts (etcdctl and clientv3 match on them) and status classes;
-//! the API layer makes them tonic statuses (`api::grpc::status`).
+//! etcd's auth errors, with etcd's exact texts and gRPC codes (etcdctl and clientv3 match on them).
 
-use crate::etcd_error::ErrorCode;
+use tonic::{Code, Status};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -48,17 +47,23 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    pub fn code(&self) -> ErrorCode {
+    pub fn code(&self) -> Code {
         use AuthError::*;
         match self {
             UserEmpty | RoleEmpty | AuthFailed | PermissionNotGiven | InvalidAuthMgmt
-            | AuthOldRevision => ErrorCode::InvalidArgument,
-            PermissionDenied => ErrorCode::PermissionDenied,
-            InvalidAuthToken => ErrorCode::Unauthenticated,
+            | AuthOldRevision => Code::InvalidArgument,
+            PermissionDenied => Code::PermissionDenied,
+            InvalidAuthToken => Code::Unauthenticated,
             RootUserNotExist | RootRoleNotExist | UserAlreadyExist | UserNotFound
             | RoleAlreadyExist | RoleNotFound | RoleNotGranted | PermissionNotGranted
-            | AuthNotEnabled => ErrorCode::FailedPrecondition,
-            NoPasswordUser | VerifyOnly => ErrorCode::Unknown,
+            | AuthNotEnabled => Code::FailedPrecondition,
+            NoPasswordUser | VerifyOnly => Code::Unknown,
         }
+    }
+}
+
+impl From<AuthError> for Status {
+    fn from(e: AuthError) -> Self {
+        Status::new(e.code(), e.to_string())
     }
 }

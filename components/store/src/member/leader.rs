@@ -29,7 +29,8 @@ fn not_leader(leader_id: Option<u64>, leader_node: Option<MemberNode>) -> Forwar
     ForwardError {
         not_leader: true,
         leader: leader_id.zip(leader_node),
-        ..ForwardError::etcd(err)
+        code: err.code() as i32,
+        message: err.to_string(),
     }
 }
 

@@ -75,9 +75,12 @@ impl KeyIndex {
     }
 
     /// How many keys are live.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.live().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
