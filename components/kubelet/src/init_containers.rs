@@ -85,7 +85,6 @@ mod tests {
             restarting: false,
             started: false,
             restartable: false,
-            user: None,
         }
     }
 
@@ -134,7 +133,6 @@ mod tests {
     fn sidecar(state: ContainerState, started: bool) -> ContainerStatus {
         ContainerStatus {
             restartable: true,
-            user: None,
             started,
             ..c(state)
         }

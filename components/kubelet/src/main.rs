@@ -1,3 +1,4 @@
+use clap::Parser;
 use kiln_kubelet::{Flags, KubeletConfig};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -12,7 +13,7 @@ async fn main() -> anyhow::Result<()> {
             }),
         )
         .init();
-    let flags = Flags::load()?;
+    let flags = Flags::parse();
     if flags.cleanup {
         let n = kiln_kubelet::cleanup_workloads(&flags.container_runtime_endpoint).await?;
         println!("removed {n} pod sandbox(es)");

@@ -56,7 +56,6 @@ fn container(restart_count: i32, running: bool) -> ContainerStatus {
         restarting: false,
         started: running,
         restartable: false,
-        user: None,
     }
 }
 

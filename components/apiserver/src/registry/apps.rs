@@ -242,10 +242,6 @@ fn workload_validation(obj: &Value) -> Vec<Cause> {
         &spec["template"]["spec"],
         "spec.template.spec",
     ));
-    causes.extend(super::apparmor_annotations::template(
-        &spec["template"],
-        "spec.template",
-    ));
     causes
 }
 

@@ -4,7 +4,6 @@
 pub mod admission_registration;
 pub mod apiextensions;
 pub mod apiregistration;
-pub mod apparmor_annotations;
 pub mod apps;
 pub mod autoscaling;
 pub mod certificates;

@@ -31,9 +31,6 @@ pub struct FakeState {
     /// How a running container named so exits when stopped (its SIGTERM handler's code); others are
     /// killed, 137/Error.
     pub stop_exit_codes: HashMap<String, i32>,
-    /// What ContainerStatus reports as the user of each container, by container name (as
-    /// containerd 2.0 does); none: the runtime reports no user (containerd 1.x).
-    pub container_users: HashMap<String, super::api::LinuxUser>,
     next_id: u32,
 }
 
@@ -279,7 +276,6 @@ impl CriApi for FakeCri {
                 message: String::new(),
                 image_ref: String::new(),
                 labels,
-                user: None,
             },
         );
         Ok(id)
@@ -348,15 +344,11 @@ impl CriApi for FakeCri {
 
     async fn container_status(&self, id: &str) -> Result<CriContainer, CriError> {
         self.up("ContainerStatus")?;
-        let st = self.st();
-        let c = st
+        self.st()
             .containers
             .get(id)
-            .ok_or_else(|| not_found("ContainerStatus", id))?;
-        Ok(CriContainer {
-            user: st.container_users.get(&c.name).cloned(),
-            ..c.clone()
-        })
+            .cloned()
+            .ok_or_else(|| not_found("ContainerStatus", id))
     }
 
     async fn list_containers(&self, sandbox_id: &str) -> Result<Vec<CriContainer>, CriError> {

@@ -229,7 +229,6 @@ pub(crate) mod tests {
             restarting: false,
             started: true,
             restartable: false,
-            user: None,
         }
     }
 
