@@ -250,6 +250,7 @@ pub fn run(opts: &DrillOptions) -> DrillReport {
             registry,
             extra_images: vec![],
             init: Default::default(),
+            vm: false,
         })
     })()
     .map_err(|e| e.to_string());
