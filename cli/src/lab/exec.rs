@@ -36,19 +36,14 @@ pub fn run(cmd: &mut Command) -> Result<Output, LabError> {
 /// A fresh ed25519 SSH host key at `key` (and `key.pub`), labelled `root@<host>`: every lab host
 /// gets its own, never the machine's.
 pub fn ssh_host_keygen(key: &str, host: &str) -> Result<(), LabError> {
+    ssh_keygen(key, &format!("root@{host}"))
+}
+
+/// A fresh passphrase-less ed25519 key pair at `key` and `key.pub`, with `comment`.
+pub fn ssh_keygen(key: &str, comment: &str) -> Result<(), LabError> {
     run(&mut cmd(
         "ssh-keygen",
-        &[
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            &format!("root@{host}"),
-            "-f",
-            key,
-        ],
+        &["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", key],
     ))
     .map(|_| ())
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::exec::{cmd, describe, run};
+use super::exec::{describe, run};
 use super::layout::{host_ip, host_name, write_file, LAB_GATEWAY};
 use super::systemd::{self, InitMode};
 use super::{net, LabError, LabLayout};
@@ -19,22 +19,7 @@ pub fn ensure_ssh_key(l: &LabLayout) -> Result<(), LabError> {
     if key.exists() {
         return Ok(());
     }
-    let comment = format!("kiln-lab-{}", l.name);
-    run(&mut cmd(
-        "ssh-keygen",
-        &[
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            &comment,
-            "-f",
-            &key.to_string_lossy(),
-        ],
-    ))?;
-    Ok(())
+    super::exec::ssh_keygen(&key.to_string_lossy(), &format!("kiln-lab-{}", l.name))
 }
 
 /// The PID 1 of host `n`, if it is running (checked against its command line, or once it became systemd

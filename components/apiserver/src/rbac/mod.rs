@@ -30,13 +30,12 @@ pub enum RbacError {
     Bootstrap { name: String, message: String },
 }
 
-/// The RBAC + Node authorizer. With [`Authorizer::cached`] it reads the policy from a watch-fed
-/// copy ([`cache`]), checking a denial again against the store; [`Authorizer::new`] reads the
-/// store on every decision.
+/// The RBAC + Node authorizer: it reads the policy from a watch-fed copy ([`cache`]) and checks a
+/// denial again against the store.
 #[derive(Clone)]
 pub struct Authorizer {
     store: Store,
-    cache: Option<Arc<PolicyCopy>>,
+    cache: Arc<PolicyCopy>,
 }
 
 /// The four policy resources' copies.
@@ -69,10 +68,6 @@ enum Source {
 pub type RuleSet = Vec<Value>;
 
 impl Authorizer {
-    pub fn new(store: Store) -> Self {
-        Authorizer { store, cache: None }
-    }
-
     /// An authorizer over a watch-fed copy of the policy, kept until `stop` changes.
     pub fn cached(store: Store, stop: tokio::sync::watch::Receiver<bool>) -> Self {
         let copy = |spec: &ResourceSpec| {
@@ -88,7 +83,7 @@ impl Authorizer {
         };
         Authorizer {
             store,
-            cache: Some(Arc::new(copies)),
+            cache: Arc::new(copies),
         }
     }
 
@@ -115,9 +110,6 @@ impl Authorizer {
         let rules = self.rules_in(user, namespace, Source::Copy).await?;
         if rules.iter().any(|r| rules::rule_allows(r, attrs)) {
             return Ok(true);
-        }
-        if self.cache.is_none() {
-            return Ok(false);
         }
         // The copy trails the store by a watch event: a binding created a moment ago (a client
         // that binds a role and then uses it) is read from the store before saying no.
@@ -193,10 +185,7 @@ impl Authorizer {
 
     /// From the copy when asked and in sync, else from the store.
     fn copy_of(&self, spec: &ResourceSpec, source: Source) -> Option<&cache::PrefixCache> {
-        match (&self.cache, source) {
-            (Some(c), Source::Copy) => Some(c.of(spec)),
-            _ => None,
-        }
+        (source == Source::Copy).then(|| self.cache.of(spec))
     }
 
     async fn list(
