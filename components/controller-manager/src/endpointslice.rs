@@ -149,7 +149,9 @@ pub fn desired_slices(
         let ports: Vec<EndpointPort> = core_ports
             .into_iter()
             .map(|p| EndpointPort {
-                name: p.name,
+                // Always set, "" for an unnamed port, as upstream's reconciler does: `kubectl
+                // describe service` dereferences it to match the Service's port names.
+                name: Some(p.name.unwrap_or_default()),
                 port: Some(p.port),
                 protocol: p.protocol,
                 app_protocol: p.app_protocol,

@@ -69,6 +69,22 @@ fn one_ipv4_slice_with_conditions_and_named_port() {
     );
 }
 
+/// `kubectl describe service` dereferences each slice port's name to match it against the Service's
+/// port names: an unnamed Service port must give `name: ""`, never an absent name (kubectl panics).
+#[test]
+fn an_unnamed_service_port_gives_a_slice_port_named_empty() {
+    let mut unnamed = svc();
+    unnamed.spec.as_mut().unwrap().ports = Some(vec![serde_json::from_value(
+        json!({"port": 80, "targetPort": 8080, "protocol": "TCP"}),
+    )
+    .unwrap()]);
+    let s = only_slice(&unnamed, &[pod("a", "10.244.0.2", true, false)], &no_zone);
+    let port = &s.ports.as_ref().unwrap()[0];
+    assert_eq!((port.name.as_deref(), port.port), (Some(""), Some(8080)));
+    let wire = serde_json::to_value(&s).unwrap();
+    assert_eq!(wire["ports"][0]["name"], json!(""), "{wire}");
+}
+
 #[test]
 fn no_pods_gives_a_stable_placeholder() {
     let a = desired_slices(&svc(), &[], &no_zone);
