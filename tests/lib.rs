@@ -134,8 +134,8 @@ impl TestLab {
 }
 
 /// test.sh runs the conformance lab test beside the rest of the suite and names, in `KILN_TESTS_AFTER`, the
-/// file that appears when it ends: these 3-host labs start only then, so no more than one big cluster shares
-/// the machine's two cores with the unit and in-process tests (the wait is bounded: a hung conformance run
+/// file that appears when it ends: these labs start only then (two test executables at a time), so no other
+/// cluster shares the machine's two cores with it and the unit and in-process tests (the wait is bounded: a hung conformance run
 /// must not hang the suite too).
 fn wait_for_heavy_lab() {
     let Some(marker) = std::env::var_os("KILN_TESTS_AFTER") else {

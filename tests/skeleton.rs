@@ -145,12 +145,13 @@ fn init_gives_a_ready_node_and_reset_leaves_nothing() {
 #[test]
 #[ignore = "needs root: builds lab hosts (CI runs it with --include-ignored)"]
 fn init_joins_the_workers_and_join_converges() {
-    let lab = TestLab::up("t-join", 3, false);
+    // Not join.rs's "t-join": test.sh runs two lab test executables at once.
+    let lab = TestLab::up("t-skel-join", 3, false);
     let cluster = lab.dir.join("cluster.yaml");
     let cluster = cluster.to_string_lossy();
     let kiln = bin("kiln");
     let kiln = kiln.to_string_lossy();
-    let admin = lab.dir.join("t-join.kiln/admin.conf");
+    let admin = lab.dir.join("t-skel-join.kiln/admin.conf");
     let admin = admin.to_string_lossy();
 
     ok(&mut lab.in_lab(&[&kiln, "init", "-f", &cluster, "--wait-timeout", "120"]));

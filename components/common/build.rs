@@ -5,7 +5,8 @@
 //!
 //! Re-run when `KILN_BUILD_VERSION` changes or HEAD moves to another branch — not on every commit, so
 //! a developer's incremental builds do not rebuild every crate after each commit (their stamp may lag;
-//! CI and releases build from clean).
+//! so may CI's, which builds in one fixed tree for the same reason, see `.ci/run`; releases build from
+//! clean, and the upgrade test names its builds with `KILN_BUILD_VERSION`).
 
 use std::process::Command;
 
