@@ -1,7 +1,8 @@
 //! Admission webhooks end to end: kiln-apiserver on a real store calls a real HTTPS webhook server on
 //! 127.0.0.1 (serving certificate from a test CA, given to kiln as caBundle): a JSON patch shows on
 //! the stored object, a denial's message reaches the client, a slow webhook fails the request with
-//! failurePolicy Fail and is skipped with Ignore, objectSelector skips objects, warnings reach kubectl.
+//! failurePolicy Fail and is skipped with Ignore, objectSelector skips objects, warnings reach kubectl,
+//! matchConditions ask RBAC through `authorizer`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -500,8 +501,9 @@ metadata:
 spec:
   policyName: big-configmaps
   validationActions: [Deny]
----
-apiVersion: rbac.authorization.k8s.io/v1
+"#;
+
+const CONFIGMAP_WRITER: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: configmap-writer, namespace: default}
 rules:
@@ -556,6 +558,8 @@ async fn policy_expressions_are_checked_authorized_and_lazy() {
 
     c.kubectl_ok(&["apply", "-f", &write("big.yaml", BIG_CONFIGMAPS)])
         .await;
+    c.kubectl_ok(&["apply", "-f", &write("cm.yaml", CONFIGMAP_WRITER)])
+        .await;
     let alice = c.kubeconfig_for("alice", &[]);
     let big = |name: &str| {
         write(
@@ -600,4 +604,67 @@ async fn policy_expressions_are_checked_authorized_and_lazy() {
         .await;
     let (ok, _, err) = c.kubectl(&alice, &["create", "-f", &big1]).await;
     assert!(ok, "{err}");
+}
+
+/// A webhook's matchConditions may ask the `authorizer`, as upstream's: the denying webhook is
+/// called only for users RBAC does not let create secrets — alice, until a Role lets her; never
+/// the admin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_match_conditions_ask_the_authorizer() {
+    let c = Cluster::start().await;
+    let (addr, ca) = webhook_server().await;
+    let write = |name: &str, content: &str| {
+        let p = c.dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    c.kubectl_ok(&["apply", "-f", &write("cm.yaml", CONFIGMAP_WRITER)])
+        .await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(c.admin().await);
+    let v: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "deny-unprivileged"},
+        "webhooks": [webhook("unprivileged.webhooks.kiln.test", format!("https://{addr}/deny"), &ca, "configmaps",
+            json!({"matchConditions": [{"name": "cannot-create-secrets",
+                "expression": "!authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('create').allowed()"}]}))],
+    }))
+    .unwrap();
+    validating.create(&PostParams::default(), &v).await.unwrap();
+
+    let alice = c.kubeconfig_for("alice", &[]);
+    let mut n = 0;
+    let err = kiln_testkit::eventually("the webhook to deny alice", || {
+        n += 1;
+        let (c, alice) = (&c, alice.clone());
+        let name = format!("forbidden-alice-{n}");
+        async move {
+            let (ok, _, err) = c
+                .kubectl(&alice, &["create", "configmap", &name, "-n", "default"])
+                .await;
+            (!ok).then_some(err)
+        }
+    })
+    .await;
+    assert!(
+        err.contains("admission webhook \"unprivileged.webhooks.kiln.test\" denied the request: names starting with forbidden- are not allowed"),
+        "{err}"
+    );
+    // The admin may create secrets: the condition is false, the webhook is not called.
+    c.kubectl_ok(&["create", "configmap", "forbidden-admin", "-n", "default"])
+        .await;
+    // Once RBAC lets alice create secrets, the webhook is skipped for her too.
+    c.kubectl_ok(&["apply", "-f", &write("secrets.yaml", SECRET_WRITER)])
+        .await;
+    let mut n = 0;
+    kiln_testkit::eventually("the webhook to skip alice", || {
+        n += 1;
+        let (c, alice) = (&c, alice.clone());
+        let name = format!("forbidden-alice-ok-{n}");
+        async move {
+            let (ok, _, _) = c
+                .kubectl(&alice, &["create", "configmap", &name, "-n", "default"])
+                .await;
+            ok.then_some(())
+        }
+    })
+    .await;
 }

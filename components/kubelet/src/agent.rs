@@ -246,11 +246,15 @@ impl NodeAgent {
                             source: kube::Error::Api(e),
                             ..
                         }) if e.code == 404 => {
-                            tracing::warn!(node = %self.cfg.node_name, "node object is gone; registering again");
-                            node_uid = None;
-                            return Ok::<(), AgentError>(());
+                            // As upstream's kubelet: it registers once per start. A Node deleted under
+                            // a running kubelet (a drain and `kubectl delete node`, reset's
+                            // leave-cluster before it stops the kubelet) stays deleted: creating it
+                            // again brought back, as NotReady, a host an operator had removed.
+                            tracing::warn!(node = %self.cfg.node_name, "Error updating node status, will retry: error getting node {:?}: {}", self.cfg.node_name, e.message);
                         }
-                        r => r?,
+                        r => {
+                            r?;
+                        }
                     };
                     next_status = Instant::now() + self.cfg.node_status_update_frequency;
                     reported_pressure = pressure;

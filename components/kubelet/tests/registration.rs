@@ -213,6 +213,23 @@ async fn registers_node_lease_and_mirror_pods_once_the_api_server_comes_up() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // 8. A Node deleted under the running kubelet stays deleted, as upstream's: the kubelet
+    //    registers once per start (reset's leave-cluster deletes it before stopping the kubelet).
+    nodes
+        .delete(NODE, &Default::default())
+        .await
+        .expect("node deleted");
+    let renewals = kubelet.agent_state.borrow().lease_renewals;
+    eventually(30, "three more lease renewals", || {
+        let n = kubelet.agent_state.borrow().lease_renewals;
+        async move { (n >= renewals + 3).then_some(()) }
+    })
+    .await;
+    assert!(
+        nodes.get_opt(NODE).await.unwrap().is_none(),
+        "the kubelet created its deleted Node again"
+    );
+
     kubelet.shutdown().await;
     apiserver.shutdown().await;
     drop(etcd);

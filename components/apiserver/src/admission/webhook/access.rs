@@ -105,6 +105,25 @@ impl KnownDecisions {
     }
 }
 
+/// Runs `eval` with an `authorizer` for `req` bound, and while the checks it reached were not yet
+/// answered, asks `checker` for them and runs it again (at most `MAX_ROUNDS` times): the result of
+/// the last run, in which every check it reached had its decision.
+pub async fn evaluate_with_authorizer<T>(
+    req: &Request,
+    checker: &dyn AccessChecker,
+    mut eval: impl FnMut(AuthorizerVal) -> T,
+) -> T {
+    let decisions = Arc::new(KnownDecisions::default());
+    let mut rounds = 0;
+    loop {
+        let result = eval(authorizer_for(req, Arc::clone(&decisions)));
+        rounds += 1;
+        if rounds > MAX_ROUNDS || !decisions.answer_pending(checker).await {
+            return result;
+        }
+    }
+}
+
 /// The `authorizer` variable for `req`: its user (anonymous as upstream names it) and its
 /// resource for `authorizer.requestResource`.
 pub fn authorizer_for(req: &Request, decisions: Arc<KnownDecisions>) -> AuthorizerVal {

@@ -6,6 +6,8 @@ use serde_json::{Map, Value};
 
 use super::hook::{Hook, Rule};
 use super::request::Request;
+use crate::cel::authz::AuthorizerVal;
+use crate::cel::{Activation, Program};
 
 fn listed(list: &[String], value: &str) -> bool {
     list.iter().any(|x| x == "*" || x == value)
@@ -146,23 +148,33 @@ pub fn namespace_matches(
     namespace_labels.is_some_and(|l| selector_matches(&hook.namespace_selector, l))
 }
 
-/// matchConditions, CEL over `object`, `oldObject` and `request` (the AdmissionRequest): `Ok(true)`
-/// when all hold. A false condition wins over another's error, as upstream; an error otherwise is
-/// the caller's to weigh against failurePolicy. (`authorizer` is not offered.)
-pub fn conditions_match(hook: &Hook, req: &Request, version: &str) -> Result<bool, String> {
+/// matchConditions, CEL over `object`, `oldObject`, `request` (the AdmissionRequest) and, when
+/// given, `authorizer` (the caller answers its checks: `access::evaluate_with_authorizer`):
+/// `Ok(true)` when all hold. A false condition wins over another's error, as upstream; an error
+/// otherwise is the caller's to weigh against failurePolicy.
+pub fn conditions_match(
+    hook: &Hook,
+    req: &Request,
+    version: &str,
+    authorizer: Option<AuthorizerVal>,
+) -> Result<bool, String> {
     if hook.match_conditions.is_empty() {
         return Ok(true);
     }
     let review = req.review("", version);
     let request = &review["request"];
-    let vars = [
-        ("object", &request["object"]),
-        ("oldObject", &request["oldObject"]),
-        ("request", request),
-    ];
+    let activation = Activation::new(
+        vec![
+            ("object".into(), request["object"].clone()),
+            ("oldObject".into(), request["oldObject"].clone()),
+            ("request".into(), request.clone()),
+        ],
+        authorizer,
+        Vec::new(),
+    );
     let mut error = None;
     for (name, expression) in &hook.match_conditions {
-        let result = crate::cel::Program::compile(expression).and_then(|p| p.eval(&vars));
+        let result = Program::compile(expression).and_then(|p| activation.eval(&p));
         match result {
             Ok(Value::Bool(true)) => {}
             Ok(Value::Bool(false)) => return Ok(false),
@@ -296,21 +308,89 @@ mod tests {
             ("named", "object.metadata.name == 'cm'"),
             ("user", "request.userInfo.username == 'alice'"),
         ]);
-        assert_eq!(conditions_match(&h, &req, "v1"), Ok(true));
+        assert_eq!(conditions_match(&h, &req, "v1", None), Ok(true));
         h.match_conditions = cond(&[("create", "request.operation == 'UPDATE'")]);
-        assert_eq!(conditions_match(&h, &req, "v1"), Ok(false));
+        assert_eq!(conditions_match(&h, &req, "v1", None), Ok(false));
         h.match_conditions = cond(&[("broken", "object.nope.deeper"), ("no", "false")]);
         assert_eq!(
-            conditions_match(&h, &req, "v1"),
+            conditions_match(&h, &req, "v1", None),
             Ok(false),
             "false wins over an error"
         );
         h.match_conditions = cond(&[("broken", "object.nope.deeper")]);
-        assert!(conditions_match(&h, &req, "v1")
+        assert!(conditions_match(&h, &req, "v1", None)
             .unwrap_err()
             .starts_with("matchCondition \"broken\": "));
         h.match_conditions = cond(&[("old", "oldObject == null")]);
-        assert_eq!(conditions_match(&h, &req, "v1"), Ok(true));
+        assert_eq!(conditions_match(&h, &req, "v1", None), Ok(true));
+    }
+
+    /// The server's authorizer as a test double: allows the verbs listed, records every query.
+    struct RecordingChecker {
+        allow: &'static [&'static str],
+        asked: std::sync::Mutex<Vec<crate::cel::authz::AccessQuery>>,
+    }
+
+    impl super::super::access::AccessChecker for RecordingChecker {
+        fn allowed<'a>(
+            &'a self,
+            query: &'a crate::cel::authz::AccessQuery,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, String>> + Send + 'a>>
+        {
+            self.asked.lock().unwrap().push(query.clone());
+            let allowed = self.allow.contains(&query.verb.as_str());
+            Box::pin(async move { Ok(allowed) })
+        }
+    }
+
+    #[tokio::test]
+    async fn match_conditions_ask_the_authorizer_once_per_check() {
+        use super::super::access::evaluate_with_authorizer;
+        use crate::cel::authz::AccessTarget;
+        let mut h = hook(rule(&["*"], &["*"], &["*"], &["*"], "*"));
+        h.match_conditions = vec![
+            ("named".into(), "object.metadata.name == 'cm'".into()),
+            (
+                "may-list-pods".into(),
+                "authorizer.group('').resource('pods').namespace('default').check('list').allowed()"
+                    .into(),
+            ),
+        ];
+        let req = configmap_create();
+        let run = |allow| {
+            let checker = RecordingChecker {
+                allow,
+                asked: Default::default(),
+            };
+            let (h, req) = (&h, &req);
+            async move {
+                let verdict = evaluate_with_authorizer(req, &checker, |a| {
+                    conditions_match(h, req, "v1", Some(a))
+                })
+                .await;
+                (verdict, checker.asked.into_inner().unwrap())
+            }
+        };
+        let (verdict, asked) = run(&["list"]).await;
+        assert_eq!(verdict, Ok(true));
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert_eq!(asked[0].user, "alice");
+        assert_eq!(asked[0].verb, "list");
+        assert_eq!(
+            asked[0].target,
+            AccessTarget::Resource {
+                group: "".into(),
+                resource: "pods".into(),
+                subresource: "".into(),
+                namespace: "default".into(),
+                name: "".into(),
+            }
+        );
+        let (verdict, asked) = run(&[]).await;
+        assert_eq!(verdict, Ok(false), "a denied check is a false condition");
+        assert_eq!(asked.len(), 1);
+        // Unbound, `authorizer` is an error for failurePolicy to weigh, never a silent match.
+        assert!(conditions_match(&h, &req, "v1", None).is_err());
     }
 
     #[test]

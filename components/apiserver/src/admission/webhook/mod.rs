@@ -5,8 +5,8 @@
 //!
 //! MutatingAdmissionPolicies with their bindings run first (`mutating_policy`), then the mutating
 //! webhooks; ValidatingAdmissionPolicies with their bindings run last (`policy`).
-//! matchConditions are CEL (`crate::cel`) over object/oldObject/request; `authorizer` is offered
-//! to ValidatingAdmissionPolicies only (`access`). Connects (exec, attach) are admitted with operation CONNECT (`connect`); the other action
+//! matchConditions are CEL (`crate::cel`) over object/oldObject/request and `authorizer`, whose
+//! checks RBAC answers (`access`), for webhooks and ValidatingAdmissionPolicies alike. Connects (exec, attach) are admitted with operation CONNECT (`connect`); the other action
 //! subresources (binding, eviction, scale, ...) do not call webhooks yet.
 
 pub mod access;
@@ -244,7 +244,15 @@ async fn select(
         if !matching::namespace_matches(&hook, req, labels.as_ref()) {
             continue;
         }
-        match matching::conditions_match(&hook, req, &version) {
+        let verdict = if hook.match_conditions.is_empty() {
+            Ok(true)
+        } else {
+            access::evaluate_with_authorizer(req, state.access, |authorizer| {
+                matching::conditions_match(&hook, req, &version, Some(authorizer))
+            })
+            .await
+        };
+        match verdict {
             Ok(true) => out.push(Selected { hook, version }),
             Ok(false) => {}
             Err(reason) if hook.ignore_failures => {

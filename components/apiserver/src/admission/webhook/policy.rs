@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::access::{authorizer_for, KnownDecisions, MAX_ROUNDS};
+use super::access::evaluate_with_authorizer;
 use super::hook::{parse_conditions, parse_rules, Endpoint, Hook, Kind};
 use super::matching;
 use super::request::Request;
@@ -378,25 +378,18 @@ pub async fn admit(
             Ok(Some(params)) => {
                 let mut all = Vec::new();
                 for p in &params {
-                    let decisions = Arc::new(KnownDecisions::default());
-                    let mut rounds = 0;
-                    // Evaluate; while checks of `authorizer` were reached unanswered, answer
-                    // them and evaluate again.
-                    let decision = loop {
-                        let decision = evaluate_with(
+                    let decision = evaluate_with_authorizer(req, state.access, |authorizer| {
+                        evaluate_with(
                             policy,
                             binding,
                             req,
                             p,
                             &namespace_object,
                             ns_labels.as_ref(),
-                            Some(authorizer_for(req, Arc::clone(&decisions))),
-                        );
-                        rounds += 1;
-                        if rounds > MAX_ROUNDS || !decisions.answer_pending(state.access).await {
-                            break decision;
-                        }
-                    };
+                            Some(authorizer),
+                        )
+                    })
+                    .await;
                     if let Decision::Violations(mut v) = decision {
                         all.append(&mut v);
                     }
