@@ -180,8 +180,12 @@ impl NodeAgent {
     }
 
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        /// How long the Node must stay missing before the kubelet registers it again (see the
+        /// status update below).
+        const NODE_GONE_REREGISTER: Duration = Duration::from_secs(60);
         let mut client: Option<Client> = None;
         let mut node_uid: Option<String> = None;
+        let mut node_missing_since: Option<Instant> = None;
         let mut mirrors = MirrorSync::default();
         let mut log = FailureLog::default();
         let now = Instant::now();
@@ -246,14 +250,22 @@ impl NodeAgent {
                             source: kube::Error::Api(e),
                             ..
                         }) if e.code == 404 => {
-                            // As upstream's kubelet: it registers once per start. A Node deleted under
-                            // a running kubelet (a drain and `kubectl delete node`, reset's
-                            // leave-cluster before it stops the kubelet) stays deleted: creating it
-                            // again brought back, as NotReady, a host an operator had removed.
+                            // A Node deleted under a running kubelet is not created again at once:
+                            // reset's leave-cluster deletes it a few seconds before it stops the
+                            // kubelet, and an immediate re-registration brought the removed host
+                            // back, NotReady. Upstream's kubelet never registers again; kiln does
+                            // after NODE_GONE_REREGISTER, because a store restored onto new hosts
+                            // lacks the Nodes their kubelets registered before the restore.
+                            let since = *node_missing_since.get_or_insert_with(Instant::now);
                             tracing::warn!(node = %self.cfg.node_name, "Error updating node status, will retry: error getting node {:?}: {}", self.cfg.node_name, e.message);
+                            if since.elapsed() >= NODE_GONE_REREGISTER {
+                                node_uid = None;
+                                node_missing_since = None;
+                            }
                         }
                         r => {
                             r?;
+                            node_missing_since = None;
                         }
                     };
                     next_status = Instant::now() + self.cfg.node_status_update_frequency;

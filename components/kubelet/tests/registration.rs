@@ -213,8 +213,9 @@ async fn registers_node_lease_and_mirror_pods_once_the_api_server_comes_up() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // 8. A Node deleted under the running kubelet stays deleted, as upstream's: the kubelet
-    //    registers once per start (reset's leave-cluster deletes it before stopping the kubelet).
+    // 8. A Node deleted under the running kubelet is not created again at once (reset's
+    //    leave-cluster deletes it a few seconds before it stops the kubelet; the kubelet waits
+    //    60 s before it registers again).
     nodes
         .delete(NODE, &Default::default())
         .await
@@ -227,7 +228,7 @@ async fn registers_node_lease_and_mirror_pods_once_the_api_server_comes_up() {
     .await;
     assert!(
         nodes.get_opt(NODE).await.unwrap().is_none(),
-        "the kubelet created its deleted Node again"
+        "the kubelet created its deleted Node again at once"
     );
 
     kubelet.shutdown().await;
