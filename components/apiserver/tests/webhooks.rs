@@ -631,15 +631,22 @@ async fn webhook_match_conditions_ask_the_authorizer() {
     validating.create(&PostParams::default(), &v).await.unwrap();
 
     let alice = c.kubeconfig_for("alice", &[]);
-    let mut n = 0;
-    let err = kiln_testkit::eventually("the webhook to deny alice", || {
-        n += 1;
+    // alice creates a configmap with kubectl: (succeeded, stderr).
+    let alice_creates = |name: String| {
         let (c, alice) = (&c, alice.clone());
-        let name = format!("forbidden-alice-{n}");
         async move {
             let (ok, _, err) = c
                 .kubectl(&alice, &["create", "configmap", &name, "-n", "default"])
                 .await;
+            (ok, err)
+        }
+    };
+    let mut n = 0;
+    let err = kiln_testkit::eventually("the webhook to deny alice", || {
+        n += 1;
+        let attempt = alice_creates(format!("forbidden-alice-{n}"));
+        async move {
+            let (ok, err) = attempt.await;
             (!ok).then_some(err)
         }
     })
@@ -657,14 +664,8 @@ async fn webhook_match_conditions_ask_the_authorizer() {
     let mut n = 0;
     kiln_testkit::eventually("the webhook to skip alice", || {
         n += 1;
-        let (c, alice) = (&c, alice.clone());
-        let name = format!("forbidden-alice-ok-{n}");
-        async move {
-            let (ok, _, _) = c
-                .kubectl(&alice, &["create", "configmap", &name, "-n", "default"])
-                .await;
-            ok.then_some(())
-        }
+        let attempt = alice_creates(format!("forbidden-alice-ok-{n}"));
+        async move { attempt.await.0.then_some(()) }
     })
     .await;
 }

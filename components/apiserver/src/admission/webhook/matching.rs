@@ -161,13 +161,12 @@ pub fn conditions_match(
     if hook.match_conditions.is_empty() {
         return Ok(true);
     }
-    let review = req.review("", version);
-    let request = &review["request"];
+    let request = req.review("", version)["request"].take();
     let activation = Activation::new(
         vec![
             ("object".into(), request["object"].clone()),
             ("oldObject".into(), request["oldObject"].clone()),
-            ("request".into(), request.clone()),
+            ("request".into(), request),
         ],
         authorizer,
         Vec::new(),

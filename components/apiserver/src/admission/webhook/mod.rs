@@ -244,6 +244,7 @@ async fn select(
         if !matching::namespace_matches(&hook, req, labels.as_ref()) {
             continue;
         }
+        // Most hooks have no conditions: no authorizer to make for them on every request.
         let verdict = if hook.match_conditions.is_empty() {
             Ok(true)
         } else {
