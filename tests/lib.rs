@@ -1,6 +1,8 @@
 //! Shared helpers for kiln's end-to-end tests: find the built binaries, drive `kiln lab` like a user does,
 //! and tear labs down even when a test fails.
 
+pub mod builds;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -96,6 +98,26 @@ impl TestLab {
         }
         args.extend(["--init", init]);
         ok(&mut lab.kiln(&args));
+        lab
+    }
+
+    /// A lab whose hosts are qemu VMs (`kiln lab up --vm`): each with its own Debian kernel and systemd.
+    pub fn up_vm(name: &str, hosts: u32, registry: bool) -> TestLab {
+        require_root();
+        wait_for_heavy_lab();
+        let lab = TestLab {
+            name: name.to_string(),
+            hosts,
+            dir: PathBuf::from("/tmp/kiln-lab").join(name),
+        };
+        let _ = run(&mut lab.kiln(&["lab", "down"]));
+        let hosts_s = hosts.to_string();
+        let mut args = vec!["lab", "up", "--vm", "--hosts", &hosts_s];
+        if !registry {
+            args.push("--no-registry");
+        }
+        let out = ok(&mut lab.kiln(&args));
+        eprintln!("{out}");
         lab
     }
 

@@ -2,13 +2,7 @@
 //! cluster from build A to build B while a Deployment behind a NodePort (2 replicas, a
 //! PodDisruptionBudget of minAvailable 1) is requested every 100 ms and the API written every 200 ms.
 //!
-//! Builds A and B: rebuilding kiln inside a test takes far too long, so A is the binaries this
-//! checkout built and B the same binaries with their build stamp rewritten in place — every
-//! occurrence of the stamp's build (`kiln_common::version::BUILD`, in `--version`, `/version` and the
-//! Node's kubeletVersion) replaced by a string of the same length (`upgB…`). That is what
-//! `KILN_BUILD_VERSION=upgB… cargo build` would produce for this source: the files of A and B really
-//! differ (their sha256, which is what the upgrade compares) and really report different builds,
-//! through the same code paths a release build does.
+//! Builds A and B: see `kiln_tests::builds` (B is A with its build stamp rewritten in place).
 //!
 //! Zero downtime, read as the issue means it: no HTTP request through the NodePort fails (it goes
 //! through the controller's NodePort, a node that is never drained; its proxy's rules stay in place
@@ -21,61 +15,13 @@
 //! for the controller-manager's lease to be led again (its `gate leaders`): before, a worker drained
 //! inside that ~16 s gap left its evicted pod in the EndpointSlices and a few requests failed.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kiln_tests::builds::{built, stamped, when, COMPONENTS};
 use kiln_tests::{bin, ok, run, Cluster, TestLab};
 
 const AGNHOST: &str = "10.250.0.1:5000/kiln/agnhost:1";
-const COMPONENTS: &[&str] = &[
-    "kiln-store",
-    "kiln-apiserver",
-    "kiln-scheduler",
-    "kiln-controller-manager",
-    "kiln-kubelet",
-    "kiln-proxy",
-    "kiln-dns",
-];
-
-/// The build of the binaries this checkout built (`kiln-kubelet 0.1.0 (build X, Kubernetes …)`).
-fn built() -> String {
-    let v = ok(Command::new(bin("kiln-kubelet")).arg("--version"));
-    v.split("(build ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .expect("a stamped --version")
-        .to_string()
-}
-
-/// The component binaries with their build stamp rewritten to `upg<tag>…` (see the module), in `dir`.
-fn stamped(dir: &Path, tag: char) -> String {
-    let from = built();
-    assert!(from.len() >= 4, "build {from:?} too short to rewrite");
-    let to = format!("upg{tag}{}", &from[4..]);
-    std::fs::create_dir_all(dir).unwrap();
-    for b in COMPONENTS {
-        let mut data = std::fs::read(bin(b)).unwrap();
-        let mut n = 0;
-        let mut i = 0;
-        while let Some(at) = data[i..]
-            .windows(from.len())
-            .position(|w| w == from.as_bytes())
-        {
-            data[i + at..i + at + from.len()].copy_from_slice(to.as_bytes());
-            i += at + from.len();
-            n += 1;
-        }
-        assert!(n >= 1, "{b}: the stamp {from:?} not found");
-        let out = dir.join(b);
-        std::fs::write(&out, &data).unwrap();
-        ok(Command::new("chmod").args(["755", out.to_str().unwrap()]));
-        let v = ok(Command::new(&out).arg("--version"));
-        assert!(v.contains(&format!("(build {to},")), "{b}: {v}");
-    }
-    to
-}
 
 fn workload(c: &Cluster) {
     let manifest = format!(
@@ -173,60 +119,16 @@ fn stop_clients(c: &Cluster, clients: (std::process::Child, std::process::Child)
 
 /// `kiln upgrade apply`, its lines stamped with the time they were printed; its exit status.
 fn apply_timed(c: &Cluster, args: &[&str]) -> (bool, Vec<(f64, String)>) {
-    let mut v = vec![c.kiln.as_str(), "upgrade", "apply", "-f", &c.file];
-    v.extend_from_slice(args);
-    let mut child = c.lab.in_lab(&v).stdout(Stdio::piped()).spawn().unwrap();
-    let mut lines = vec![];
-    for l in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let l = l.unwrap();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        eprintln!("{l}");
-        lines.push((now, l));
-    }
-    (child.wait().unwrap().success(), lines)
-}
-
-fn when(lines: &[(f64, String)], prefix: &str) -> f64 {
-    lines
-        .iter()
-        .find(|(_, l)| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no line {prefix:?}"))
-        .0
+    kiln_tests::builds::upgrade_timed(&c.lab, &c.file, args)
 }
 
 fn every_component_reports(c: &Cluster, build: &str) {
-    let kubelets = c.kubectl(&[
-        "get",
-        "nodes",
-        "-o",
-        "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.kubeProxyVersion}{\"\\n\"}{end}",
-    ]);
-    assert_eq!(kubelets.lines().count(), 3, "{kubelets}");
-    for v in kubelets.split_whitespace() {
-        assert!(v.ends_with(&format!("+{build}")), "{kubelets}");
-    }
-    let version = c.kubectl(&["get", "--raw", "/version"]);
-    assert!(version.contains(&format!("+{build}\"")), "{version}");
-    for h in ["host1", "host2", "host3"] {
-        // Every running kiln process, by its executable: the installed binary, stamped B.
-        let ps = c.lab.ssh_ok(
-            h,
-            "for p in /proc/[0-9]*; do e=$(readlink $p/exe 2>/dev/null) || continue; \
-             case \"$e\" in /usr/local/bin/kiln-*) echo \"$e\";; esac; done | sort -u",
-        );
-        assert!(!ps.contains("(deleted)"), "{h}: {ps}");
-        for exe in ps.lines() {
-            let v = c.lab.ssh_ok(h, &format!("{exe} --version"));
-            assert!(v.contains(&format!("(build {build},")), "{h} {exe}: {v}");
-        }
-        assert!(
-            ps.contains("kiln-kubelet") && ps.contains("kiln-proxy"),
-            "{h}: {ps}"
-        );
-    }
+    kiln_tests::builds::every_component_reports(
+        &c.lab,
+        &c.admin,
+        &["host1", "host2", "host3"],
+        build,
+    );
 }
 
 #[test]

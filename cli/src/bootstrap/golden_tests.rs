@@ -106,6 +106,14 @@ fn rendered_files_match_the_golden_copies() {
     let mut k = tera::Context::new();
     k.insert("kubelet_command", &kubelet_command(&ctx, "host2").unwrap());
     super::phases::binary_hash::insert_binary_hashes(&ctx, &mut k);
+    k.insert(
+        "kubelet_config_sha256",
+        &super::phases::kubelet_config::config_sha256(&ctx),
+    );
+    check(
+        "kubelet-config.yaml",
+        &super::phases::kubelet_config::config_text(&ctx),
+    );
     check(
         "kiln-kubelet.service",
         &render("kiln-kubelet.service", &k).unwrap(),

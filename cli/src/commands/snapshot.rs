@@ -117,7 +117,9 @@ pub enum SnapshotCommand {
         cluster: ClusterArgs,
         /// Interval (6h, 30m, 45s, 1d) or a cron schedule as spec.store.backup.schedule takes it
         /// ("0 */6 * * *", @daily, "@every 6h").
-        #[arg(long, required_unless_present_any = ["remove", "status"])]
+        /// With --drill: when the drill entry runs, as cron reads it (5 fields or @hourly/@daily…;
+        /// default "30 * * * *").
+        #[arg(long, required_unless_present_any = ["remove", "status", "drill"])]
         every: Option<String>,
         /// Bundles to keep on each controller.
         #[arg(long, default_value_t = 10)]
@@ -128,9 +130,16 @@ pub enum SnapshotCommand {
         /// Encrypt the scheduled bundles with this key (copied to the controllers, 0600).
         #[arg(long)]
         encrypt_key_file: Option<PathBuf>,
-        /// Uninstall the schedule (bundles and the log stay).
+        /// Uninstall the schedule (bundles and the log stay); with --drill, the drill entry.
         #[arg(long, conflicts_with_all = ["status", "every"])]
         remove: bool,
+        /// Routine drills instead: install this machine's cron entry for `kiln drill --scheduled`
+        /// (/etc/cron.d/kiln-drill-<cluster>; spec.store.backup.drill says how often a drill is due).
+        #[arg(long, conflicts_with_all = ["status", "s3"])]
+        drill: bool,
+        /// Where --drill writes its entry.
+        #[arg(long, hide = true, default_value = crate::snapshot::drill_cron::CRON_DIR)]
+        cron_dir: PathBuf,
         /// Per controller: installed?, interval, last run and result, bundle count.
         #[arg(long, conflicts_with = "every")]
         status: bool,
@@ -334,11 +343,22 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             dir,
             encrypt_key_file,
             remove,
+            drill,
+            cron_dir,
             status,
             s3,
             s3_args,
         } => {
             let ctx = cluster.context(vec![], 0)?;
+            if drill {
+                return drill_entry(
+                    &ctx,
+                    &cron_dir,
+                    every.as_deref(),
+                    encrypt_key_file.as_deref(),
+                    remove,
+                );
+            }
             let rt = runtime()?;
             if remove {
                 rt.block_on(schedule::remove(&ctx))?;
@@ -415,6 +435,59 @@ pub fn run(cmd: SnapshotCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `snapshot schedule --drill [--remove]`: this machine's cron entry for routine drills.
+fn drill_entry(
+    ctx: &crate::bootstrap::Context,
+    cron_dir: &Path,
+    every: Option<&str>,
+    key_file: Option<&Path>,
+    remove: bool,
+) -> anyhow::Result<i32> {
+    use crate::snapshot::drill_cron;
+    let cluster = &ctx.cluster.config.metadata.name;
+    if remove {
+        match drill_cron::remove(cron_dir, cluster)? {
+            Some(p) => println!("removed {}", p.display()),
+            None => println!(
+                "no drill entry for cluster {cluster} in {}",
+                cron_dir.display()
+            ),
+        }
+        return Ok(0);
+    }
+    let declared = ctx
+        .cluster
+        .config
+        .spec
+        .store
+        .backup
+        .as_ref()
+        .and_then(|b| b.drill.as_ref());
+    if declared.is_none() {
+        anyhow::bail!(
+            "--drill: no spec.store.backup.drill in cluster.yaml (declare `drill: {{every: N}}` under \
+             spec.store.backup: how many bundles between two drills)"
+        );
+    }
+    let absolute = |p: &Path| -> anyhow::Result<PathBuf> {
+        std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    };
+    let entry = drill_cron::DrillCron {
+        cluster: cluster.clone(),
+        at: drill_cron::cron_time(every)?,
+        kiln: std::env::current_exe()?,
+        file: absolute(&ctx.cluster.path)?,
+        key_file: key_file.map(absolute).transpose()?,
+        state_dir: std::path::absolute(&ctx.state_dir)?,
+    };
+    match drill_cron::install(cron_dir, &entry)? {
+        drill_cron::Installed::Written(p) => println!("installed {}", p.display()),
+        drill_cron::Installed::Unchanged(p) => println!("{} up to date", p.display()),
+    }
+    println!("{} root {}", entry.at, entry.command());
+    Ok(0)
 }
 
 /// `snapshot list --dir s3://…`: the bundles under the prefix, newest first.

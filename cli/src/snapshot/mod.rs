@@ -4,6 +4,7 @@
 
 mod bundle;
 pub mod drill;
+pub mod drill_cron;
 pub mod drill_record;
 pub mod drill_source;
 pub mod external_restore;

@@ -10,8 +10,9 @@ use super::drain;
 use super::plan::{Step, Target};
 use super::stamp::Stamp;
 use super::steps::{Action, Actions, Gate};
+use crate::bootstrap::host_files::{install_files, Install};
 use crate::bootstrap::phases::{
-    member_client::MemberClient, REMOTE_BIN, SUPERVISOR, SUPERVISOR_PID, UNIT,
+    binary_hash, member_client::MemberClient, REMOTE_BIN, SUPERVISOR, SUPERVISOR_PID, UNIT,
 };
 use crate::bootstrap::Context;
 use crate::transport::{shell_quote, Payload, Transport};
@@ -19,6 +20,10 @@ use crate::transport::{shell_quote, Payload, Transport};
 /// Present on a host while its upgrade is under way: a re-run resumes that host even when its
 /// binaries are already the target's (the restart or the gates may not have happened).
 pub const MARKER: &str = "/var/lib/kiln/upgrade-in-progress";
+
+/// Where the host's manifests and kubelet unit are kept as they were before the swap (under their
+/// own paths), for a rollback; outside the manifest directory, which the kubelet reads whole.
+pub const KEPT_FILES: &str = "/var/lib/kiln/upgrade-prev";
 
 pub struct HostActions<'a> {
     pub ctx: &'a Context,
@@ -31,11 +36,12 @@ pub struct HostActions<'a> {
 /// The leader leases whose holder must be alive before a worker is drained.
 const LEADER_LEASES: &[&str] = &["kube-controller-manager", "kube-scheduler"];
 
-/// Restart the kubelet: systemd's unit, else TERM the supervisor's kubelet (it stops its static pods
-/// first) and wait for the supervisor to start the binary now installed.
+/// Restart the kubelet: systemd's unit (its file may have changed: reloaded first), else TERM the
+/// supervisor's kubelet (it stops its static pods first) and wait for the supervisor to start the
+/// binary now installed.
 fn restart_script() -> String {
     format!(
-        "if [ -d /run/systemd/system ] && [ -f {UNIT} ]; then exec systemctl restart kiln-kubelet; fi\n\
+        "if [ -d /run/systemd/system ] && [ -f {UNIT} ]; then systemctl daemon-reload; exec systemctl restart kiln-kubelet; fi\n\
          sup=$(cat {SUPERVISOR_PID} 2>/dev/null)\n\
          if ! kill -0 \"$sup\" 2>/dev/null; then setsid /bin/sh {SUPERVISOR} </dev/null >/dev/null 2>&1 & exit 0; fi\n\
          old=$(pgrep -P \"$sup\" -x kiln-kubelet)\n\
@@ -45,6 +51,57 @@ fn restart_script() -> String {
          for i in $(seq 150); do new=$(pgrep -P \"$sup\" -x kiln-kubelet); \
          [ -n \"$new\" ] && [ \"$new\" != \"$old\" ] && exit 0; sleep 0.1; done\n\
          echo 'the kubelet did not start again' >&2; exit 1"
+    )
+}
+
+/// Stop the kubelet and wait until it is gone (it stops its static pods first): systemd's unit, else
+/// the supervisor, whose TERM trap stops the kubelet and waits for it.
+fn stop_script() -> String {
+    format!(
+        "if [ -d /run/systemd/system ] && [ -f {UNIT} ]; then exec systemctl stop kiln-kubelet; fi\n\
+         sup=$(cat {SUPERVISOR_PID} 2>/dev/null)\n\
+         if [ -n \"$sup\" ] && kill -0 \"$sup\" 2>/dev/null; then kill -TERM \"$sup\"\n\
+           for i in $(seq 900); do kill -0 \"$sup\" 2>/dev/null || break; sleep 0.1; done\n\
+           kill -0 \"$sup\" 2>/dev/null && kill -KILL -- -\"$sup\" 2>/dev/null; fi\n\
+         rm -f {SUPERVISOR_PID}"
+    )
+}
+
+/// Start the kubelet stopped by [`stop_script`] from its (new) unit or supervisor script, and wait
+/// for the supervisor's kubelet to run.
+fn start_script() -> String {
+    format!(
+        "if [ -d /run/systemd/system ] && [ -f {UNIT} ]; then systemctl daemon-reload; exec systemctl start kiln-kubelet; fi\n\
+         setsid /bin/sh {SUPERVISOR} </dev/null >/dev/null 2>&1 &\n\
+         for i in $(seq 150); do sup=$(cat {SUPERVISOR_PID} 2>/dev/null); \
+         [ -n \"$sup\" ] && pgrep -P \"$sup\" -x kiln-kubelet >/dev/null && exit 0; sleep 0.1; done\n\
+         echo 'the kubelet did not start again' >&2; exit 1"
+    )
+}
+
+/// Keep each of `paths` under [`KEPT_FILES`] once: a resumed upgrade must not keep the new files as
+/// the old ones. A path the host does not have is not kept (nothing to put back).
+pub fn keep_script(kept: &str, paths: &[String]) -> String {
+    let list: Vec<String> = paths.iter().map(|p| shell_quote(p)).collect();
+    let k = shell_quote(kept);
+    let tmp = shell_quote(&format!("{kept}.tmp"));
+    format!(
+        "[ -e {k}/.complete ] && exit 0; rm -rf {tmp} && mkdir -p {tmp} && \
+         for f in {}; do if [ -e \"$f\" ]; then mkdir -p {tmp}\"${{f%/*}}\" && cp -p \"$f\" {tmp}\"$f\" || exit 1; fi; done; \
+         touch {tmp}/.complete && rm -rf {k} && mv {tmp} {k}",
+        list.join(" ")
+    )
+}
+
+/// Put every kept file back where it was, each by a rename (the kubelet never reads half a manifest;
+/// the temporary name is no manifest name). A subshell, so it can be chained.
+pub fn put_back_script(kept: &str) -> String {
+    let k = shell_quote(kept);
+    format!(
+        "( [ -e {k}/.complete ] || exit 0; cd {k} && \
+         find . -type f ! -name .complete | while read -r f; do t=\"${{f#.}}\"; \
+         cp -p \"$f\" \"$t.kiln-prev\" && mv -f \"$t.kiln-prev\" \"$t\" || exit 1; done && \
+         rm -rf {k} )"
     )
 }
 
@@ -127,8 +184,36 @@ impl HostActions<'_> {
         self.targets.get(binary).map(|t| &t.stamp)
     }
 
+    /// The files of the host that name its binaries' sha256, rendered as `init` renders them.
+    async fn rendered(
+        &self,
+        host: &str,
+    ) -> Result<
+        (
+            Vec<Install>,
+            crate::bootstrap::phases::push::KubeletLauncher,
+        ),
+        String,
+    > {
+        let err = |e: crate::bootstrap::BootstrapError| e.to_string();
+        let mut files = binary_hash::static_pod_files(self.ctx, host).map_err(err)?;
+        // The KubeletConfiguration the launcher's command names (`--config`), before the launcher.
+        files.push(crate::bootstrap::phases::kubelet_config::stage(self.ctx, host).map_err(err)?);
+        let launcher = crate::bootstrap::phases::push::kubelet_launcher(self.ctx, host)
+            .await
+            .map_err(err)?;
+        files.push(launcher.file(self.ctx, host).map_err(err)?);
+        Ok((files, launcher))
+    }
+
     async fn push(&self, st: &Step) -> Result<String, String> {
         let t = self.transport(&st.host).await?;
+        // The files the render step rewrites, as they are now: a rollback puts them back.
+        let (files, _) = self.rendered(&st.host).await?;
+        let paths: Vec<String> = files.iter().map(|f| f.remote.clone()).collect();
+        t.run(&keep_script(KEPT_FILES, &paths))
+            .await
+            .map_err(|e| e.to_string())?;
         let mut done = vec![];
         for c in &st.changes {
             let remote = format!("{REMOTE_BIN}/{}", c.binary);
@@ -149,6 +234,45 @@ impl HostActions<'_> {
         Ok(format!("installed {}", done.join(", ")))
     }
 
+    /// The host's manifests and kubelet unit as `init` renders them for the binaries now installed.
+    /// When the kubelet's own binary changed (or a resumed host, whose changes are unknown) the
+    /// kubelet is stopped first and started after, so each pod restarts once, on the new kubelet;
+    /// otherwise the running kubelet restarts each pod whose manifest changed, as after `init`.
+    async fn render(&self, st: &Step) -> Result<String, String> {
+        let host = st.host.as_str();
+        let (files, _) = self.rendered(host).await?;
+        let kubelet_changes =
+            st.changes.is_empty() || st.changes.iter().any(|c| c.binary == "kiln-kubelet");
+        if kubelet_changes {
+            self.run(host, &stop_script()).await?;
+        }
+        let installed = install_files(self.ctx, host, &files)
+            .await
+            .map_err(|e| e.to_string());
+        let launcher_changed = installed
+            .as_ref()
+            .is_ok_and(|c| c.iter().any(|f| f == UNIT || f == SUPERVISOR));
+        if kubelet_changes {
+            // Started again whatever the install did: a host is never left without its kubelet.
+            self.run(host, &start_script()).await?;
+        } else if launcher_changed {
+            self.run(host, &restart_script()).await?;
+        }
+        let changed = installed?;
+        let restart = if kubelet_changes {
+            "kubelet restarted"
+        } else if launcher_changed {
+            "kubelet restarted (its unit changed)"
+        } else {
+            "the kubelet restarts the pods whose manifest changed"
+        };
+        Ok(if changed.is_empty() {
+            format!("files up to date; {restart}")
+        } else {
+            format!("wrote {}; {restart}", changed.join(", "))
+        })
+    }
+
     async fn restore(&self, st: &Step) -> Result<String, String> {
         let mut cmds = vec![];
         for c in &st.changes {
@@ -156,11 +280,13 @@ impl HostActions<'_> {
             cmds.push(format!("if [ -e {q}.prev ]; then mv -f {q}.prev {q}; fi"));
         }
         if cmds.is_empty() {
-            // A resumed host: nothing of this run to put back.
+            // A resumed host: nothing of this run to put back (its files name the binaries it has).
             return Ok("no binaries to put back".into());
         }
-        self.run(&st.host, &cmds.join("; ")).await?;
-        Ok("previous binaries back in place".into())
+        // The kept manifests and kubelet unit, then the binaries they name.
+        cmds.insert(0, put_back_script(KEPT_FILES));
+        self.run(&st.host, &cmds.join(" && ")).await?;
+        Ok("previous binaries, manifests and kubelet unit back in place".into())
     }
 
     async fn gate(&self, st: &Step, gate: Gate) -> Result<String, String> {
@@ -377,6 +503,7 @@ impl Actions for HostActions<'_> {
                 .await
                 .map_err(|e| e.to_string()),
             Action::Push => self.push(st).await,
+            Action::Render => self.render(st).await,
             Action::Restore => self.restore(st).await,
             Action::RestartKubelet => self
                 .run(host, &restart_script())
@@ -401,9 +528,12 @@ impl Actions for HostActions<'_> {
                 .await
             }
             Action::Cleanup => self
-                .run(host, &format!("rm -f {REMOTE_BIN}/kiln-*.prev"))
+                .run(
+                    host,
+                    &format!("rm -f {REMOTE_BIN}/kiln-*.prev && rm -rf {KEPT_FILES}"),
+                )
                 .await
-                .map(|_| "previous binaries removed".into()),
+                .map(|_| "previous binaries and kept files removed".into()),
         }
     }
 }
@@ -468,5 +598,55 @@ mod tests {
             "not running: kiln-apiserver"
         );
         assert!(restart_script().contains("pgrep -P \"$sup\" -x kiln-kubelet"));
+    }
+
+    fn sh(script: &str) -> std::process::Output {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn kept_files_go_back_by_rename_and_are_kept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let manifests = root.join("etc/kiln/manifests");
+        std::fs::create_dir_all(&manifests).unwrap();
+        let store = manifests.join("kiln-store.yaml");
+        let unit = root.join("etc/kiln/kubelet-supervisor.sh");
+        std::fs::write(&store, "store A").unwrap();
+        std::fs::write(&unit, "kubelet A").unwrap();
+        let kept = root.join("var/lib/kiln/upgrade-prev");
+        let kept = kept.to_str().unwrap();
+        let missing = manifests.join("kiln-new.yaml");
+        let paths: Vec<String> = [&store, &unit, &missing]
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let o = sh(&keep_script(kept, &paths));
+        assert!(o.status.success(), "{o:?}");
+        // The render writes B; a resumed upgrade keeps again: A stays what is kept.
+        std::fs::write(&store, "store B").unwrap();
+        std::fs::write(&unit, "kubelet B").unwrap();
+        assert!(sh(&keep_script(kept, &paths)).status.success());
+        // Chained, as the rollback runs it: the binaries' moves follow.
+        let o = sh(&format!("{} && echo chained", put_back_script(kept)));
+        assert!(o.status.success(), "{o:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "chained\n");
+        assert_eq!(std::fs::read_to_string(&store).unwrap(), "store A");
+        assert_eq!(std::fs::read_to_string(&unit).unwrap(), "kubelet A");
+        assert!(!missing.exists());
+        // Nothing left in the manifest directory but manifests, nor in the kept folder.
+        let names: Vec<String> = std::fs::read_dir(&manifests)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["kiln-store.yaml"]);
+        assert!(!std::path::Path::new(kept).exists());
+        // Nothing kept (a resumed host's rollback): nothing to do, and still chainable.
+        let o = sh(&format!("{} && echo chained", put_back_script(kept)));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "chained\n");
     }
 }

@@ -6,9 +6,12 @@
 //!
 //! A controller is taken alone (its store member and API server leave while the others keep the
 //! quorum and serve), then workers `--max-unavailable` at a time, the hosts of one batch in parallel.
-//! kiln-host static pods (store, apiserver, controller-manager, scheduler, proxy) are the kubelet's
-//! children and stop with it, so restarting the kubelet restarts every component of the host on the
-//! new binaries; the gates then check them in the order they depend on each other: the store member
+//! After the swap the host's static pod manifests and kubelet unit are written as `kiln init` renders
+//! them (each names its binary's sha256, `bootstrap::phases::binary_hash`), so a pod restarts exactly
+//! when its binary changed, as on a re-run of `init`, and that re-run afterwards finds nothing to do.
+//! kiln-host static pods are the kubelet's children and stop with it: when the kubelet's own binary
+//! changes it is stopped before the files change and started after, so each component restarts once;
+//! the gates then check them in the order they depend on each other: the store member
 //! (healthy, quorum kept), the API server (/readyz), the control plane's pods, every component
 //! reporting the target build, the node Ready.
 
@@ -76,9 +79,14 @@ pub enum Action {
     Cordon,
     /// Evict the node's pods through the Eviction API (DaemonSet and mirror pods stay).
     Drain,
-    /// Install the new binaries; each old one stays beside it as `<bin>.prev`.
+    /// Install the new binaries; each old one stays beside it as `<bin>.prev`, the host's manifests
+    /// and kubelet unit as they were in a folder of their own.
     Push,
-    /// Restart the kubelet (and with it the host's static pods) on the new binaries.
+    /// Write the host's static pod manifests and kubelet unit as `init` renders them for the new
+    /// binaries (the kubelet stopped around it when its own binary changed): each component whose
+    /// binary changed restarts on it.
+    Render,
+    /// Restart the kubelet (and with it the host's static pods) on the binaries in place.
     RestartKubelet,
     Gate(Gate),
     Uncordon,
@@ -86,9 +94,9 @@ pub enum Action {
     PodsRunning,
     /// The upgrade of this host is over (the marker goes).
     Unmark,
-    /// Put every `<bin>.prev` back in place (rollback).
+    /// Put every `<bin>.prev` and the kept manifests and kubelet unit back in place (rollback).
     Restore,
-    /// Remove the `<bin>.prev` files once the whole upgrade succeeded.
+    /// Remove the `<bin>.prev` files and the kept manifests once the whole upgrade succeeded.
     Cleanup,
 }
 
@@ -116,7 +124,7 @@ pub const STEPS: &[StepSpec] = &[
     step("cordon", Role::Worker, Action::Cordon, "cordon the node"),
     step("drain", Role::Worker, Action::Drain, "drain: evict its pods through the Eviction API (PodDisruptionBudgets and grace periods honoured; DaemonSet and mirror pods stay)"),
     step("push", Role::Any, Action::Push, "install the new binaries, each old one kept as <bin>.prev"),
-    step("restart", Role::Any, Action::RestartKubelet, "restart the kubelet and with it the host's static pods (they stop with it)"),
+    step("restart", Role::Any, Action::Render, "write the static pod manifests and kubelet unit as `kiln init` renders them (each names its binary's sha256): the kubelet restarts each pod whose binary changed, and is itself stopped before and started after when its own binary changed"),
     step("gate store-healthy", Role::Controller, Action::Gate(Gate::StoreHealthy), "gate: the store member is healthy and the quorum kept"),
     step("gate apiserver-ready", Role::Controller, Action::Gate(Gate::ApiServerReady), "gate: the API server answers /readyz"),
     step("gate control-plane-pods", Role::Controller, Action::Gate(Gate::ControlPlanePods), "gate: the control plane's pods are Running and Ready"),
@@ -134,7 +142,7 @@ pub const ROLLBACK: &[StepSpec] = &[
         "restore",
         Role::Any,
         Action::Restore,
-        "put every <bin>.prev back",
+        "put every <bin>.prev and the kept manifests and kubelet unit back",
     ),
     step(
         "restart",
@@ -437,7 +445,7 @@ mod tests {
             [
                 "c1 Mark",
                 "c1 Push",
-                "c1 RestartKubelet",
+                "c1 Render",
                 "c1 Gate(StoreHealthy)",
                 "c1 Gate(ApiServerReady)",
                 "c1 Gate(ControlPlanePods)",
@@ -470,7 +478,7 @@ mod tests {
                 "Cordon",
                 "Drain",
                 "Push",
-                "RestartKubelet",
+                "Render",
                 "Gate(Versions)",
                 "Gate(NodeReady)",
                 "Uncordon",
@@ -503,7 +511,7 @@ mod tests {
                 "w1 Cordon",
                 "w1 Drain",
                 "w1 Push",
-                "w1 RestartKubelet",
+                "w1 Render",
                 "w1 Gate(Versions)",
                 "w1 Restore",
                 "w1 RestartKubelet",
@@ -547,7 +555,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_rollback_is_reported() {
         let r = Recorder {
-            fail: vec![("c1", Action::RestartKubelet)],
+            fail: vec![("c1", Action::Render), ("c1", Action::RestartKubelet)],
             ..Default::default()
         };
         let report = walk(&r, &[host("c1", true, 1)], &[], &quiet).await;

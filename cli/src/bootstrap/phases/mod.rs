@@ -8,6 +8,7 @@ pub(crate) mod cp_join;
 pub(crate) mod dns;
 pub(crate) mod external_etcd;
 pub(crate) mod join_token;
+pub(crate) mod kubelet_config;
 mod leave;
 pub(crate) mod member_client;
 mod pki;

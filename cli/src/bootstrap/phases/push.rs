@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::kubelet_config::KUBELET_CONFIG;
 use super::pki::{kubeconfig_dir, pki_err};
 use super::*;
 use crate::bootstrap::host_files::{install_files, staged, Install};
@@ -336,7 +337,6 @@ pub fn node_api_server(ctx: &Context) -> String {
 
 pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, BootstrapError> {
     let h = ctx.host(host);
-    let net = &ctx.cluster.config.spec.networking;
     let mut extra = if h.is_controller() {
         String::new()
     } else {
@@ -352,23 +352,17 @@ pub(crate) fn kubelet_command(ctx: &Context, host: &str) -> Result<String, Boots
             backends.join(",")
         ));
     }
-    extra.push_str(&ctx.cluster.config.spec.kubelet.reserved_flags());
-    if let Some(thresholds) = ctx.cluster.config.spec.kubelet.eviction_hard_flag() {
-        // `<` is a shell redirection: the whole value is quoted.
-        extra.push_str(&format!(" '--eviction-hard={thresholds}'"));
-    }
+    // The settings every node shares are in the KubeletConfiguration file (kubelet_config), as
+    // kubeadm's config.yaml; the command line keeps what is the node's own.
     Ok(format!(
-        "{REMOTE_BIN}/kiln-kubelet --kubeconfig={KILN_ETC}/kubelet.conf{extra} \
-         --pod-manifest-path={MANIFESTS} \
+        "{REMOTE_BIN}/kiln-kubelet --config={KUBELET_CONFIG} \
+         --kubeconfig={KILN_ETC}/kubelet.conf{extra} \
          --root-dir=/var/lib/kiln/kubelet --hostname-override={} --node-ip={} \
-         --pod-cidr={} --pod-infra-container-image={} \
-         --cluster-dns={} --cluster-domain={} {}",
+         --pod-cidr={} --pod-infra-container-image={} {}",
         h.name,
         h.node_address(),
         node_pod_cidr(ctx, host)?,
         ctx.cluster.config.spec.images.pause,
-        net.cluster_dns_ip(),
-        net.cluster_domain,
         ctx.cluster.config.spec.storage.local_path.kubelet_flag(),
     ))
 }
@@ -420,8 +414,45 @@ async fn write_bootstrap_kubeconfig(ctx: &Context, host: &str) -> Result<bool, B
     Ok(true)
 }
 
-/// Start the kubelet: a systemd unit where systemd runs, else kiln's supervisor script (lab hosts).
-pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+/// What runs the kubelet on a host: systemd's unit, or kiln's supervisor script where no systemd runs.
+pub(crate) struct KubeletLauncher {
+    pub systemd: bool,
+    /// The template context both are rendered from.
+    pub context: tera::Context,
+}
+
+impl KubeletLauncher {
+    /// The unit or the supervisor script, rendered: the file that carries the kubelet's command and
+    /// its binary's sha256.
+    pub fn file(&self, ctx: &Context, host: &str) -> Result<Install, BootstrapError> {
+        if self.systemd {
+            staged(
+                ctx,
+                host,
+                "kiln-kubelet.service",
+                &self.context,
+                UNIT,
+                0o644,
+            )
+        } else {
+            staged(
+                ctx,
+                host,
+                "kubelet-supervisor.sh",
+                &self.context,
+                SUPERVISOR,
+                0o755,
+            )
+        }
+    }
+}
+
+/// How `host` runs its kubelet and with which command (it asks the host whether systemd and
+/// systemd-resolved run there).
+pub(crate) async fn kubelet_launcher(
+    ctx: &Context,
+    host: &str,
+) -> Result<KubeletLauncher, BootstrapError> {
     let t = ctx.transport(host).await?;
     let mut c = tera::Context::new();
     let resolved = t
@@ -430,17 +461,35 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
         .success();
     let command = kubelet_command(ctx, host)? + &resolv_conf_flag(resolved);
     c.insert("kubelet_command", &command);
-    // A new kubelet binary changes the unit or script, so it is restarted below (see binary_hash).
+    // A new kubelet binary changes the unit or script, so it is restarted (see binary_hash).
     super::binary_hash::insert_binary_hashes(ctx, &mut c);
-    let bootstrapping =
-        !ctx.host(host).is_controller() && write_bootstrap_kubeconfig(ctx, host).await?;
+    // So does a changed KubeletConfiguration file.
+    c.insert(
+        "kubelet_config_sha256",
+        &super::kubelet_config::config_sha256(ctx),
+    );
     let systemd = t
         .probe("test -d /run/systemd/system", None)
         .await?
         .success();
+    Ok(KubeletLauncher {
+        systemd,
+        context: c,
+    })
+}
+
+/// Start the kubelet: a systemd unit where systemd runs, else kiln's supervisor script (lab hosts).
+pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, BootstrapError> {
+    let t = ctx.transport(host).await?;
+    let launcher = kubelet_launcher(ctx, host).await?;
+    let (systemd, c) = (launcher.systemd, &launcher.context);
+    let bootstrapping =
+        !ctx.host(host).is_controller() && write_bootstrap_kubeconfig(ctx, host).await?;
     t.run("mkdir -p /run/kiln /var/log/kiln /var/lib/kiln/kubelet && sysctl -qw net.ipv4.ip_forward=1").await?;
+    // Before the unit or script that restarts the kubelet: it reads the file at start.
+    install_files(ctx, host, &[super::kubelet_config::stage(ctx, host)?]).await?;
     if systemd {
-        let unit = staged(ctx, host, "kiln-kubelet.service", &c, UNIT, 0o644)?;
+        let unit = launcher.file(ctx, host)?;
         let changed = install_files(ctx, host, &[unit]).await?;
         let verb = if changed.is_empty() {
             "start"
@@ -453,17 +502,10 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
             "systemd unit kiln-kubelet ({verb}{how})"
         )));
     }
-    let mut files = vec![staged(
-        ctx,
-        host,
-        "kubelet-supervisor.sh",
-        &c,
-        SUPERVISOR,
-        0o755,
-    )?];
+    let mut files = vec![launcher.file(ctx, host)?];
     // Start again at boot (what systemd's unit does elsewhere): /etc/kiln/boot.sh from /etc/rc.local,
     // unless the host has an rc.local of its own, which kiln does not overwrite.
-    files.push(staged(ctx, host, "boot.sh", &c, BOOT_SCRIPT, 0o755)?);
+    files.push(staged(ctx, host, "boot.sh", c, BOOT_SCRIPT, 0o755)?);
     let foreign_rc = t
         .probe(
             "[ -e /etc/rc.local ] && ! grep -q '^# managed by kiln' /etc/rc.local",
@@ -477,7 +519,7 @@ pub(super) async fn kubelet_start(ctx: &Context, host: &str) -> Result<Outcome, 
             "/etc/rc.local is not kiln's: add /etc/kiln/boot.sh to it to restart kiln at boot"
         );
     } else {
-        files.push(staged(ctx, host, "rc.local", &c, "/etc/rc.local", 0o755)?);
+        files.push(staged(ctx, host, "rc.local", c, "/etc/rc.local", 0o755)?);
     }
     // Only the supervisor script itself decides whether the running supervisor must restart.
     let changed: Vec<String> = install_files(ctx, host, &files)
