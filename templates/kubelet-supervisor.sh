@@ -5,6 +5,9 @@
 {%- if kubelet_sha256 %}
 # kiln-kubelet sha256 {{ kubelet_sha256 }}: a new binary changes this script, so `kiln init`/`apply` restart it
 {%- endif %}
+{%- if kubelet_config_sha256 %}
+# kubelet-config.yaml sha256 {{ kubelet_config_sha256 }}: a changed KubeletConfiguration restarts the kubelet too
+{%- endif %}
 echo $$ > /run/kiln/kubelet-supervisor.pid
 trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM INT
 while :; do

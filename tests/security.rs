@@ -12,6 +12,13 @@
 //! - QoS: `status.qosClass` of a Guaranteed, a Burstable and a BestEffort pod, their pod cgroups'
 //!   values as upstream writes them, and the Guaranteed one OOMKilled past its memory limit,
 //!   restarted, with `Reason: OOMKilled` and `Exit Code: 137` in `kubectl describe`.
+//! - node allocatable: cluster.yaml's systemReserved and kubeReserved come off the node's allocatable
+//!   and bound the `kubepods` cgroup.
+//! - the kubelet's KubeletConfiguration: cluster.yaml's `kubelet.allowedUnsafeSysctls: [kernel.shm*]`
+//!   reaches the kubelet only through `/etc/kiln/kubelet-config.yaml` (`--config`), and a pod setting
+//!   kernel.shmmni runs while kernel.msgmax stays forbidden; the node's `status.features` and a
+//!   container's `status.containerStatuses[].user` are left out, as upstream's kubelet leaves them, when
+//!   the runtime (containerd 1.x) does not report them.
 //!
 //! The lab is `t-security`, or `$KILN_TEST_LAB` when set.
 
@@ -253,9 +260,20 @@ fn events_of(c: &Cluster, name: &str) -> String {
 fn security_contexts_and_private_registry_pulls_on_containerd() {
     let name = std::env::var("KILN_TEST_LAB").unwrap_or_else(|_| "t-security".into());
     let lab = TestLab::up(&name, 2, true);
+    // One unsafe sysctl prefix allowed and some CPU and memory reserved, through cluster.yaml into
+    // the kubelets' KubeletConfiguration.
+    let file = lab.dir.join("cluster.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap().replacen(
+        "  kubelet:\n",
+        "  kubelet:\n    allowedUnsafeSysctls: [\"kernel.shm*\"]\n    \
+         systemReserved: {cpu: 100m, memory: 256Mi}\n    kubeReserved: {memory: 128Mi}\n",
+        1,
+    );
+    std::fs::write(&file, yaml).unwrap();
     let c = Cluster::on(lab, "");
     c.kiln(&["init", "--wait-timeout", "150"]);
     security_contexts(&c);
+    node_reservations(&c);
     qos_and_oom(&c);
     let _registry = start_private_registry(&c.lab);
     push_private_image(&c.lab);
@@ -370,6 +388,7 @@ fn security_contexts(c: &Cluster) {
     );
     let ok_status = proc_status(c, "nonroot-ok");
     assert!(ok_status["Uid"].starts_with("1000"), "{ok_status:?}");
+    runtime_features_and_user(c, "nonroot-ok");
 
     // A Localhost profile that is not in the kubelet's seccomp dir: the runtime refuses the container.
     apply(
@@ -397,11 +416,101 @@ fn security_contexts(c: &Cluster) {
         "nonroot-ok",
         "no-profile",
         "sysctl-safe",
+        "sysctl-allowed",
         "sysctl-unsafe",
         "apparmor",
     ] {
         c.kubectl(&["delete", "pod", p, "--wait=false"]);
     }
+}
+
+/// The runtime's features and a container's user as upstream's kubelet reports them: from the CRI
+/// runtime's Status and ContainerStatus when it reports them (containerd 2.0+), left out when it
+/// does not (containerd 1.x, which the lab hosts run).
+fn runtime_features_and_user(c: &Cluster, pod: &str) {
+    let node = jsonpath(c, &format!("pod/{pod}"), "{.spec.nodeName}");
+    let runtime = jsonpath(
+        c,
+        &format!("node/{node}"),
+        "{.status.nodeInfo.containerRuntimeVersion}",
+    );
+    let features = jsonpath(c, &format!("node/{node}"), "{.status.features}");
+    let user = jsonpath(
+        c,
+        &format!("pod/{pod}"),
+        "{.status.containerStatuses[0].user}",
+    );
+    if runtime.starts_with("containerd://1.") {
+        assert_eq!(features, "", "{runtime} reports no features");
+        assert_eq!(user, "", "{runtime} reports no container user");
+    } else {
+        let user: serde_json::Value = serde_json::from_str(&user).unwrap();
+        assert_eq!(user["linux"]["uid"], 1000, "{user}");
+        assert!(features.contains("supplementalGroupsPolicy"), "{features}");
+    }
+}
+
+/// A quantity as the kubelet writes capacity and allocatable (`16318712Ki`, `1900m`, `2`), in bytes
+/// or millicores (`milli`: the unit-less number is cores).
+fn quantity(q: &str, milli: bool) -> i64 {
+    let (n, mul) = if let Some(n) = q.strip_suffix("Ki") {
+        (n, 1 << 10)
+    } else if let Some(n) = q.strip_suffix("Mi") {
+        (n, 1 << 20)
+    } else if let Some(n) = q.strip_suffix("Gi") {
+        (n, 1 << 30)
+    } else if let Some(n) = q.strip_suffix('m') {
+        (n, 1)
+    } else {
+        (q, if milli { 1000 } else { 1 })
+    };
+    n.parse::<i64>()
+        .unwrap_or_else(|_| panic!("quantity {q:?}"))
+        * mul
+}
+
+/// cluster.yaml's systemReserved (cpu 100m, memory 256Mi) and kubeReserved (memory 128Mi), through the
+/// KubeletConfiguration file: they come off the node's allocatable (the lab's evictionHard has no
+/// memory signal, so nothing else does) and bound the `kubepods` cgroup, as upstream's
+/// `--enforce-node-allocatable=pods`.
+fn node_reservations(c: &Cluster) {
+    let node = |path: &str| jsonpath(c, "node/host2", path);
+    let cap_mem = quantity(&node("{.status.capacity.memory}"), false);
+    let alloc_mem = quantity(&node("{.status.allocatable.memory}"), false);
+    assert_eq!(
+        cap_mem - alloc_mem,
+        384 << 20,
+        "memory: {cap_mem} - {alloc_mem}"
+    );
+    let cap_cpu = quantity(&node("{.status.capacity.cpu}"), true);
+    let alloc_cpu = quantity(&node("{.status.allocatable.cpu}"), true);
+    assert_eq!(cap_cpu - alloc_cpu, 100, "cpu: {cap_cpu} - {alloc_cpu}");
+    let v2 = c
+        .lab
+        .ssh_ok(
+            "host2",
+            "test -f /sys/fs/cgroup/cgroup.controllers && echo v2; true",
+        )
+        .trim()
+        == "v2";
+    let file = if v2 {
+        "/sys/fs/cgroup/kubepods/memory.max"
+    } else {
+        "/sys/fs/cgroup/memory/kubepods/memory.limit_in_bytes"
+    };
+    let limit: i64 = c
+        .lab
+        .ssh_ok("host2", &format!("cat {file}"))
+        .trim()
+        .parse()
+        .unwrap();
+    // The kernel keeps whole pages.
+    let want = cap_mem - (384 << 20);
+    assert_eq!(
+        limit,
+        want / 4096 * 4096,
+        "{file}: {limit}, capacity {cap_mem}"
+    );
 }
 
 /// Waits for the pod to be Failed; returns `reason|message`.
@@ -453,6 +562,36 @@ fn sysctls_and_apparmor(c: &Cluster) {
             "",
         ),
     );
+    // kernel.shm* is allowed by cluster.yaml's kubelet.allowedUnsafeSysctls, which reaches the
+    // kubelet only through its KubeletConfiguration file (no flag says so).
+    let node = jsonpath(c, "pod/sysctl-safe", "{.spec.nodeName}");
+    let cmdline = c.lab.ssh_ok(
+        &node,
+        "tr '\\0' ' ' < /proc/$(pgrep -x kiln-kubelet | head -1)/cmdline",
+    );
+    assert!(
+        cmdline.contains("--config=/etc/kiln/kubelet-config.yaml")
+            && !cmdline.contains("--allowed-unsafe-sysctls"),
+        "{cmdline}"
+    );
+    apply(
+        c,
+        &pod(
+            "sysctl-allowed",
+            BUSYBOX,
+            &sysctl("kernel.shmmni", "8192"),
+            "",
+        ),
+    );
+    wait_running(c, "sysctl-allowed");
+    let got = c.kubectl(&[
+        "exec",
+        "sysctl-allowed",
+        "--",
+        "cat",
+        "/proc/sys/kernel/shmmni",
+    ]);
+    assert_eq!(got.trim(), "8192");
     assert_eq!(
         wait_failed(c, "sysctl-unsafe"),
         "SysctlForbidden|Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted"

@@ -246,21 +246,6 @@ fn memory_and_pid_thresholds_are_accepted() {
 }
 
 #[test]
-fn eviction_thresholds_become_one_kubelet_flag() {
-    let (file, text) = fixture("minimal.yaml");
-    let mut c = parse(text, &file).unwrap();
-    assert_eq!(c.spec.kubelet.eviction_hard_flag(), None);
-    c.spec.kubelet.eviction_hard = [("nodefs.available", "1Gi"), ("imagefs.available", "5%")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    assert_eq!(
-        c.spec.kubelet.eviction_hard_flag().as_deref(),
-        Some("imagefs.available<5%,nodefs.available<1Gi")
-    );
-}
-
-#[test]
 fn local_path_storage_defaults_on_under_var_lib_kiln_and_renders_the_kubelet_flag() {
     let (file, text) = fixture("minimal.yaml");
     let c = parse(text, &file).unwrap();
@@ -410,23 +395,7 @@ fn bad_reservations_are_located() {
 }
 
 #[test]
-fn reservations_become_kubelet_flags() {
-    let (file, text) = fixture("minimal.yaml");
-    let mut c = parse(text, &file).unwrap();
-    assert_eq!(c.spec.kubelet.reserved_flags(), "");
-    c.spec.kubelet.system_reserved = [("cpu", "100m"), ("memory", "256Mi")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    c.spec.kubelet.pod_pids_limit = Some(4096);
-    assert_eq!(
-        c.spec.kubelet.reserved_flags(),
-        " --system-reserved=cpu=100m,memory=256Mi --pod-max-pids=4096"
-    );
-}
-
-#[test]
-fn allowed_unsafe_sysctls_become_a_quoted_kubelet_flag_and_must_be_namespaced() {
+fn allowed_unsafe_sysctls_must_be_namespaced() {
     let (file, text) = fixture("minimal.yaml");
     let with = format!(
         "{text}  kubelet:\n    allowedUnsafeSysctls: [\"kernel.msg*\", net.core.somaxconn]\n"
@@ -438,8 +407,8 @@ fn allowed_unsafe_sysctls_become_a_quoted_kubelet_flag_and_must_be_namespaced() 
         validate::validate(&c)
     );
     assert_eq!(
-        c.spec.kubelet.reserved_flags(),
-        " '--allowed-unsafe-sysctls=kernel.msg*,net.core.somaxconn'"
+        c.spec.kubelet.allowed_unsafe_sysctls,
+        ["kernel.msg*", "net.core.somaxconn"]
     );
     c.spec.kubelet.allowed_unsafe_sysctls = vec!["vm.swappiness".into(), "net.$(x)".into()];
     let problems: Vec<String> = validate::validate(&c)

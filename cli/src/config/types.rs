@@ -263,7 +263,8 @@ impl Default for ControllerManager {
     }
 }
 
-/// Settings of every node's kiln-kubelet, named as in upstream's KubeletConfiguration.
+/// Settings of every node's kiln-kubelet, named as in upstream's KubeletConfiguration: `kiln init`
+/// writes them into each node's `/etc/kiln/kubelet-config.yaml` (`bootstrap::phases::kubelet_config`).
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Kubelet {
@@ -286,46 +287,6 @@ pub struct Kubelet {
     /// (`kernel.msg*`), each namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_unsafe_sysctls: Vec<String>,
-}
-
-impl Kubelet {
-    /// The kubelet flags for the reservations and the pod PID limit (empty when none is set).
-    pub fn reserved_flags(&self) -> String {
-        let mut out = String::new();
-        for (flag, map) in [
-            ("system-reserved", &self.system_reserved),
-            ("kube-reserved", &self.kube_reserved),
-        ] {
-            if !map.is_empty() {
-                let pairs: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                out.push_str(&format!(" --{flag}={}", pairs.join(",")));
-            }
-        }
-        if let Some(n) = self.pod_pids_limit {
-            out.push_str(&format!(" --pod-max-pids={n}"));
-        }
-        if !self.allowed_unsafe_sysctls.is_empty() {
-            // Quoted: a shell would expand the `*` of a prefix.
-            out.push_str(&format!(
-                " '--allowed-unsafe-sysctls={}'",
-                self.allowed_unsafe_sysctls.join(",")
-            ));
-        }
-        out
-    }
-
-    /// The `--eviction-hard` value (`imagefs.available<2Gi,nodefs.available<1Gi`), or None for the defaults.
-    pub fn eviction_hard_flag(&self) -> Option<String> {
-        if self.eviction_hard.is_empty() {
-            return None;
-        }
-        let pairs: Vec<String> = self
-            .eviction_hard
-            .iter()
-            .map(|(signal, value)| format!("{signal}<{value}"))
-            .collect();
-        Some(pairs.join(","))
-    }
 }
 
 /// Storage kiln provides itself.

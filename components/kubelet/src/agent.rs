@@ -120,6 +120,8 @@ pub struct NodeAgent {
     clients: Option<Arc<ClientSwitch>>,
     /// The eviction manager's pressure conditions; None: always False.
     pressure: Option<watch::Receiver<crate::eviction::Pressure>>,
+    /// The CRI runtime's supplementalGroupsPolicy feature, once read (None inside: not reported).
+    features: Option<watch::Receiver<Option<bool>>>,
 }
 
 const TICK: Duration = Duration::from_secs(1);
@@ -143,6 +145,7 @@ impl NodeAgent {
                 state,
                 clients: None,
                 pressure: None,
+                features: None,
             },
             rx,
         )
@@ -157,6 +160,12 @@ impl NodeAgent {
     /// Reports the eviction manager's pressure conditions; a change is posted at once.
     pub fn with_pressure(mut self, pressure: watch::Receiver<crate::eviction::Pressure>) -> Self {
         self.pressure = Some(pressure);
+        self
+    }
+
+    /// Reports the CRI runtime's features in `status.features` once they are read.
+    pub fn with_runtime_features(mut self, features: watch::Receiver<Option<bool>>) -> Self {
+        self.features = Some(features);
         self
     }
 
@@ -176,6 +185,10 @@ impl NodeAgent {
             err.as_deref(),
         );
         node::set_pressure(&mut status, self.pressure());
+        node::set_features(
+            &mut status,
+            self.features.as_ref().and_then(|r| *r.borrow()),
+        );
         status
     }
 

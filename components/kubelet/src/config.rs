@@ -22,8 +22,10 @@ pub enum ConfigError {
     about = "kiln's node agent: static pods, node registration, mirror pods"
 )]
 pub struct Flags {
-    /// A KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); of it clusterDNS, clusterDomain and
-    /// resolvConf are honoured, and flags given on the command line win over it.
+    /// A KubeletConfiguration file (kubelet.config.k8s.io/v1beta1), as kubeadm writes it: its fields
+    /// that are twins of these flags (staticPodPath, clusterDNS, systemReserved, allowedUnsafeSysctls,
+    /// evictionHard, …) are honoured, other fields are named in a warning; flags given on the command
+    /// line win over the file.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Cluster DNS server addresses (comma-separated) that ClusterFirst pods resolve through; without,
@@ -177,6 +179,190 @@ pub struct Flags {
     /// fs.mqueue.*, net.*).
     #[arg(long, value_delimiter = ',')]
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// The flags whose value came from the --config file, with the file's field: (flag, field). An
+    /// invalid value is then reported against the file and its field, not the flag.
+    #[arg(skip)]
+    pub from_file: Vec<(&'static str, &'static str)>,
+}
+
+impl Flags {
+    /// The process's command line and its --config file ([`Flags::load_from`]).
+    pub fn load() -> Result<Self, ConfigError> {
+        Self::load_from(std::env::args_os())
+    }
+
+    /// Parses `args` (a usage error exits, as clap's `parse` does), then takes from the --config
+    /// file every setting not given on the command line, as upstream's kubelet re-applies its flags
+    /// over the file.
+    pub fn load_from<I, T>(args: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Self::command().get_matches_from(args);
+        let mut flags = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        if let Some(path) = flags.config.clone() {
+            let file = crate::config_file::read(&path)?;
+            if !file.ignored.is_empty() {
+                tracing::warn!(file = %path.display(), fields = ?file.ignored, "KubeletConfiguration fields kiln-kubelet does not act on");
+            }
+            flags.apply_file(file, |id| {
+                matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            });
+        }
+        Ok(flags)
+    }
+
+    /// Sets every flag the file sets and `on_command_line` (by clap id) says was not given.
+    fn apply_file(
+        &mut self,
+        file: crate::config_file::KubeletFile,
+        on_command_line: impl Fn(&str) -> bool,
+    ) {
+        macro_rules! take {
+            ($field:ident, $flag:literal, $key:literal, $value:expr) => {
+                if let Some(v) = $value {
+                    if !on_command_line(stringify!($field)) {
+                        self.$field = v;
+                        self.from_file.push(($flag, $key));
+                    }
+                }
+            };
+        }
+        let ips = |v: Vec<IpAddr>| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        take!(
+            cluster_dns,
+            "cluster-dns",
+            "clusterDNS",
+            file.cluster_dns.map(|v| Some(ips(v)))
+        );
+        take!(
+            cluster_domain,
+            "cluster-domain",
+            "clusterDomain",
+            file.cluster_domain.map(Some)
+        );
+        take!(
+            resolv_conf,
+            "resolv-conf",
+            "resolvConf",
+            file.resolv_conf.map(Some)
+        );
+        take!(
+            pod_manifest_path,
+            "pod-manifest-path",
+            "staticPodPath",
+            file.static_pod_path
+        );
+        take!(pod_log_dir, "pod-log-dir", "podLogsDir", file.pod_logs_dir);
+        take!(
+            file_check_frequency,
+            "file-check-frequency",
+            "fileCheckFrequency",
+            file.file_check_frequency
+        );
+        take!(
+            node_status_update_frequency,
+            "node-status-update-frequency",
+            "nodeStatusUpdateFrequency",
+            file.node_status_update_frequency
+        );
+        take!(address, "address", "address", file.address);
+        take!(port, "port", "port", file.port);
+        take!(
+            tls_cert_file,
+            "tls-cert-file",
+            "tlsCertFile",
+            file.tls_cert_file.map(Some)
+        );
+        take!(
+            tls_private_key_file,
+            "tls-private-key-file",
+            "tlsPrivateKeyFile",
+            file.tls_private_key_file.map(Some)
+        );
+        take!(
+            client_ca_file,
+            "client-ca-file",
+            "authentication.x509.clientCAFile",
+            file.client_ca_file
+        );
+        take!(
+            rotate_certificates,
+            "rotate-certificates",
+            "rotateCertificates",
+            file.rotate_certificates
+        );
+        take!(max_pods, "max-pods", "maxPods", file.max_pods);
+        take!(pod_cidr, "pod-cidr", "podCIDR", file.pod_cidr.map(Some));
+        take!(
+            pod_max_pids,
+            "pod-max-pids",
+            "podPidsLimit",
+            file.pod_pids_limit
+        );
+        take!(
+            container_runtime_endpoint,
+            "container-runtime-endpoint",
+            "containerRuntimeEndpoint",
+            file.container_runtime_endpoint
+        );
+        take!(
+            eviction_hard,
+            "eviction-hard",
+            "evictionHard",
+            file.eviction_hard
+        );
+        take!(
+            eviction_soft,
+            "eviction-soft",
+            "evictionSoft",
+            file.eviction_soft
+        );
+        take!(
+            eviction_soft_grace_period,
+            "eviction-soft-grace-period",
+            "evictionSoftGracePeriod",
+            file.eviction_soft_grace_period
+        );
+        take!(
+            eviction_pressure_transition_period,
+            "eviction-pressure-transition-period",
+            "evictionPressureTransitionPeriod",
+            file.eviction_pressure_transition_period
+        );
+        take!(
+            eviction_max_pod_grace_period,
+            "eviction-max-pod-grace-period",
+            "evictionMaxPodGracePeriod",
+            file.eviction_max_pod_grace_period
+        );
+        take!(
+            system_reserved,
+            "system-reserved",
+            "systemReserved",
+            file.system_reserved
+        );
+        take!(
+            kube_reserved,
+            "kube-reserved",
+            "kubeReserved",
+            file.kube_reserved
+        );
+        take!(
+            enforce_node_allocatable,
+            "enforce-node-allocatable",
+            "enforceNodeAllocatable",
+            file.enforce_node_allocatable
+        );
+        take!(
+            allowed_unsafe_sysctls,
+            "allowed-unsafe-sysctls",
+            "allowedUnsafeSysctls",
+            file.allowed_unsafe_sysctls
+        );
+    }
 }
 
 /// The kubelet's HTTPS server (:10250).
@@ -298,7 +484,29 @@ impl KubeletConfig {
         crate::allocatable::allocatable(capacity, &reserved, &self.eviction_reserve)
     }
 
+    /// The configuration `flags` ask for ([`Flags::load_from`] has merged the --config file into
+    /// them); an invalid value taken from the file is reported against the file and its field.
     pub fn from_flags(flags: Flags) -> Result<Self, ConfigError> {
+        let from_file = flags.from_file.clone();
+        let file = flags.config.clone();
+        Self::resolve(flags).map_err(|e| match e {
+            ConfigError::Invalid { flag, message } => {
+                match (file, from_file.iter().find(|(f, _)| *f == flag)) {
+                    (Some(path), Some((_, field))) => {
+                        ConfigError::File(crate::config_file::FileError::Field {
+                            path: path.display().to_string(),
+                            field: field.to_string(),
+                            message,
+                        })
+                    }
+                    _ => ConfigError::Invalid { flag, message },
+                }
+            }
+            other => other,
+        })
+    }
+
+    fn resolve(flags: Flags) -> Result<Self, ConfigError> {
         // Resolved first: the fields below are moved out of `flags`.
         let dns = dns_settings(&flags)?;
         let eviction = eviction_config(&flags)?;
@@ -447,29 +655,14 @@ fn enforce_pods(keys: &[String]) -> Result<bool, ConfigError> {
     Ok(pods)
 }
 
-/// DNS settings from the flags, else the --config file, else upstream's defaults (no cluster DNS, no
-/// domain, /etc/resolv.conf).
+/// DNS settings from the flags (and the --config file merged into them), else upstream's defaults
+/// (no cluster DNS, no domain, /etc/resolv.conf).
 fn dns_settings(flags: &Flags) -> Result<crate::dns_config::DnsSettings, ConfigError> {
-    let file = match &flags.config {
-        Some(path) => {
-            let f = crate::config_file::read(path)?;
-            if !f.ignored.is_empty() {
-                tracing::warn!(file = %path.display(), fields = ?f.ignored, "KubeletConfiguration fields kiln-kubelet does not act on");
-            }
-            f
-        }
-        None => Default::default(),
-    };
     let resolv_conf = flags
         .resolv_conf
         .clone()
-        .or(file.resolv_conf)
         .unwrap_or_else(|| crate::dns_config::DEFAULT_RESOLV_CONF.into());
-    let cluster_domain = flags
-        .cluster_domain
-        .clone()
-        .or(file.cluster_domain)
-        .unwrap_or_default();
+    let cluster_domain = flags.cluster_domain.clone().unwrap_or_default();
     // Upstream accepts a trailing dot; the search domains are written without it.
     let cluster_domain = cluster_domain.trim_end_matches('.').to_string();
     if cluster_domain.contains(char::is_whitespace) {
@@ -491,7 +684,7 @@ fn dns_settings(flags: &Flags) -> Result<crate::dns_config::DnsSettings, ConfigE
                 })
             })
             .collect::<Result<Vec<_>, _>>()?,
-        None => file.cluster_dns.unwrap_or_default(),
+        None => Vec::new(),
     };
     Ok(crate::dns_config::DnsSettings {
         cluster_dns,
@@ -776,19 +969,21 @@ mod tests {
         )
         .unwrap();
         let arg = format!("--config={}", file.display());
-        let from_file = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()]);
+        let from_file =
+            Flags::load_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()]).unwrap();
         let d = KubeletConfig::from_flags(from_file).unwrap().dns;
         assert_eq!(d.cluster_dns, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);
         assert_eq!(d.cluster_domain, "cluster.local");
         assert_eq!(d.resolv_conf, Some(PathBuf::from("/etc/lab-resolv.conf")));
-        let both = Flags::parse_from([
+        let both = Flags::load_from([
             "kiln-kubelet",
             "--hostname-override=a",
             arg.as_str(),
             "--cluster-dns=10.96.0.53",
             "--cluster-domain=kiln.test",
             "--resolv-conf=",
-        ]);
+        ])
+        .unwrap();
         let d = KubeletConfig::from_flags(both).unwrap().dns;
         assert_eq!(d.cluster_dns, vec!["10.96.0.53".parse::<IpAddr>().unwrap()]);
         assert_eq!(d.cluster_domain, "kiln.test");
@@ -799,8 +994,9 @@ mod tests {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS: [nope]\n",
         )
         .unwrap();
-        let bad = Flags::parse_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()]);
-        let e = KubeletConfig::from_flags(bad).unwrap_err().to_string();
+        let e = Flags::load_from(["kiln-kubelet", "--hostname-override=a", arg.as_str()])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             format!(
@@ -808,6 +1004,89 @@ mod tests {
                 file.display()
             )
         );
+    }
+
+    #[test]
+    fn config_file_settings_apply_where_no_flag_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kubelet.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             allowedUnsafeSysctls: [\"kernel.msg*\", net.core.somaxconn]\n\
+             systemReserved: {cpu: 100m, memory: 256Mi}\nkubeReserved: {memory: 128Mi}\n\
+             podPidsLimit: 4096\nmaxPods: 30\nstaticPodPath: /etc/kiln/manifests-file\n\
+             evictionHard: {memory.available: 100Mi}\nnodeStatusUpdateFrequency: 20s\n\
+             authentication: {x509: {clientCAFile: /etc/kiln/pki/file-ca.crt}}\n",
+        )
+        .unwrap();
+        let arg = format!("--config={}", file.display());
+        let load = |extra: &[&str]| {
+            let mut args = vec!["kiln-kubelet", "--hostname-override=a", arg.as_str()];
+            args.extend_from_slice(extra);
+            KubeletConfig::from_flags(Flags::load_from(args).unwrap())
+        };
+        let c = load(&[]).unwrap();
+        assert_eq!(
+            c.allowed_unsafe_sysctls,
+            ["kernel.msg*", "net.core.somaxconn"]
+        );
+        assert_eq!(c.pod_pids_limit, Some(4096));
+        assert_eq!(c.max_pods, 30);
+        assert_eq!(
+            c.pod_manifest_path,
+            PathBuf::from("/etc/kiln/manifests-file")
+        );
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(20));
+        assert_eq!(
+            c.server.as_ref().unwrap().client_ca_file,
+            Some(PathBuf::from("/etc/kiln/pki/file-ca.crt"))
+        );
+        let capacity: std::collections::BTreeMap<String, String> =
+            [("cpu", "2"), ("memory", "4Gi"), ("pods", "110")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into();
+        let alloc = c.allocatable(&capacity);
+        assert_eq!(
+            (alloc["cpu"].as_str(), alloc["memory"].as_str()),
+            ("1900m", "3612Mi")
+        );
+        // A flag on the command line wins, even where it says what the default says.
+        let c = load(&[
+            "--allowed-unsafe-sysctls=net.ipv4.tcp_syncookies",
+            "--max-pods=110",
+            "--pod-max-pids=-1",
+        ])
+        .unwrap();
+        assert_eq!(c.allowed_unsafe_sysctls, ["net.ipv4.tcp_syncookies"]);
+        assert_eq!((c.max_pods, c.pod_pids_limit), (110, None));
+        assert_eq!(
+            c.pod_manifest_path,
+            PathBuf::from("/etc/kiln/manifests-file")
+        );
+        // A value the kubelet refuses is reported against the file and its field.
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nallowedUnsafeSysctls: [vm.swappiness]\n",
+        )
+        .unwrap();
+        let e = load(&[]).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "--config {}: allowedUnsafeSysctls: ",
+                file.display()
+            )),
+            "{e}"
+        );
+        // ... while the same value given as a flag names the flag.
+        let e = KubeletConfig::from_flags(Flags::parse_from([
+            "kiln-kubelet",
+            "--hostname-override=a",
+            "--allowed-unsafe-sysctls=vm.swappiness",
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("--allowed-unsafe-sysctls: "), "{e}");
     }
 
     #[test]

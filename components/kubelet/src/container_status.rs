@@ -48,6 +48,18 @@ pub struct ContainerStatus {
     pub started: bool,
     /// An init container with restartPolicy Always (a sidecar, [`crate::sidecars`]).
     pub restartable: bool,
+    /// The identity the runtime started the container's first process with (CRI ContainerStatus
+    /// `user`); None where the runtime does not report it (containerd before 2.0), and then the API
+    /// status has no `user` either, as upstream's.
+    pub user: Option<LinuxUser>,
+}
+
+/// A container's Linux uid, gid and supplemental groups, as the runtime reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinuxUser {
+    pub uid: i64,
+    pub gid: i64,
+    pub supplemental_groups: Vec<i64>,
 }
 
 impl ContainerStatus {

@@ -132,6 +132,7 @@ fn status_with(container: &str, id: &str) -> PodStatus {
             restarting: false,
             started: true,
             restartable: false,
+            user: None,
         }],
         init_containers: vec![],
         ephemeral_containers: vec![],

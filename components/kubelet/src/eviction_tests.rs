@@ -416,6 +416,7 @@ fn running(uid: &str) -> PodStatus {
             restarting: false,
             started: true,
             restartable: false,
+            user: None,
         }],
         init_containers: vec![],
         ephemeral_containers: vec![],

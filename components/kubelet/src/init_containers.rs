@@ -85,6 +85,7 @@ mod tests {
             restarting: false,
             started: false,
             restartable: false,
+            user: None,
         }
     }
 
@@ -133,6 +134,7 @@ mod tests {
     fn sidecar(state: ContainerState, started: bool) -> ContainerStatus {
         ContainerStatus {
             restartable: true,
+            user: None,
             started,
             ..c(state)
         }

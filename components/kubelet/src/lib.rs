@@ -190,6 +190,8 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     let clients = Arc::new(api_client::ClientSwitch::default());
     // The eviction manager (with the workload pods) sets it; the node agent reports it.
     let (pressure, pressure_rx) = eviction::pressure_channel();
+    // The CRI runtime's features (supplementalGroupsPolicy), once read; None: not reported.
+    let (features_tx, features_rx) = watch::channel(None);
     let cri_runtime = match &cfg.cri {
         Some(cri) => {
             let rt = start_cri(&cfg, cri)?;
@@ -211,6 +213,7 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
                 rt.clone(),
                 clients.clone(),
                 pressure,
+                features_tx,
                 shutdown_rx.clone(),
             )));
             Some(rt)
@@ -228,7 +231,8 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
     let agent = agent
         .with_clients(clients.clone())
-        .with_pressure(pressure_rx);
+        .with_pressure(pressure_rx)
+        .with_runtime_features(features_rx);
     tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
         runtime,
@@ -344,6 +348,7 @@ async fn run_workloads(
     rt: Arc<CriRuntime>,
     clients: Arc<api_client::ClientSwitch>,
     pressure: watch::Sender<eviction::Pressure>,
+    features_tx: watch::Sender<Option<bool>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // The agent loads (and bootstraps) the credentials; this loop follows its client through rotations.
@@ -387,7 +392,7 @@ async fn run_workloads(
     tokio::spawn(sink.run(client.clone(), shutdown.clone()));
     let recorder: Arc<dyn events::EventRecorder> = Arc::new(recorder);
     rt.set_recorder(recorder.clone());
-    let handlers = admit_handlers(&cfg, &rt).await;
+    let handlers = admit_handlers(&cfg, &rt, &features_tx).await;
     let workload_rt = start_eviction(&cfg, &rt, &client, recorder, pressure, &shutdown, handlers);
     // Leaked CNI IP reservations: released once the runtime has reconciled, then periodically.
     if let Some(cri) = &cfg.cri {
@@ -417,6 +422,7 @@ async fn run_workloads(
 async fn admit_handlers(
     cfg: &KubeletConfig,
     rt: &Arc<CriRuntime>,
+    features_tx: &watch::Sender<Option<bool>>,
 ) -> Vec<Arc<dyn pod_admit::AdmitHandler>> {
     let mut handlers: Vec<Arc<dyn pod_admit::AdmitHandler>> = Vec::new();
     // The patterns were checked when the flags were read; only the kernel version is new here.
@@ -424,16 +430,18 @@ async fn admit_handlers(
         Ok(w) => handlers.push(Arc::new(w)),
         Err(e) => tracing::error!(error = %e, "--allowed-unsafe-sysctls"),
     }
-    let runtime_supports = rt
+    let features = rt
         .cri()
         .supplemental_groups_policy()
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the runtime's features");
-            false
+            None
         });
+    // The node status reports them (status.features) as upstream's NodeFeatures setter does.
+    features_tx.send_replace(features);
     handlers.push(Arc::new(pod_admit::SupplementalGroupsPolicy {
-        runtime_supports,
+        runtime_supports: features.unwrap_or(false),
     }));
     handlers.push(Arc::new(pod_admit::AppArmor {
         host_enabled: apparmor::host_enabled(std::path::Path::new("/sys")),

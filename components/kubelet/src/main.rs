@@ -1,4 +1,3 @@
-use clap::Parser;
 use kiln_kubelet::{Flags, KubeletConfig};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -13,7 +12,7 @@ async fn main() -> anyhow::Result<()> {
             }),
         )
         .init();
-    let flags = Flags::parse();
+    let flags = Flags::load()?;
     if flags.cleanup {
         let n = kiln_kubelet::cleanup_workloads(&flags.container_runtime_endpoint).await?;
         println!("removed {n} pod sandbox(es)");

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{
     ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus as ApiContainerStatus, Pod, PodCondition, PodIP,
-    PodStatus as ApiPodStatus,
+    ContainerStateWaiting, ContainerStatus as ApiContainerStatus, ContainerUser,
+    LinuxContainerUser, Pod, PodCondition, PodIP, PodStatus as ApiPodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -188,9 +188,22 @@ fn api_container_statuses(
                 terminated: Some(terminated(t)),
                 ..Default::default()
             }),
+            user: c.user.as_ref().map(api_user),
             ..Default::default()
         })
         .collect()
+}
+
+/// ContainerStatus.user as upstream's kubelet converts the runtime's (an empty group list omitted).
+fn api_user(u: &crate::container_status::LinuxUser) -> ContainerUser {
+    ContainerUser {
+        linux: Some(LinuxContainerUser {
+            uid: u.uid,
+            gid: u.gid,
+            supplemental_groups: (!u.supplemental_groups.is_empty())
+                .then(|| u.supplemental_groups.clone()),
+        }),
+    }
 }
 
 /// Keeps the mirror pods of this node in line with its static pods; remembers what it last posted so
@@ -378,6 +391,7 @@ mod tests {
                     restarting: false,
                     started: true,
                     restartable: false,
+                    user: None,
                 })
                 .collect(),
             pod_ip: None,

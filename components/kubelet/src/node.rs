@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
-    NodeSystemInfo,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeFeatures, NodeSpec,
+    NodeStatus, NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -220,6 +220,14 @@ pub fn set_disk_pressure(status: &mut NodeStatus, pressure: bool) {
             c.message = Some(message.into());
         }
     }
+}
+
+/// `status.features` from the CRI runtime's features (upstream's NodeFeatures setter): set when the
+/// runtime reports features (containerd 2.0+), left out when it reports none (containerd 1.x).
+pub fn set_features(status: &mut NodeStatus, supplemental_groups_policy: Option<bool>) {
+    status.features = supplemental_groups_policy.map(|supported| NodeFeatures {
+        supplemental_groups_policy: Some(supported),
+    });
 }
 
 /// Reports the eviction manager's MemoryPressure, DiskPressure and PIDPressure in `status` (upstream's
@@ -524,5 +532,20 @@ mod tests {
             .find(|c| c.type_ == "Ready")
             .unwrap();
         assert_eq!(ready.status, "False");
+    }
+
+    #[test]
+    fn features_are_reported_only_when_the_runtime_reports_them() {
+        let cfg = KubeletConfig::new("n1", "10.1.0.2".parse().unwrap());
+        let mut status = node_status(&cfg, &HostInfo::default(), "x", None);
+        set_features(&mut status, None);
+        assert_eq!(serde_json::to_value(&status).unwrap().get("features"), None);
+        for supported in [true, false] {
+            set_features(&mut status, Some(supported));
+            assert_eq!(
+                serde_json::to_value(&status).unwrap()["features"],
+                serde_json::json!({"supplementalGroupsPolicy": supported})
+            );
+        }
     }
 }

@@ -393,6 +393,7 @@ fn a_deleted_pod_reports_the_exits_the_runtime_saw_at_the_kill() {
         restarting: false,
         started: false,
         restartable: false,
+        user: None,
     }];
     // Exited 0 on SIGTERM: 0/Completed, and the pod Succeeded, as upstream reports it.
     let s = terminal_status_after(&p, Some(&last), "10.0.0.2");

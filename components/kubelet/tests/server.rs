@@ -56,6 +56,7 @@ fn container(restart_count: i32, running: bool) -> ContainerStatus {
         restarting: false,
         started: running,
         restartable: false,
+        user: None,
     }
 }
 

@@ -242,6 +242,10 @@ fn workload_validation(obj: &Value) -> Vec<Cause> {
         &spec["template"]["spec"],
         "spec.template.spec",
     ));
+    causes.extend(super::apparmor_annotations::template(
+        &spec["template"],
+        "spec.template",
+    ));
     causes
 }
 

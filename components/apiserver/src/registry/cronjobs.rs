@@ -207,6 +207,10 @@ fn job_template_validation(job: &Value) -> Vec<Cause> {
         &job["template"]["spec"],
         &format!("{PATH}.template.spec"),
     ));
+    causes.extend(super::apparmor_annotations::template(
+        &job["template"],
+        &format!("{PATH}.template"),
+    ));
     let restart_path = format!("{PATH}.template.spec.restartPolicy");
     match job["template"]["spec"]["restartPolicy"]
         .as_str()

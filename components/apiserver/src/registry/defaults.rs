@@ -103,7 +103,8 @@ fn container_defaults(ctr: &mut Value) {
 }
 
 pub fn pod_validation(obj: &Value) -> Vec<Cause> {
-    let mut causes = pod_spec_validation(&obj["spec"], "spec");
+    let mut causes = super::apparmor_annotations::pod(obj);
+    causes.extend(pod_spec_validation(&obj["spec"], "spec"));
     causes.extend(super::ephemeral_containers::validate(&obj["spec"], "spec"));
     causes
 }

@@ -196,6 +196,10 @@ pub fn job_validation(obj: &Value) -> Vec<Cause> {
         &spec["template"]["spec"],
         "spec.template.spec",
     ));
+    causes.extend(super::apparmor_annotations::template(
+        &spec["template"],
+        "spec.template",
+    ));
     causes
 }
 

@@ -327,12 +327,15 @@ fn generation_changed(spec: &ResourceSpec, old: &Value, new: &Value) -> bool {
     content(old) != content(new)
 }
 
-fn validate(spec: &ResourceSpec, obj: &Value) -> Result<(), ApiError> {
+fn validate(spec: &ResourceSpec, obj: &Value, creating: bool) -> Result<(), ApiError> {
     let mut causes = Vec::new();
     if let Some(c) = validate_name(spec, name_of(obj)) {
         causes.push(c);
     }
     causes.extend((spec.validate)(obj));
+    if creating {
+        causes.extend((spec.validate_create)(obj));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
@@ -412,7 +415,7 @@ pub fn prepare_create(
         Some(cr) => decode_custom(spec, cr, obj, validation)?,
         None => decode(spec, obj, validation)?,
     };
-    validate(spec, &obj)?;
+    validate(spec, &obj, true)?;
     validate_custom(spec, &obj, None)?;
     Ok(obj)
 }
@@ -500,7 +503,7 @@ pub fn prepare_update(
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
-    validate(spec, &new)?;
+    validate(spec, &new, false)?;
     validate_custom(spec, &new, Some(old))?;
     let causes = (spec.validate_update)(old, &new);
     if !causes.is_empty() {

@@ -4,6 +4,7 @@
 pub mod admission_registration;
 pub mod apiextensions;
 pub mod apiregistration;
+pub mod apparmor_annotations;
 pub mod apps;
 pub mod autoscaling;
 pub mod certificates;

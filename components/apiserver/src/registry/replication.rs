@@ -215,6 +215,10 @@ pub fn replicationcontroller_validation(obj: &Value) -> Vec<Cause> {
         ));
     }
     causes.extend(pod_spec_validation(&template["spec"], "spec.template.spec"));
+    causes.extend(super::apparmor_annotations::template(
+        template,
+        "spec.template",
+    ));
     let restart = template["spec"]["restartPolicy"].as_str().unwrap_or("");
     if restart != "Always" {
         causes.push(Cause::not_supported(
@@ -243,7 +247,12 @@ pub fn podtemplate_defaults(obj: &mut Value) {
 
 /// ValidatePodTemplate: the template's pod spec at `template.spec`.
 pub fn podtemplate_validation(obj: &Value) -> Vec<Cause> {
-    pod_spec_validation(&obj["template"]["spec"], "template.spec")
+    let mut causes = pod_spec_validation(&obj["template"]["spec"], "template.spec");
+    causes.extend(super::apparmor_annotations::template(
+        &obj["template"],
+        "template",
+    ));
+    causes
 }
 
 pub static REPLICATIONCONTROLLERS: ResourceSpec = ResourceSpec {

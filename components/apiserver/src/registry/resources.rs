@@ -210,6 +210,7 @@ const PODS_SPEC: ResourceSpec = ResourceSpec {
     defaults: pod_defaults,
     validate: pod_validation,
     validate_update: super::defaults::pod_update_validation,
+    validate_create: super::apparmor_annotations::pod_create,
     graceful_delete: Some(GracefulDelete {
         default_grace: pod_grace,
     }),

@@ -197,6 +197,10 @@ pub fn statefulset_validation(obj: &Value) -> Vec<Cause> {
         ));
     }
     causes.extend(pod_spec_validation(template, "spec.template.spec"));
+    causes.extend(super::apparmor_annotations::template(
+        &obj["spec"]["template"],
+        "spec.template",
+    ));
     causes.extend(status_validation(&obj["status"]));
     causes
 }

@@ -83,6 +83,9 @@ pub struct ResourceSpec {
     pub validate: fn(&Value) -> Vec<Cause>,
     /// Kind-specific rules on an update, given (old, new): immutable fields; empty = valid.
     pub validate_update: fn(&Value, &Value) -> Vec<Cause>,
+    /// Kind-specific rules only a create checks (after `validate`, in the same 422), as upstream's
+    /// ValidatePodCreate adds to a pod's validation; empty = valid.
+    pub validate_create: fn(&Value) -> Vec<Cause>,
     pub graceful_delete: Option<GracefulDelete>,
     /// Serves `<resource>/scale` as an autoscaling/v1 Scale.
     pub scale: Option<ScaleSpec>,
@@ -178,6 +181,7 @@ impl ResourceSpec {
         defaults: no_defaults,
         validate: no_validation,
         validate_update: no_update_validation,
+        validate_create: no_validation,
         graceful_delete: None,
         scale: None,
         actions: &[],

@@ -203,6 +203,7 @@ impl Runtime for HostRuntime {
                 // No startup probes here: started whenever running.
                 started: true,
                 restartable: false,
+                user: None,
             }));
             tasks.push(tokio::spawn(supervisor::supervise(
                 p,

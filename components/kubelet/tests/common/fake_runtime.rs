@@ -64,6 +64,7 @@ impl Runtime for RunningRuntime {
                 restarting: false,
                 started: true,
                 restartable: false,
+                user: None,
             })
             .collect();
         self.pods.lock().unwrap().insert(

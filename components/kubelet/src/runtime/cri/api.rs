@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use k8s_cri::v1 as cri;
 
 pub use super::security_context::ImageUser;
+pub use crate::container_status::LinuxUser;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CriError {
@@ -83,6 +84,9 @@ pub struct CriContainer {
     pub message: String,
     pub image_ref: String,
     pub labels: HashMap<String, String>,
+    /// The first process's uid, gid and groups (ContainerStatus `user`; containerd 2.0+). None
+    /// from ListContainers and from runtimes that do not report it.
+    pub user: Option<LinuxUser>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,8 +177,9 @@ pub trait CriApi: Send + Sync {
         Ok(ImageUser::default())
     }
     /// Whether the runtime honours `supplementalGroupsPolicy: Strict` and reports the container's
-    /// user (RuntimeStatus `features.supplemental_groups_policy`); runtimes that do not say, do not.
-    async fn supplemental_groups_policy(&self) -> Result<bool, CriError> {
-        Ok(false)
+    /// user (RuntimeStatus `features.supplemental_groups_policy`); None: the runtime reports no
+    /// features at all (containerd before 2.0), which upstream's node status then leaves out.
+    async fn supplemental_groups_policy(&self) -> Result<Option<bool>, CriError> {
+        Ok(None)
     }
 }

@@ -31,6 +31,9 @@ pub struct FakeState {
     /// How a running container named so exits when stopped (its SIGTERM handler's code); others are
     /// killed, 137/Error.
     pub stop_exit_codes: HashMap<String, i32>,
+    /// What ContainerStatus reports as the user of each container, by container name (as
+    /// containerd 2.0 does); none: the runtime reports no user (containerd 1.x).
+    pub container_users: HashMap<String, super::api::LinuxUser>,
     next_id: u32,
 }
 
@@ -276,6 +279,7 @@ impl CriApi for FakeCri {
                 message: String::new(),
                 image_ref: String::new(),
                 labels,
+                user: None,
             },
         );
         Ok(id)
@@ -344,11 +348,15 @@ impl CriApi for FakeCri {
 
     async fn container_status(&self, id: &str) -> Result<CriContainer, CriError> {
         self.up("ContainerStatus")?;
-        self.st()
+        let st = self.st();
+        let c = st
             .containers
             .get(id)
-            .cloned()
-            .ok_or_else(|| not_found("ContainerStatus", id))
+            .ok_or_else(|| not_found("ContainerStatus", id))?;
+        Ok(CriContainer {
+            user: st.container_users.get(&c.name).cloned(),
+            ..c.clone()
+        })
     }
 
     async fn list_containers(&self, sandbox_id: &str) -> Result<Vec<CriContainer>, CriError> {

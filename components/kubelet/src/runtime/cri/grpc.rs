@@ -13,7 +13,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use super::api::{CriApi, CriContainer, CriError, CriState, ExecResult, Sandbox};
+use super::api::{CriApi, CriContainer, CriError, CriState, ExecResult, LinuxUser, Sandbox};
 
 /// Ordinary calls; pulls and stops get their own, longer bounds.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -158,6 +158,11 @@ fn container_from_status(s: cri::ContainerStatus) -> CriContainer {
         message: s.message,
         image_ref: s.image_ref,
         labels: s.labels,
+        user: s.user.and_then(|u| u.linux).map(|l| LinuxUser {
+            uid: l.uid,
+            gid: l.gid,
+            supplemental_groups: l.supplemental_groups,
+        }),
     }
 }
 
@@ -195,9 +200,9 @@ impl CriApi for GrpcCri {
             .collect())
     }
 
-    async fn supplemental_groups_policy(&self) -> Result<bool, CriError> {
+    async fn supplemental_groups_policy(&self) -> Result<Option<bool>, CriError> {
         let s = self.runtime_status().await?;
-        Ok(s.features.is_some_and(|f| f.supplemental_groups_policy))
+        Ok(s.features.map(|f| f.supplemental_groups_policy))
     }
 
     async fn image_present(&self, image: &str) -> Result<bool, CriError> {
@@ -473,6 +478,7 @@ impl CriApi for GrpcCri {
                     message: String::new(),
                     image_ref: c.image_ref,
                     labels: c.labels,
+                    user: None,
                 }
             })
             .collect())

@@ -348,3 +348,37 @@ async fn a_localhost_apparmor_profile_without_a_name_is_a_config_error() {
         )
     );
 }
+
+#[tokio::test]
+async fn the_user_the_runtime_reports_reaches_the_container_status() {
+    let p = pod(
+        serde_json::json!({"securityContext": {"runAsUser": 1000, "runAsGroup": 3000,
+            "supplementalGroups": [4000], "supplementalGroupsPolicy": "Strict"}}),
+        serde_json::json!({}),
+    );
+    // containerd 1.x reports no user: the API status has none, as upstream's.
+    let mut r = rig(&p);
+    r.w.sync(Instant::now()).await;
+    r.w.sync(Instant::now()).await;
+    assert_eq!(waiting(&r.w).0, "Running");
+    let api = crate::mirror::api_status(&r.w.status(), "10.250.0.11", None);
+    assert_eq!(api.container_statuses.unwrap()[0].user, None);
+    // A runtime that reports it (containerd 2.0+): uid, gid and groups as the runtime says.
+    let mut r = rig(&p);
+    r.fake.st().container_users.insert(
+        "main".into(),
+        crate::container_status::LinuxUser {
+            uid: 1000,
+            gid: 3000,
+            supplemental_groups: vec![3000, 4000],
+        },
+    );
+    r.w.sync(Instant::now()).await;
+    r.w.sync(Instant::now()).await;
+    let api = crate::mirror::api_status(&r.w.status(), "10.250.0.11", None);
+    let user = serde_json::to_value(&api.container_statuses.unwrap()[0].user).unwrap();
+    assert_eq!(
+        user,
+        serde_json::json!({"linux": {"uid": 1000, "gid": 3000, "supplementalGroups": [3000, 4000]}})
+    );
+}

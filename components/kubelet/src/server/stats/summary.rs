@@ -229,6 +229,7 @@ pub(crate) mod tests {
             restarting: false,
             started: true,
             restartable: false,
+            user: None,
         }
     }
 
