@@ -72,10 +72,6 @@ impl<T> AuthorityFix<T> {
         }
     }
 
-    pub fn get_ref(&self) -> &T {
-        &self.inner
-    }
-
     /// Moves as many complete units from `input` to `output` as possible.
     fn process(&mut self) {
         loop {

@@ -1,6 +1,6 @@
-//! etcd's client-visible errors, with etcd's exact texts and gRPC codes (clients match on them).
-
-use tonic::{Code, Status};
+//! etcd's client-visible errors, with etcd's exact texts (clients match on them), and the class of gRPC
+//! status each reaches a client with ([`ErrorCode`]). No transport here: the API layer turns these into
+//! tonic statuses, once (`api::grpc::status`), as etcd's v3rpc does with its server's errors.
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EtcdError {
@@ -43,31 +43,66 @@ pub enum EtcdError {
 }
 
 impl EtcdError {
-    pub fn code(&self) -> Code {
+    /// The status class etcd answers this error with (its rpctypes pair each text with one).
+    pub fn code(&self) -> ErrorCode {
         match self {
             EtcdError::EmptyKey
             | EtcdError::KeyNotFound
             | EtcdError::ValueProvided
             | EtcdError::LeaseProvided
             | EtcdError::DuplicateKey
-            | EtcdError::TooManyOps => Code::InvalidArgument,
-            EtcdError::Compacted | EtcdError::FutureRev => Code::OutOfRange,
-            EtcdError::LeaseNotFound => Code::NotFound,
-            EtcdError::LeaseExists | EtcdError::WatchIdExists => Code::FailedPrecondition,
-            EtcdError::NoLeader | EtcdError::NotLeader | EtcdError::Stopped => Code::Unavailable,
-            EtcdError::Timeout | EtcdError::LeaderTransferTimeout => Code::Unavailable,
-            EtcdError::BadLeaderTransferee => Code::FailedPrecondition,
-            EtcdError::NoSpace => Code::ResourceExhausted,
+            | EtcdError::TooManyOps => ErrorCode::InvalidArgument,
+            EtcdError::Compacted | EtcdError::FutureRev => ErrorCode::OutOfRange,
+            EtcdError::LeaseNotFound => ErrorCode::NotFound,
+            EtcdError::LeaseExists | EtcdError::WatchIdExists => ErrorCode::FailedPrecondition,
+            EtcdError::NoLeader | EtcdError::NotLeader | EtcdError::Stopped => {
+                ErrorCode::Unavailable
+            }
+            EtcdError::Timeout | EtcdError::LeaderTransferTimeout => ErrorCode::Unavailable,
+            EtcdError::BadLeaderTransferee => ErrorCode::FailedPrecondition,
+            EtcdError::NoSpace => ErrorCode::ResourceExhausted,
         }
-    }
-
-    pub fn to_status(&self) -> Status {
-        Status::new(self.code(), self.to_string())
     }
 }
 
-impl From<EtcdError> for Status {
-    fn from(e: EtcdError) -> Self {
-        e.to_status()
+/// The gRPC status code a failure reaches clients with, by gRPC's numbers: kiln-store's own formats
+/// carry the number between members (`StoreResponse::error_code` in the Raft apply's answers,
+/// `ForwardError::code` over the peer transport), so it must mean the same to every member of a cluster
+/// being upgraded one member at a time. Only the codes the store answers with; `api::grpc::status` maps
+/// each to tonic's `Code` (and checks the numbers agree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ErrorCode {
+    Unknown = 2,
+    InvalidArgument = 3,
+    NotFound = 5,
+    PermissionDenied = 7,
+    ResourceExhausted = 8,
+    FailedPrecondition = 9,
+    OutOfRange = 11,
+    Internal = 13,
+    Unavailable = 14,
+    Unauthenticated = 16,
+}
+
+impl ErrorCode {
+    /// Every code, for the API layer's check that its mapping keeps gRPC's numbers.
+    #[cfg(test)]
+    pub const ALL: [ErrorCode; 10] = [
+        ErrorCode::Unknown,
+        ErrorCode::InvalidArgument,
+        ErrorCode::NotFound,
+        ErrorCode::PermissionDenied,
+        ErrorCode::ResourceExhausted,
+        ErrorCode::FailedPrecondition,
+        ErrorCode::OutOfRange,
+        ErrorCode::Internal,
+        ErrorCode::Unavailable,
+        ErrorCode::Unauthenticated,
+    ];
+
+    /// The number the formats carry.
+    pub fn number(self) -> i32 {
+        self as i32
     }
 }

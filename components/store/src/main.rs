@@ -5,7 +5,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
-    match kiln_store::runtime::build() {
+    match kiln_store::build_runtime() {
         Ok(rt) => rt.block_on(serve()),
         Err(e) => {
             eprintln!("kiln-store: starting the async runtime: {e}");
@@ -23,8 +23,8 @@ async fn serve() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     if std::env::args().nth(1).as_deref() == Some("snapshot") {
-        let cli = kiln_store::offline::OfflineCli::parse();
-        return match kiln_store::offline::run(cli) {
+        let cli = kiln_store::OfflineCli::parse();
+        return match kiln_store::run_offline(cli) {
             Ok(out) => {
                 print!("{out}");
                 std::process::ExitCode::SUCCESS

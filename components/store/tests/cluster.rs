@@ -189,11 +189,11 @@ async fn peers_without_a_trusted_client_certificate_are_refused() {
     let ask = |config: kiln_store::Config| {
         let urls = urls.clone();
         async move {
-            let clients = kiln_store::peer::client::PeerClients::new(&config).unwrap();
+            let clients = kiln_store::peer_client::PeerClients::new(&config).unwrap();
             clients
-                .call::<kiln_store::peer::ClusterInfo>(
+                .call::<kiln_store::peer_client::ClusterInfo>(
                     &urls,
-                    kiln_store::peer::PeerRequest::ClusterInfo,
+                    kiln_store::peer_client::PeerRequest::ClusterInfo,
                     std::time::Duration::from_secs(5),
                 )
                 .await

@@ -5,7 +5,7 @@ mod common;
 
 use common::cluster::{member_config, retry, Cluster};
 use common::{etcdctl, stdout};
-use kiln_store::config::ClusterState;
+use kiln_store::ClusterState;
 
 /// Value of `KEY="..."` in etcdctl's member add output.
 fn env_value(out: &str, key: &str) -> String {

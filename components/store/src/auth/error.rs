@@ -1,6 +1,7 @@
-//! etcd's auth errors, with etcd's exact texts and gRPC codes (etcdctl and clientv3 match on them).
+//! etcd's auth errors, with etcd's exact texts (etcdctl and clientv3 match on them) and status classes;
+//! the API layer makes them tonic statuses (`api::grpc::status`).
 
-use tonic::{Code, Status};
+use crate::etcd_error::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -47,23 +48,17 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    pub fn code(&self) -> Code {
+    pub fn code(&self) -> ErrorCode {
         use AuthError::*;
         match self {
             UserEmpty | RoleEmpty | AuthFailed | PermissionNotGiven | InvalidAuthMgmt
-            | AuthOldRevision => Code::InvalidArgument,
-            PermissionDenied => Code::PermissionDenied,
-            InvalidAuthToken => Code::Unauthenticated,
+            | AuthOldRevision => ErrorCode::InvalidArgument,
+            PermissionDenied => ErrorCode::PermissionDenied,
+            InvalidAuthToken => ErrorCode::Unauthenticated,
             RootUserNotExist | RootRoleNotExist | UserAlreadyExist | UserNotFound
             | RoleAlreadyExist | RoleNotFound | RoleNotGranted | PermissionNotGranted
-            | AuthNotEnabled => Code::FailedPrecondition,
-            NoPasswordUser | VerifyOnly => Code::Unknown,
+            | AuthNotEnabled => ErrorCode::FailedPrecondition,
+            NoPasswordUser | VerifyOnly => ErrorCode::Unknown,
         }
-    }
-}
-
-impl From<AuthError> for Status {
-    fn from(e: AuthError) -> Self {
-        Status::new(e.code(), e.to_string())
     }
 }

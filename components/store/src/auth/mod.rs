@@ -18,6 +18,7 @@ pub mod state;
 pub mod token;
 
 use std::sync::{Arc, RwLock};
+#[cfg(test)]
 use std::time::Duration;
 
 use rocksdb::{WriteBatch, DB};
@@ -84,6 +85,7 @@ pub struct AuthStore {
 
 impl AuthStore {
     /// With simple tokens that live `token_ttl` past their last use.
+    #[cfg(test)]
     pub fn open(db: &DB, token_ttl: Duration, bcrypt_cost: u32) -> Result<Self, AuthStoreError> {
         let tokens = TokenProvider::Simple(token::SimpleTokens::new(token_ttl));
         Self::open_with(db, tokens, bcrypt_cost)

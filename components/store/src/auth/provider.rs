@@ -102,6 +102,7 @@ impl TokenProvider {
     }
 
     /// The user a token names, if valid.
+    #[cfg(test)]
     pub fn user(&self, token: &str) -> Option<String> {
         self.info(token, 0).map(|(u, _)| u)
     }

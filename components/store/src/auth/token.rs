@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 
 use rand::distr::{Alphabetic, SampleString};
 
-/// etcd's --auth-token-ttl default.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
 const TOKEN_LETTERS: usize = 16;
 
 pub struct SimpleTokens {

@@ -19,6 +19,8 @@ use etcd_client::proto::{
 use prost::Message as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::etcd_error::ErrorCode;
+
 /// A member as Raft sees it: what `MemberList` reports and what a peer needs to connect.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberNode {
@@ -106,7 +108,7 @@ pub mod store_request {
 pub struct StoreResponse {
     #[prost(oneof = "store_response::Result", tags = "1, 2, 3, 4, 5, 6, 7, 8, 12")]
     pub result: Option<store_response::Result>,
-    /// gRPC status code of a failed command (0 = success).
+    /// gRPC status code of a failed command (0 = success; [`ErrorCode`]'s numbers).
     #[prost(int32, tag = "10")]
     pub error_code: i32,
     /// etcd's error text for a failed command, e.g. "etcdserver: requested lease not found".
@@ -166,16 +168,15 @@ impl StoreResponse {
         }
     }
 
-    /// A failure of kiln-store itself (gRPC code Internal), named so layers above this one
-    /// need not name tonic's codes.
+    /// A failure of kiln-store itself (gRPC code Internal).
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::error(tonic::Code::Internal, message)
+        Self::error(ErrorCode::Internal, message)
     }
 
-    pub fn error(code: tonic::Code, message: impl Into<String>) -> Self {
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             result: None,
-            error_code: code as i32,
+            error_code: code.number(),
             error_message: message.into(),
         }
     }

@@ -29,8 +29,7 @@ fn not_leader(leader_id: Option<u64>, leader_node: Option<MemberNode>) -> Forwar
     ForwardError {
         not_leader: true,
         leader: leader_id.zip(leader_node),
-        code: err.code() as i32,
-        message: err.to_string(),
+        ..ForwardError::etcd(err)
     }
 }
 

@@ -1,12 +1,12 @@
 //! What a follower forwards to the leader over the peer transport, and the answers: the
 //! requests only the leader can serve ([`LeaderOp`]), its replies, and the error that carries
-//! etcd's gRPC code and text back to the member the client asked.
+//! etcd's gRPC code and text back to the member the client asked (its API layer makes it a tonic
+//! status: `api::grpc::status`).
 
 use serde::{Deserialize, Serialize};
-use tonic::{Code, Status};
 
 use crate::command::{MemberNode, StoreRequest, StoreResponse};
-use crate::etcd_error::EtcdError;
+use crate::etcd_error::{ErrorCode, EtcdError};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum LeaderOp {
@@ -64,59 +64,45 @@ pub struct ForwardError {
     /// The member asked is not (or no longer) the leader; `leader` is its best guess.
     pub not_leader: bool,
     pub leader: Option<(u64, MemberNode)>,
+    /// [`ErrorCode`]'s number; a number on the wire, since a member of another build may have sent
+    /// a code this one does not name.
     pub code: i32,
     pub message: String,
 }
 
 impl ForwardError {
     pub fn etcd(e: EtcdError) -> Self {
-        Self {
-            not_leader: false,
-            leader: None,
-            code: e.code() as i32,
-            message: e.to_string(),
-        }
+        Self::status(e.code(), e.to_string())
     }
 
-    pub fn status(code: Code, message: impl Into<String>) -> Self {
+    pub fn status(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             not_leader: false,
             leader: None,
-            code: code as i32,
+            code: code.number(),
             message: message.into(),
         }
     }
 
-    // Named codes, so the member layer builds these errors without naming tonic's types.
     pub fn failed_precondition(message: impl Into<String>) -> Self {
-        Self::status(Code::FailedPrecondition, message)
+        Self::status(ErrorCode::FailedPrecondition, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::status(Code::NotFound, message)
+        Self::status(ErrorCode::NotFound, message)
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::status(Code::Unavailable, message)
+        Self::status(ErrorCode::Unavailable, message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::status(Code::Internal, message)
-    }
-
-    pub fn to_status(&self) -> Status {
-        Status::new(Code::from_i32(self.code), self.message.clone())
+        Self::status(ErrorCode::Internal, message)
     }
 }
 
 impl std::fmt::Display for ForwardError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
-    }
-}
-
-impl From<ForwardError> for Status {
-    fn from(e: ForwardError) -> Self {
-        e.to_status()
     }
 }

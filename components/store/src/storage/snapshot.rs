@@ -54,6 +54,7 @@ fn for_each_record(
 
 /// The exact length of the snapshot of `snapshot`, digest included (what a stream announces as its
 /// remaining bytes before the first piece is cut).
+#[cfg(test)]
 pub fn encoded_len(db: &DB, snapshot: &Snapshot<'_>) -> Result<usize, SnapshotError> {
     let mut len = MAGIC.len() + 1;
     for_each_record(db, snapshot, |_, k, v| {

@@ -33,7 +33,7 @@ impl KvService {
 
 pub fn mvcc_status(e: MvccError) -> Status {
     match e {
-        MvccError::Etcd(e) => e.to_status(),
+        MvccError::Etcd(e) => Status::from(e),
         other => {
             tracing::error!(error = %other, "store read failed");
             Status::internal(other.to_string())

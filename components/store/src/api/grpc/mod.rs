@@ -1,7 +1,7 @@
 //! The etcd v3 gRPC API, implemented on the server traits etcd-client generates
 //! (`etcd_client::proto::Pb*Service`), and the server side of the peer transport (`peer`).
-//! Thin adapters over `member::context::StoreContext`: its `ForwardError`s become
-//! `tonic::Status` through one `From` (`peer::forward`).
+//! Thin adapters over `member::context::StoreContext`: its `ForwardError`s, and etcd's and its auth's
+//! errors, become `tonic::Status` in one place (`status`).
 
 pub mod auth;
 pub mod cluster;
@@ -9,6 +9,7 @@ pub mod kv;
 pub mod lease;
 pub mod maintenance;
 pub mod peer;
+pub mod status;
 pub mod watch;
 
 use std::sync::Arc;

@@ -75,12 +75,9 @@ impl KeyIndex {
     }
 
     /// How many keys are live.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.live().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -25,7 +25,7 @@ use tokio::sync::broadcast;
 use crate::etcd_error::EtcdError;
 use crate::storage::db::{self, CF_LEASES, CF_LEASE_KEYS, CF_SM_META};
 use index::KeyIndex;
-use read::{RangeEnd, ReadView};
+use read::ReadView;
 use txn::TxnWriter;
 
 #[derive(Debug, thiserror::Error)]
@@ -268,18 +268,9 @@ impl Mvcc {
         Ok(out)
     }
 
-    pub fn lease(&self, id: i64) -> Result<Option<LeaseRecord>, MvccError> {
-        get_lease(&self.db, id)
-    }
-
     /// Keys attached to lease `id`.
     pub fn lease_keys(&self, id: i64) -> Result<Vec<Vec<u8>>, MvccError> {
         lease_keys(&self.db, id)
-    }
-
-    /// Whether `key` lies in the range starting at `key_start` with etcd `range_end`.
-    pub fn in_range(key_start: &[u8], range_end: &[u8], key: &[u8]) -> bool {
-        RangeEnd::from_request(range_end).contains(key_start, key)
     }
 }
 
