@@ -428,9 +428,10 @@ fn security_contexts(c: &Cluster) {
 /// runtime's Status and ContainerStatus when it reports them (containerd 2.0+), left out when it
 /// does not (containerd 1.x, which the lab hosts run).
 fn runtime_features_and_user(c: &Cluster, pod: &str) {
-    let node = jsonpath(c, &format!("pod/{pod}"), "{.spec.nodeName}");
-    let runtime = jsonpath(
-        c,
+    // Read strictly: a failed read must not pass for "no runtime version".
+    let get = |what: &str, path: &str| c.kubectl(&["get", what, "-o", &format!("jsonpath={path}")]);
+    let node = get(&format!("pod/{pod}"), "{.spec.nodeName}");
+    let runtime = get(
         &format!("node/{node}"),
         "{.status.nodeInfo.containerRuntimeVersion}",
     );
@@ -444,7 +445,9 @@ fn runtime_features_and_user(c: &Cluster, pod: &str) {
         assert_eq!(features, "", "{runtime} reports no features");
         assert_eq!(user, "", "{runtime} reports no container user");
     } else {
-        let user: serde_json::Value = serde_json::from_str(&user).unwrap();
+        let user: serde_json::Value = serde_json::from_str(&user).unwrap_or_else(|e| {
+            panic!("{runtime} on {node}: containerStatuses[0].user {user:?}: {e}")
+        });
         assert_eq!(user["linux"]["uid"], 1000, "{user}");
         assert!(features.contains("supplementalGroupsPolicy"), "{features}");
     }

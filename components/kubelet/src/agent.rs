@@ -122,6 +122,9 @@ pub struct NodeAgent {
     pressure: Option<watch::Receiver<crate::eviction::Pressure>>,
     /// The CRI runtime's supplementalGroupsPolicy feature, once read (None inside: not reported).
     features: Option<watch::Receiver<Option<bool>>>,
+    /// The workload pods' runtime (CRI), whose version the node reports as upstream's kubelet does;
+    /// None: the static pods' runtime is the node's only one.
+    container_runtime: Option<Arc<dyn Runtime>>,
 }
 
 const TICK: Duration = Duration::from_secs(1);
@@ -146,6 +149,7 @@ impl NodeAgent {
                 clients: None,
                 pressure: None,
                 features: None,
+                container_runtime: None,
             },
             rx,
         )
@@ -160,6 +164,13 @@ impl NodeAgent {
     /// Reports the eviction manager's pressure conditions; a change is posted at once.
     pub fn with_pressure(mut self, pressure: watch::Receiver<crate::eviction::Pressure>) -> Self {
         self.pressure = Some(pressure);
+        self
+    }
+
+    /// Reports the workload pods' runtime in `nodeInfo.containerRuntimeVersion`
+    /// (`containerd://1.6.20~ds1`) instead of the static pods' `kiln-host://…`.
+    pub fn with_container_runtime(mut self, runtime: Arc<dyn Runtime>) -> Self {
+        self.container_runtime = Some(runtime);
         self
     }
 
@@ -178,12 +189,12 @@ impl NodeAgent {
 
     async fn status(&self) -> k8s_openapi::api::core::v1::NodeStatus {
         let err = self.runtime.ready().await.err().map(|e| e.to_string());
-        let mut status = node::node_status(
-            &self.cfg,
-            &self.host,
-            &self.runtime.version(),
-            err.as_deref(),
-        );
+        let version = self
+            .container_runtime
+            .as_ref()
+            .unwrap_or(&self.runtime)
+            .version();
+        let mut status = node::node_status(&self.cfg, &self.host, &version, err.as_deref());
         node::set_pressure(&mut status, self.pressure());
         node::set_features(
             &mut status,

@@ -229,10 +229,13 @@ pub async fn run(cfg: KubeletConfig) -> Result<KubeletHandle, KubeletError> {
         tasks.push(tokio::spawn(server.run(shutdown_rx.clone())));
     }
     let (agent, agent_state) = agent::NodeAgent::new(cfg, dyn_runtime, static_pods.clone());
-    let agent = agent
+    let mut agent = agent
         .with_clients(clients.clone())
         .with_pressure(pressure_rx)
         .with_runtime_features(features_rx);
+    if let Some(cri) = &cri_runtime {
+        agent = agent.with_container_runtime(cri.clone());
+    }
     tasks.push(tokio::spawn(agent.run(shutdown_rx)));
     Ok(KubeletHandle {
         runtime,
