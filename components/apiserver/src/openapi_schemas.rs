@@ -308,6 +308,80 @@ pub fn definitions(specs: &[&ResourceSpec], flavor: Flavor) -> Map<String, Value
     out
 }
 
+/// A built-in kind's v3 schema with every `$ref` written out in place, for the CEL type checker
+/// (a ValidatingAdmissionPolicy's typeChecking resolves the matched kinds' schemas as upstream's
+/// does, from the OpenAPI). A definition met again inside itself stays an open `{}`; `None` for a
+/// kind without a generated schema.
+pub fn builtin_schema_inlined(group: &str, version: &str, kind: &str) -> Option<Value> {
+    let builtin = builtin(Flavor::V3);
+    let name = builtin
+        .kinds
+        .iter()
+        .find(|((g, v, k), _)| *g == group && *v == version && *k == kind)
+        .map(|(_, name)| name)?;
+    Some(inline_definition(
+        &builtin.definitions,
+        name,
+        &mut Vec::new(),
+    ))
+}
+
+fn inline_definition(
+    definitions: &Map<String, Value>,
+    name: &str,
+    path: &mut Vec<String>,
+) -> Value {
+    let Some(def) = definitions.get(name) else {
+        return json!({});
+    };
+    if path.iter().any(|p| p == name) {
+        return json!({});
+    }
+    path.push(name.to_string());
+    let out = inline_refs(definitions, def, path);
+    path.pop();
+    out
+}
+
+fn inline_refs(definitions: &Map<String, Value>, value: &Value, path: &mut Vec<String>) -> Value {
+    let prefix = Flavor::V3.ref_prefix();
+    match value {
+        Value::Object(fields) => {
+            if let Some(Value::String(r)) = fields.get("$ref") {
+                return inline_definition(definitions, r.strip_prefix(prefix).unwrap_or(r), path);
+            }
+            // v3's described reference: `allOf: [{$ref}]` beside a description.
+            if let Some([only]) = fields
+                .get("allOf")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
+                if only.get("$ref").is_some() {
+                    return inline_refs(definitions, only, path);
+                }
+            }
+            let mut out = Map::new();
+            for (key, v) in fields {
+                // Literal data (defaults, enums, examples) is not a schema.
+                let v = if matches!(key.as_str(), "default" | "enum" | "example") {
+                    v.clone()
+                } else {
+                    inline_refs(definitions, v, path)
+                };
+                out.insert(key.clone(), v);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| inline_refs(definitions, v, path))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,6 +450,26 @@ mod tests {
             defs["com.example.stable.v1.CronTab"]["x-kubernetes-preserve-unknown-fields"],
             true
         );
+    }
+
+    #[test]
+    fn an_inlined_builtin_schema_has_no_references_left() {
+        let d = builtin_schema_inlined("apps", "v1", "Deployment").expect("Deployment schema");
+        let mut left = Vec::new();
+        refs(&d, Flavor::V3.ref_prefix(), &mut left);
+        assert!(left.is_empty(), "{left:?}");
+        assert_eq!(
+            d["properties"]["spec"]["properties"]["replicas"]["type"],
+            "integer"
+        );
+        assert_eq!(
+            d["properties"]["metadata"]["properties"]["labels"]["type"],
+            "object"
+        );
+        let containers = &d["properties"]["spec"]["properties"]["template"]["properties"]["spec"]
+            ["properties"]["containers"];
+        assert_eq!(containers["items"]["properties"]["name"]["type"], "string");
+        assert!(builtin_schema_inlined("apps", "v1", "NoSuchKind").is_none());
     }
 
     #[test]

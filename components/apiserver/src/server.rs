@@ -300,6 +300,12 @@ pub async fn start(options: Options) -> Result<RunningServer, ServerError> {
         state.registry.clone(),
         stopped.clone(),
     ));
+    // ValidatingAdmissionPolicies' status.typeChecking (upstream's policy status controller).
+    tokio::spawn(crate::policy_status::run(
+        store.clone(),
+        state.registry.clone(),
+        stopped.clone(),
+    ));
     // The aggregation layer: extension servers' trust anchors, the last written availability
     // (so a restart proxies at once), then the availability controller.
     if let Err(e) =

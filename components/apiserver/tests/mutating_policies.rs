@@ -4,7 +4,8 @@
 //! ConfigMap param, a matchCondition skips objects, a JSONPatch adds an init container and an
 //! env var to a pod, an IfNeeded policy is reinvoked after a later policy changed the object, and
 //! a CEL runtime error fails the request with upstream's message under failurePolicy Fail and is
-//! skipped under Ignore.
+//! skipped under Ignore; a mutation reads the `authorizer` (RBAC for the requesting user) and lazy
+//! `variables` (a broken one that no expression reads is no error).
 
 use kiln_testkit::{eventually, Cluster};
 use serde_json::Value;
@@ -316,4 +317,106 @@ fn rand_suffix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+const AUTHORIZED_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: may-write-secrets
+spec:
+  matchConstraints:
+    resourceRules:
+    - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+  variables:
+  - name: mayCreateSecrets
+    expression: "authorizer.group('').resource('secrets').namespace('default').check('create').allowed()"
+  - name: broken
+    expression: "object.data.nope == 'x'"
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{labels: {'secrets': variables.mayCreateSecrets ? 'yes' : 'no'}}}"
+---
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: may-write-secrets
+spec:
+  policyName: may-write-secrets
+"#;
+
+const ALICE_WRITES: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: writer, namespace: default}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [create, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-writes, namespace: default}
+subjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: Role, name: writer, apiGroup: rbac.authorization.k8s.io}
+"#;
+
+const ALICE_SECRETS: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: secret-writer, namespace: default}
+rules:
+- {apiGroups: [""], resources: [secrets], verbs: [create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-secrets, namespace: default}
+subjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: Role, name: secret-writer, apiGroup: rbac.authorization.k8s.io}
+"#;
+
+/// A MutatingAdmissionPolicy's mutation asks the `authorizer` through a variable: the label says
+/// whether the requesting user may create secrets — RBAC's answer for alice before and after a
+/// Role lets her, and for the admin; the broken variable nothing reads fails nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutation_asks_the_authorizer_and_reads_variables_lazily() {
+    let c = Cluster::start().await;
+    c.kubectl_ok(&["apply", "-f", &file(&c, "writes.yaml", ALICE_WRITES)])
+        .await;
+    c.kubectl_ok(&["create", "-f", &file(&c, "policy.yaml", AUTHORIZED_POLICY)])
+        .await;
+    let alice = c.kubeconfig_for("alice", &[]);
+    let label = |who: &'static str| {
+        let c = &c;
+        let alice = alice.clone();
+        async move {
+            let name = format!("cm-{}", rand_suffix());
+            let kubeconfig = if who == "alice" {
+                alice
+            } else {
+                c.admin_kubeconfig.clone()
+            };
+            let (ok, _, err) = c
+                .kubectl(
+                    &kubeconfig,
+                    &["create", "configmap", &name, "-n", "default"],
+                )
+                .await;
+            assert!(ok, "{who} creating {name}: {err}");
+            let cm = get_json(c, &["get", "configmap", &name, "-n", "default"]).await;
+            cm["metadata"]["labels"]["secrets"]
+                .as_str()
+                .map(str::to_string)
+        }
+    };
+    // The policy reaches the cache by a watch: the admin's configmap is labelled once it has.
+    eventually("the admin's label", || async {
+        (label("admin").await.as_deref() == Some("yes")).then_some(())
+    })
+    .await;
+    assert_eq!(label("alice").await.as_deref(), Some("no"));
+    c.kubectl_ok(&["apply", "-f", &file(&c, "secrets.yaml", ALICE_SECRETS)])
+        .await;
+    eventually("alice's label once she may create secrets", || async {
+        (label("alice").await.as_deref() == Some("yes")).then_some(())
+    })
+    .await;
 }

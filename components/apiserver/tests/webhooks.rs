@@ -2,7 +2,7 @@
 //! 127.0.0.1 (serving certificate from a test CA, given to kiln as caBundle): a JSON patch shows on
 //! the stored object, a denial's message reaches the client, a slow webhook fails the request with
 //! failurePolicy Fail and is skipped with Ignore, objectSelector skips objects, warnings reach kubectl,
-//! matchConditions ask RBAC through `authorizer`.
+//! matchConditions ask RBAC through `authorizer`, a policy's status carries its type check.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -15,6 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kiln_testkit::{Cluster, Pki, WAIT};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -668,4 +669,180 @@ async fn webhook_match_conditions_ask_the_authorizer() {
         async move { attempt.await.0.then_some(()) }
     })
     .await;
+}
+
+/// upstream's e2e "should type check validation expressions" and "should type check a CRD": a
+/// policy's status gets `typeChecking` (with `observedGeneration`) once its expressions are checked
+/// against the kinds it matches — none for correct types, one per confused expression with
+/// cel-go's text, for built-in kinds and for a CRD's schema; a spec change is checked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_status_carries_the_type_check() {
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let pp = PostParams::default();
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let raw: Api<kube::core::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::discovery::ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
+    );
+    let policy = |name: &str, group: &str, resource: &str, validations: Value| {
+        serde_json::from_value::<ValidatingAdmissionPolicy>(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [group],
+                    "apiVersions": ["v1"], "resources": [resource]}]},
+                "validations": validations,
+            },
+        }))
+        .unwrap()
+    };
+    // The status as JSON: an empty typeChecking must be told apart from none.
+    let checked = |name: &'static str| {
+        let raw = raw.clone();
+        async move {
+            eventually(&format!("{name}'s type check"), || {
+                let raw = raw.clone();
+                async move {
+                    let o = raw.get(name).await.ok()?;
+                    let status = o.data.get("status")?.clone();
+                    status.get("typeChecking").is_some().then_some(status)
+                }
+            })
+            .await
+        }
+    };
+
+    policies
+        .create(
+            &pp,
+            &policy(
+                "correct",
+                "apps",
+                "deployments",
+                json!([{"expression": "object.spec.replicas > 1"}]),
+            ),
+        )
+        .await
+        .unwrap();
+    let status = checked("correct").await;
+    assert_eq!(status["typeChecking"], json!({}), "{status:#}");
+    assert_eq!(status["observedGeneration"], 1);
+
+    policies
+        .create(
+            &pp,
+            &policy(
+                "confused",
+                "apps",
+                "deployments",
+                json!([{"expression": "object.spec.replicas > '1'",
+                        "messageExpression": "'wants replicas > 1, got ' + object.spec.replicas"}]),
+            ),
+        )
+        .await
+        .unwrap();
+    let status = checked("confused").await;
+    let w = &status["typeChecking"]["expressionWarnings"];
+    assert_eq!(w.as_array().map(Vec::len), Some(2), "{status:#}");
+    assert_eq!(w[0]["fieldRef"], "spec.validations[0].expression");
+    let text = w[0]["warning"].as_str().unwrap();
+    assert!(
+        text.starts_with("apps/v1, Kind=Deployment: ERROR: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("found no matching overload for '_>_' applied to '(int, string)'"),
+        "{text}"
+    );
+    assert_eq!(w[1]["fieldRef"], "spec.validations[0].messageExpression");
+    assert!(
+        w[1]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("found no matching overload for '_+_' applied to '(string, int)'"),
+        "{w:#}"
+    );
+
+    // A spec change is a new generation, checked again.
+    let fix = json!({"spec": {"validations": [{"expression": "object.spec.replicas > 1"}]}});
+    policies
+        .patch("confused", &PatchParams::default(), &Patch::Merge(&fix))
+        .await
+        .unwrap();
+    eventually("the fixed policy's type check", || {
+        let raw = raw.clone();
+        async move {
+            let o = raw.get("confused").await.ok()?;
+            let status = o.data.get("status")?;
+            (status["observedGeneration"] == 2 && status["typeChecking"] == json!({})).then_some(())
+        }
+    })
+    .await;
+
+    // A custom resource is typed by its CRD's schema.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {"group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "cronSpec": {"type": "string"}, "image": {"type": "string"},
+                    "replicas": {"type": "integer"}}}}}}}]},
+    }))
+    .unwrap();
+    crds.create(&pp, &crd).await.unwrap();
+    let crontab_policy = policy(
+        "crontabs",
+        "stable.example.com",
+        "crontabs",
+        json!([{"expression": "object.spec.replicas > '1'"},
+               {"expression": "object.spec.maxRetries < 10"}]),
+    );
+    // Created once the CRD is served (upstream's e2e waits for its OpenAPI the same way).
+    let w = eventually(
+        "the CronTab policy's type check to name both expressions",
+        || {
+            let (policies, raw, p, pp) = (
+                policies.clone(),
+                raw.clone(),
+                crontab_policy.clone(),
+                pp.clone(),
+            );
+            async move {
+                let o = match raw.get_opt("crontabs").await.ok()? {
+                    Some(o) => o,
+                    None => {
+                        policies.create(&pp, &p).await.ok()?;
+                        return None;
+                    }
+                };
+                // Not checked yet: wait.
+                let checked = o.data.get("status")?.get("typeChecking")?;
+                let w = checked["expressionWarnings"].clone();
+                if w.as_array().map(Vec::len) == Some(2) {
+                    return Some(w);
+                }
+                // Checked before the CRD was served: deleted, to be made and checked again.
+                let _ = policies.delete("crontabs", &Default::default()).await;
+                None
+            }
+        },
+    )
+    .await;
+    assert_eq!(w[0]["fieldRef"], "spec.validations[0].expression");
+    let t0 = w[0]["warning"].as_str().unwrap();
+    assert!(
+        t0.starts_with("stable.example.com/v1, Kind=CronTab: "),
+        "{t0}"
+    );
+    assert!(t0.contains("applied to '(int, string)'"), "{t0}");
+    assert_eq!(w[1]["fieldRef"], "spec.validations[1].expression");
+    assert!(
+        w[1]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("undefined field 'maxRetries'"),
+        "{w:#?}"
+    );
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use ::cel::common::traits::Indexer;
 use ::cel::common::types::{CelString, Type};
 use ::cel::common::value::{CowVal, Val};
-use ::cel::{Context, ExecutionError, Value as CelValue};
+use ::cel::{Context, Env, ExecutionError, Value as CelValue};
 use serde_json::Value;
 
 use super::authz::AuthorizerVal;
@@ -67,7 +67,12 @@ impl Activation {
     }
 
     fn context(&self) -> Context<'static, 'static> {
-        let mut ctx = Context::with_env(Arc::clone(env()));
+        self.context_in(Arc::clone(env()))
+    }
+
+    /// The bindings in `env` (a mutation's environment of its own, `mutation.rs`).
+    pub(super) fn context_in(&self, env: Arc<Env>) -> Context<'static, 'static> {
+        let mut ctx = Context::with_env(env);
         for (name, value) in &self.inner.values {
             ctx.add_variable_from_value(name.as_str(), to_cel(value));
         }

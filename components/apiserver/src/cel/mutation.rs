@@ -20,6 +20,7 @@ use ::cel::objects::Key;
 use ::cel::{Context, DeclarationError, Env, ExecutionError, StructType, Value as CelValue};
 use serde_json::{Map, Value};
 
+use super::activation::Activation;
 use super::convert::to_cel;
 use super::program::{env, eval_error, new_env};
 use super::CelError;
@@ -179,6 +180,13 @@ impl MutationProgram {
         let program = Arc::new(MutationProgram::build(source)?);
         cache.insert(source.to_string(), program.clone());
         Ok(program)
+    }
+
+    /// Evaluates with an admission policy's activation (its objects, lazy `variables` and the
+    /// `authorizer`); the result keeps its CEL form (struct values included).
+    pub fn execute_in(&self, activation: &Activation) -> Result<CelValue, CelError> {
+        let ctx = activation.context_in(Arc::clone(&self.env));
+        self.program.execute(&ctx).map_err(eval_error)
     }
 
     /// Evaluates with JSON variables; the result keeps its CEL form (struct values included).

@@ -17,7 +17,6 @@ pub mod metrics_layer;
 pub mod namespaces;
 pub mod oidc;
 pub mod openapi;
-pub mod openapi_schemas;
 pub mod openapi_v2_proto;
 pub mod partial_metadata;
 pub mod pod_part;

@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::discovery::{KUBE_MAJOR, KUBE_MINOR};
-use super::openapi_schemas::{definitions, Flavor};
 use super::openapi_v2_proto;
+use crate::openapi_schemas::{definitions, Flavor};
 use crate::registry::ResourceSpec;
 use crate::state::AppState;
 use crate::status::{ok_json, ApiError};

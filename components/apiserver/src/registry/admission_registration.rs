@@ -19,6 +19,7 @@ mod validation;
 
 #[path = "admission_registration_mutating.rs"]
 mod mutating;
+pub use cel::{policy_type_issues, CheckedTypes};
 pub use mutating::{
     MUTATING_ADMISSION_POLICIES, MUTATING_ADMISSION_POLICIES_V1ALPHA1,
     MUTATING_ADMISSION_POLICY_BINDINGS, MUTATING_ADMISSION_POLICY_BINDINGS_V1ALPHA1,

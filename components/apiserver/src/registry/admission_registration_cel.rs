@@ -169,6 +169,64 @@ pub(super) fn validate_policy_expressions(spec: &Value, causes: &mut Vec<Cause>)
     }
 }
 
+/// What a policy's expressions are type-checked against for its status's typeChecking: one
+/// matched kind's object (also `oldObject`), and the paramKind's object when its schema is known
+/// (upstream declares `params` only then).
+pub struct CheckedTypes {
+    pub object: Ty,
+    pub params: Option<Ty>,
+}
+
+/// Upstream's TypeChecker for one matched kind: the variables compiled in order against the typed
+/// objects, then each validation's expression and messageExpression; (fieldRef, cel-go's issues)
+/// for each that does not type-check. Results are not required to be bool or string here (that
+/// is refused when the policy is written).
+pub fn policy_type_issues(spec: &Value, types: &CheckedTypes) -> Vec<(String, String)> {
+    let typed = |variables: &BTreeMap<String, Ty>| {
+        let mut decls = Decls::new()
+            .var("object", types.object.clone())
+            .var("oldObject", types.object.clone())
+            .var("request", Ty::Dyn)
+            .var("authorizer", Ty::Authorizer)
+            .var("namespaceObject", Ty::Dyn)
+            .var("variables", Ty::object(variables.clone()));
+        if let Some(params) = &types.params {
+            decls = decls.var("params", params.clone());
+        }
+        decls
+    };
+    let issues = |expression: &str, decls: &Decls| -> Result<Ty, String> {
+        let program = Program::compile(expression).map_err(|e| e.to_string())?;
+        check(&program, decls)
+    };
+    let mut variables: BTreeMap<String, Ty> = BTreeMap::new();
+    for v in spec["variables"].as_array().into_iter().flatten() {
+        let (Some(name), Some(expression)) = (v["name"].as_str(), v["expression"].as_str()) else {
+            continue;
+        };
+        let ty = issues(expression, &typed(&variables)).unwrap_or(Ty::Dyn);
+        variables.insert(name.to_string(), ty);
+    }
+    let decls = typed(&variables);
+    let mut out = Vec::new();
+    for (i, v) in spec["validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for field in ["expression", "messageExpression"] {
+            let Some(expression) = v[field].as_str().filter(|e| !e.trim().is_empty()) else {
+                continue;
+            };
+            if let Err(e) = issues(expression, &decls) {
+                out.push((format!("spec.validations[{i}].{field}"), e));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +277,75 @@ mod tests {
             got[4],
             "spec.validations[2].messageExpression: Invalid value: \"1 + 1\": must evaluate to string"
         );
+    }
+
+    fn deployment_like() -> CheckedTypes {
+        let schema = json!({"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+            "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}}}});
+        CheckedTypes {
+            object: Ty::from_schema(&schema, false),
+            params: None,
+        }
+    }
+
+    #[test]
+    fn typed_objects_show_type_confusion_as_upstreams_e2e_expects() {
+        let types = deployment_like();
+        let good = json!({"validations": [{"expression": "object.spec.replicas > 1",
+            "messageExpression": "'got ' + string(object.spec.replicas)"},
+            {"expression": "object.metadata.labels['app'] == 'x'"}]});
+        assert!(policy_type_issues(&good, &types).is_empty());
+        let confused = json!({"validations": [{"expression": "object.spec.replicas > '1'",
+            "messageExpression": "'wants replicas > 1, got ' + object.spec.replicas"},
+            {"expression": "object.spec.maxRetries < 10"}]});
+        let got = policy_type_issues(&confused, &types);
+        assert_eq!(got.len(), 3, "{got:#?}");
+        assert_eq!(got[0].0, "spec.validations[0].expression");
+        assert!(
+            got[0]
+                .1
+                .contains("found no matching overload for '_>_' applied to '(int, string)'"),
+            "{}",
+            got[0].1
+        );
+        assert_eq!(got[1].0, "spec.validations[0].messageExpression");
+        assert!(
+            got[1]
+                .1
+                .contains("found no matching overload for '_+_' applied to '(string, int)'"),
+            "{}",
+            got[1].1
+        );
+        assert_eq!(got[2].0, "spec.validations[1].expression");
+        assert!(
+            got[2].1.contains("undefined field 'maxRetries'"),
+            "{}",
+            got[2].1
+        );
+    }
+
+    #[test]
+    fn typed_variables_carry_their_type_and_params_need_a_known_kind() {
+        let mut types = deployment_like();
+        let spec = json!({
+            "variables": [{"name": "r", "expression": "object.spec.replicas"}],
+            "validations": [{"expression": "variables.r > 'x'"}, {"expression": "params.max > 1"}]});
+        let got = policy_type_issues(&spec, &types);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(
+            got[0].1.contains("applied to '(int, string)'"),
+            "{}",
+            got[0].1
+        );
+        assert!(
+            got[1].1.contains("undeclared reference to 'params'"),
+            "{}",
+            got[1].1
+        );
+        types.params = Some(Ty::Dyn);
+        assert_eq!(policy_type_issues(&spec, &types).len(), 1);
     }
 }

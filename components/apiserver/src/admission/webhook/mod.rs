@@ -285,6 +285,16 @@ impl MutateError {
     }
 }
 
+/// The MutatingAdmissionPolicies as the chain's second pass needs them: the matched session,
+/// whether their first pass changed the object, how a mutated object is normalized, and who
+/// answers the `authorizer`.
+struct PolicyPass<'a, 'n> {
+    session: Option<&'a mut mutating_policy::Session>,
+    changed: bool,
+    normalize: &'a mutating_policy::Normalize<'n>,
+    checker: &'a dyn access::AccessChecker,
+}
+
 /// The webhooks' first pass, then — when a policy or webhook changed the object — the chain's
 /// second pass, as upstream reinvokes it: the IfNeeded policies something changed the object
 /// after, then the IfNeeded webhooks (all of them when that pass of policies changed it, else
@@ -294,18 +304,19 @@ async fn mutate_passes(
     selected: &[Selected],
     req: &mut Request,
     warnings: &mut Vec<String>,
-    policies: Option<&mut mutating_policy::Session>,
-    policies_changed: bool,
-    normalized: &mutating_policy::Normalize<'_>,
+    policies: PolicyPass<'_, '_>,
 ) -> Result<bool, MutateError> {
     let last = dispatch::mutate_first(caller, selected, req, warnings)
         .await
         .map_err(MutateError::Webhook)?;
-    if last.is_none() && !policies_changed {
+    if last.is_none() && !policies.changed {
         return Ok(false);
     }
-    let again = match policies {
-        Some(p) => p.run(req, true, normalized).map_err(MutateError::Policy)?,
+    let again = match policies.session {
+        Some(p) => p
+            .run(req, true, policies.normalize, policies.checker)
+            .await
+            .map_err(MutateError::Policy)?,
         None => false,
     };
     let upto = if again {
@@ -404,7 +415,7 @@ async fn run(
     let mut policies = mutating_policy::Session::prepare(state, &req, builtin).await?;
     let normalized = |v: Value| normalize(target, v);
     let mut changed = match policies.as_mut() {
-        Some(p) => p.run(&mut req, false, &normalized)?,
+        Some(p) => p.run(&mut req, false, &normalized, state.access).await?,
         None => false,
     };
     let selected = select(state, mutating, &req, &mut labels).await?;
@@ -418,16 +429,13 @@ async fn run(
     } else {
         let policies = policies.as_mut();
         let (hooks, warnings) = (selected.as_slice(), &mut warnings);
-        mutate_passes(
-            &caller,
-            hooks,
-            &mut req,
-            warnings,
-            policies,
+        let policies = PolicyPass {
+            session: policies,
             changed,
-            &normalized,
-        )
-        .await
+            normalize: &normalized,
+            checker: state.access,
+        };
+        mutate_passes(&caller, hooks, &mut req, warnings, policies).await
     };
     changed |= match outcome {
         Ok(changed) => changed,

@@ -13,21 +13,24 @@
 //! policy with reinvocationPolicy IfNeeded ran (by a later policy, or by the webhooks), the chain's
 //! second pass (`run` with `reinvoke`) runs those policies once more.
 //!
-//! Not supported: the `authorizer` variable, and variables are evaluated once per invocation
-//! before the mutations (upstream evaluates them lazily, so an unused failing variable is no
-//! error there).
+//! Expressions see the `authorizer` (RBAC for the requesting user, asked between evaluation
+//! rounds: `access::evaluate_with_authorizer`) and `variables`, evaluated lazily as upstream's
+//! composition does — each at most once per evaluation, only when read, so an unused failing
+//! variable is no error; each mutation evaluates them against the object as it is then.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use super::access::{evaluate_with_authorizer, AccessChecker};
 use super::hook::parse_conditions;
 use super::policy::{evaluate_match_only, params_for};
 use super::request::{Operation, Request};
 use crate::admission::context::AdmissionContext;
+use crate::cel::authz::AuthorizerVal;
 use crate::cel::mutation::{apply_configuration, json_patch, MutationProgram};
-use crate::cel::Program;
+use crate::cel::{Activation, Program};
 use crate::list_keys::{apply_list, field_path, item_path, ApplyList};
 use crate::patch::{self, PatchType};
 use crate::registry::lifecycle::from_stored;
@@ -179,12 +182,13 @@ impl Session {
 
     /// One pass of the policies over `req.object`; returns whether it changed. `reinvoke` is the
     /// chain's second pass: only the IfNeeded invocations that something changed the object
-    /// after run again.
-    pub fn run(
+    /// after run again. `checker` answers the `authorizer`'s checks.
+    pub async fn run(
         &mut self,
         req: &mut Request,
         reinvoke: bool,
         normalize: &Normalize<'_>,
+        checker: &dyn AccessChecker,
     ) -> Result<bool, ApiError> {
         let mut errors = if reinvoke {
             Vec::new()
@@ -202,7 +206,27 @@ impl Session {
             }
             let before = req.object.clone();
             let context = (&self.namespace_object, self.check_atomics);
-            invoke(inv, req, context, normalize, &mut errors)?;
+            // Each round runs the invocation on the object as it came in; the last round, in
+            // which every authorizer check it reached was answered, is the one kept.
+            let start = req.clone();
+            let (after, mut failed, outcome) =
+                evaluate_with_authorizer(&start, checker, |authorizer| {
+                    let mut attempt = start.clone();
+                    let mut failed = Vec::new();
+                    let outcome = invoke(
+                        inv,
+                        &mut attempt,
+                        context,
+                        normalize,
+                        &mut failed,
+                        authorizer,
+                    );
+                    (attempt, failed, outcome)
+                })
+                .await;
+            outcome?;
+            *req = after;
+            errors.append(&mut failed);
             if req.object != before {
                 changed = true;
                 // Every IfNeeded policy that ran before this change sees the result once more.
@@ -240,8 +264,9 @@ fn rejection(req: &Request, errors: &[PolicyError]) -> ApiError {
     err
 }
 
-fn eval_bool(expression: &str, vars: &[(&str, &Value)]) -> Result<bool, String> {
-    match Program::compile(expression).and_then(|p| p.eval(vars)) {
+/// A policy expression's failure text, as upstream's.
+fn eval_bool(expression: &str, activation: &Activation) -> Result<bool, String> {
+    match Program::compile(expression).and_then(|p| activation.eval(&p)) {
         Ok(Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!(
             "expression '{expression}' must evaluate to bool, got {other}"
@@ -250,15 +275,16 @@ fn eval_bool(expression: &str, vars: &[(&str, &Value)]) -> Result<bool, String> 
     }
 }
 
-/// One invocation: matchConditions, variables, then each mutation in order. Failures are
-/// collected in `errors`; an `Err` is a failure upstream returns at once (a mutated object that
-/// no longer decodes).
+/// One invocation: matchConditions, then each mutation in order, with lazy variables and the
+/// `authorizer` bound. Failures are collected in `errors`; an `Err` is a failure upstream returns
+/// at once (a mutated object that no longer decodes).
 fn invoke(
     inv: &Invocation,
     req: &mut Request,
     (namespace_object, check_atomics): (&Value, bool),
     normalize: &Normalize<'_>,
     errors: &mut Vec<PolicyError>,
+    authorizer: AuthorizerVal,
 ) -> Result<(), ApiError> {
     let spec = &inv.policy["spec"];
     let fail = |message: String, errors: &mut Vec<PolicyError>| {
@@ -271,24 +297,37 @@ fn invoke(
     };
     let review = req.review("", &req.version);
     let request = review["request"].clone();
-    let object = request["object"].clone();
-    let old_object = request["oldObject"].clone();
-    let base = |variables: &Value, object: &Value| -> Vec<(&'static str, Value)> {
-        vec![
-            ("object", object.clone()),
-            ("oldObject", old_object.clone()),
-            ("request", request.clone()),
-            ("params", inv.param.clone()),
-            ("namespaceObject", namespace_object.clone()),
-            ("variables", variables.clone()),
-        ]
+    let variables: Vec<(String, Result<Arc<Program>, _>)> = spec["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let expression = v["expression"].as_str().unwrap_or("");
+            (
+                v["name"].as_str().unwrap_or("").to_string(),
+                Program::compile(expression).map(Arc::new),
+            )
+        })
+        .collect();
+    // One activation per evaluation of the object: variables are evaluated at most once in it.
+    let activation = |object: &Value| {
+        Activation::new(
+            vec![
+                ("object".into(), object.clone()),
+                ("oldObject".into(), request["oldObject"].clone()),
+                ("request".into(), request.clone()),
+                ("params".into(), inv.param.clone()),
+                ("namespaceObject".into(), namespace_object.clone()),
+            ],
+            Some(authorizer.clone()),
+            variables.clone(),
+        )
     };
     // matchConditions: any false skips the invocation; an error (with none false) fails it.
-    let owned = base(&json!({}), &object);
-    let vars: Vec<(&str, &Value)> = owned.iter().map(|(n, v)| (*n, v)).collect();
+    let first = activation(&request["object"]);
     let mut condition_error = None;
     for (cname, expression) in parse_conditions(&spec["matchConditions"]) {
-        match eval_bool(&expression, &vars) {
+        match eval_bool(&expression, &first) {
             Ok(true) => {}
             Ok(false) => return Ok(()),
             Err(e) => {
@@ -300,32 +339,11 @@ fn invoke(
         fail(e, errors);
         return Ok(());
     }
-    let mut variables = Map::new();
-    for v in spec["variables"].as_array().into_iter().flatten() {
-        let expression = v["expression"].as_str().unwrap_or("");
-        let owned = base(&Value::Object(variables.clone()), &object);
-        let vars: Vec<(&str, &Value)> = owned.iter().map(|(n, v)| (*n, v)).collect();
-        match Program::compile(expression).and_then(|p| p.eval(&vars)) {
-            Ok(value) => {
-                variables.insert(v["name"].as_str().unwrap_or("").to_string(), value);
-            }
-            Err(e) => {
-                fail(
-                    format!("expression '{expression}' resulted in error: {e}"),
-                    errors,
-                );
-                return Ok(());
-            }
-        }
-    }
-    let variables = Value::Object(variables);
     for m in spec["mutations"].as_array().into_iter().flatten() {
         let Some(current) = req.object.clone() else {
             continue;
         };
-        let owned = base(&variables, &current);
-        let vars: Vec<(&str, &Value)> = owned.iter().map(|(n, v)| (*n, v)).collect();
-        match mutate(m, &current, &vars, check_atomics) {
+        match mutate(m, &current, &activation(&current), check_atomics) {
             Ok(Some(patched)) => req.object = Some(normalize(patched)?),
             Ok(None) => {}
             Err(message) => fail(message, errors),
@@ -338,7 +356,7 @@ fn invoke(
 fn mutate(
     m: &Value,
     object: &Value,
-    vars: &[(&str, &Value)],
+    activation: &Activation,
     check_atomics: bool,
 ) -> Result<Option<Value>, String> {
     let (expression, apply) = match m["patchType"].as_str() {
@@ -349,7 +367,7 @@ fn mutate(
     let expression = expression.as_str().unwrap_or("");
     let program = MutationProgram::compile(expression).map_err(|e| e.to_string())?;
     let result = program
-        .execute(vars)
+        .execute_in(activation)
         .map_err(|e| format!("expression '{expression}' resulted in error: {e}"))?;
     if apply {
         let config = apply_configuration(&result)?;
@@ -404,8 +422,8 @@ fn find_atomics(value: &Value, schema: &str, display: &str, out: &mut Vec<String
 mod tests {
     use super::*;
 
-    fn vars(obj: &Value) -> Vec<(&'static str, &Value)> {
-        vec![("object", obj)]
+    fn vars(obj: &Value) -> Activation {
+        Activation::new(vec![("object".into(), obj.clone())], None, Vec::new())
     }
 
     #[test]
