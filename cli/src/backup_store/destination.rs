@@ -15,16 +15,7 @@ use crate::transport::Transport;
 /// The destination cluster.yaml declares, with its credentials file resolved against cluster.yaml's
 /// directory.
 pub fn declared(cluster: &ClusterFile) -> Option<S3Destination> {
-    let mut d = cluster
-        .config
-        .spec
-        .store
-        .backup
-        .as_ref()?
-        .destination
-        .as_ref()?
-        .s3
-        .clone()?;
+    let mut d = cluster.config.backup()?.destination.as_ref()?.s3.clone()?;
     if let Some(f) = &d.credentials_file {
         let base = cluster.path.parent().unwrap_or(Path::new("."));
         d.credentials_file = Some(base.join(expand_home(f)));

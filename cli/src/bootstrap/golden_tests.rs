@@ -61,15 +61,7 @@ pub(crate) fn golden_context() -> (tempfile::TempDir, Context) {
     // Fixed stand-ins for the binaries, so the rendered binary hashes are stable.
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
-    for b in [
-        "kiln-store",
-        "kiln-apiserver",
-        "kiln-scheduler",
-        "kiln-controller-manager",
-        "kiln-kubelet",
-        "kiln-proxy",
-        "kiln-dns",
-    ] {
+    for b in super::phases::CONTROL_PLANE_BINARIES {
         std::fs::write(bin.join(b), b).unwrap();
     }
     let opts = Options {

@@ -137,10 +137,7 @@ fn latest(
             let every = ctx
                 .cluster
                 .config
-                .spec
-                .store
-                .backup
-                .as_ref()
+                .backup()
                 .and_then(|b| b.drill.as_ref())
                 .map(|d| d.every)
                 .ok_or_else(|| {

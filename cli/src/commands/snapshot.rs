@@ -457,14 +457,7 @@ fn drill_entry(
         }
         return Ok(0);
     }
-    let declared = ctx
-        .cluster
-        .config
-        .spec
-        .store
-        .backup
-        .as_ref()
-        .and_then(|b| b.drill.as_ref());
+    let declared = ctx.cluster.config.backup().and_then(|b| b.drill.as_ref());
     if declared.is_none() {
         anyhow::bail!(
             "--drill: no spec.store.backup.drill in cluster.yaml (declare `drill: {{every: N}}` under \

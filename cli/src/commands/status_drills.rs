@@ -36,10 +36,7 @@ pub(super) fn print(ctx: &crate::bootstrap::Context, now: time::OffsetDateTime) 
     let allowed = ctx
         .cluster
         .config
-        .spec
-        .store
-        .backup
-        .as_ref()
+        .backup()
         .and_then(|b| Some((b, b.drill.as_ref()?)))
         .and_then(|(b, d)| allowed(&b.schedule, d.every, now.unix_timestamp()));
     for l in drill_record::status_lines(&log, now, allowed) {

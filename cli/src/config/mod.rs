@@ -184,6 +184,11 @@ impl ClusterConfig {
         self.spec.hosts.iter().find(|h| h.name == name)
     }
 
+    /// `spec.store.backup`: the declared snapshot schedule, if any.
+    pub fn backup(&self) -> Option<&Backup> {
+        self.spec.store.backup.as_ref()
+    }
+
     /// `controlPlaneEndpoint`, or the first controller's node address on 6443.
     pub fn control_plane_endpoint(&self) -> String {
         if let Some(ep) = &self.spec.control_plane_endpoint {

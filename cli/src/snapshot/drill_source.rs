@@ -81,14 +81,7 @@ pub fn newest_uploader(objects: &[(String, i64)]) -> Vec<(String, i64)> {
 
 /// The schedule's bundles as the configured destination holds them.
 pub async fn list(ctx: &Context) -> Result<Listed, SourceError> {
-    let backup = ctx
-        .cluster
-        .config
-        .spec
-        .store
-        .backup
-        .as_ref()
-        .ok_or(SourceError::NoSchedule)?;
+    let backup = ctx.cluster.config.backup().ok_or(SourceError::NoSchedule)?;
     if let Some(dest) = crate::backup_store::destination::declared(&ctx.cluster) {
         let bucket = offsite::open(&dest)?;
         let objects: Vec<(String, i64)> = bucket

@@ -208,9 +208,9 @@ impl Session {
             let context = (&self.namespace_object, self.check_atomics);
             // Each round runs the invocation on the object as it came in; the last round, in
             // which every authorizer check it reached was answered, is the one kept.
-            let start = req.clone();
+            let start: &Request = req;
             let (after, mut failed, outcome) =
-                evaluate_with_authorizer(&start, checker, |authorizer| {
+                evaluate_with_authorizer(start, checker, |authorizer| {
                     let mut attempt = start.clone();
                     let mut failed = Vec::new();
                     let outcome = invoke(
